@@ -1,0 +1,191 @@
+"""agent.toml: pydantic-validated, unknown keys are errors that name the key.
+
+Without a config file the built-in lab is used: the simulator on this machine, the local host and
+the simulator's default search space (see `lab_config`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Scalar = bool | int | float | str
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostConfig(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    address: str = "local"  # "local" or ssh://[user@]host[:port] (host may be a ~/.ssh/config alias)
+    identity_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"  # a path, or "accept-new"
+    workdir: str = "~/campaign"
+    allow_paths: list[str] = []  # absolute paths outside workdir that put_file/get_file may touch
+    keepalive_s: float = 15.0
+    connect_timeout_s: float = 15.0
+
+
+class ServerConfig(Strict):
+    engine: Literal["sglang", "vllm", "sim"] = "sim"
+    host: str = "local"
+    name: str = "server"
+    command: str
+    port: int = Field(default=30000, ge=1, le=65535)
+    model: str | None = None  # the model name the API serves; default: from the engine's /v1/models
+    ready_timeout_s: float = Field(default=1800, gt=0)
+    kill_timeout_s: float = Field(default=30, gt=0)
+
+
+class BenchConfig(Strict):
+    concurrency: list[int] = [1, 2, 5, 10, 30, 70, 100, 250]
+    input_len: int = Field(default=512, ge=1)
+    max_tokens: int = Field(default=512, ge=1)
+    requests_per_level: int | None = None  # default: 5 x C (at least 10)
+    warmup_requests: int = 2
+    endpoint: Literal["completions", "chat"] = "completions"
+    client: Literal["local", "forward", "remote"] = "forward"  # forward = through SSH when remote
+    remote_command: str | None = None  # e.g. "vllm bench serve ... --save-result --result-filename {out}"
+    seed: int = 0
+
+
+class ObjectiveConfig(Strict):
+    kind: Literal["geomean", "level", "peak", "slo"] = "geomean"
+    level: int | None = None  # for kind = "level"
+    ttft_p99_ms: float | None = None  # for kind = "slo"
+    tpot_p99_ms: float | None = None
+
+
+class BudgetConfig(Strict):
+    max_steps: int = Field(default=300, ge=1)
+    max_usd: float = Field(default=25.0, ge=0)
+    max_minutes: float = Field(default=24 * 60, gt=0)
+
+
+class ModelConfig(Strict):
+    name: str = "autopilot"  # "autopilot" or a Claude model id
+    max_tokens: int = 8192
+    prices: dict[str, dict[str, float]] = {}  # model id -> {"input", "output", ...} USD per Mtok
+
+
+class CompactionConfig(Strict):
+    threshold_tokens: int = 120_000  # compact when a prompt passes this
+    keep_turns: int = 6  # the last turns kept verbatim after a summary
+    keep_tool_tokens: int = 40_000  # newest tool output kept when pruning
+
+
+class GuardConfig(Strict):
+    allow: list[str] = []  # regexes of commands the destructive-command guard lets through
+
+
+class Config(Strict):
+    hosts: list[HostConfig] = [HostConfig(name="local")]
+    server: ServerConfig
+    bench: BenchConfig = BenchConfig()
+    search: dict[str, Any] = {}  # flag -> candidate values, plus "requires" and "baseline" tables
+    objective: ObjectiveConfig = ObjectiveConfig()
+    budget: BudgetConfig = BudgetConfig()
+    model: ModelConfig = ModelConfig()
+    compaction: CompactionConfig = CompactionConfig()
+    guard: GuardConfig = GuardConfig()
+    source: str = "built-in lab"  # where this config came from (not a TOML key users set)
+
+    @model_validator(mode="after")
+    def hosts_known(self) -> Config:
+        names = [h.name for h in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host names must be unique: {names}")
+        if self.server.host not in names:
+            raise ValueError(f"server.host {self.server.host!r} is not one of the hosts: {names}")
+        return self
+
+    def host(self, name: str) -> HostConfig:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+
+class ConfigError(Exception):
+    """A config the user must fix; the message is one line naming the offending key."""
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return lab_config()
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: malformed TOML: {err}") from None
+    lab = lab_config()
+    raw.setdefault("server", {}).setdefault("command", lab.server.command)
+    raw.setdefault("search", lab.search if raw["server"].get("engine", "sim") == "sim" else {})
+    try:
+        return Config.model_validate({**raw, "source": str(path)})
+    except ValidationError as err:
+        raise ConfigError(f"{path}: {explain(err)}") from None
+
+
+def explain(err: ValidationError) -> str:
+    """The first problem as one line, with a did-you-mean for unknown keys."""
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"])
+    if e["type"] == "extra_forbidden":
+        key = str(e["loc"][-1])
+        hint = difflib.get_close_matches(key, _known_keys(e["loc"][:-1]), n=1)
+        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        return f"unknown key {loc!r}{more}"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{loc}: {e['msg']} (got {e.get('input')!r}){more}"
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        model = getattr(ann, "__args__", (ann,))[0] if hasattr(ann, "__args__") else ann
+    return list(getattr(model, "model_fields", {}))
+
+
+def lab_config(time_scale: float | None = None, port: int | None = None) -> Config:
+    """The built-in lab: the simulator on this machine, as the reference box."""
+    from sim.space import DEFAULT_BASE_FLAGS, default_space  # the lab's truth lives with the sim
+
+    scale = time_scale if time_scale is not None else float(os.environ.get("AGENT_LAB_TIME_SCALE", 20))
+    command = shlex.join([sys.executable, "-m", "sim", "--time-scale", f"{scale:g}", *DEFAULT_BASE_FLAGS])
+    return Config(
+        server=ServerConfig(engine="sim", host="local", command=command, port=port or 30000,
+                            ready_timeout_s=120),
+        search=default_space(),
+    )
+
+
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def is_secret_name(name: str) -> bool:
+    return any(word in name.upper() for word in SECRET_WORDS)
+
+
+def redact(obj: Any) -> Any:
+    """A copy with every value under a secret-looking name replaced."""
+    if isinstance(obj, dict):
+        return {k: "[redacted]" if is_secret_name(str(k)) else redact(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v) for v in obj]
+    return obj

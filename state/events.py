@@ -1,0 +1,94 @@
+"""The append-only event log: one JSON object per line, `seq` 1, 2, ... with no gaps.
+
+Every event is flushed and fsynced before `append` returns, so an event that was reported is on
+disk. A crash can at worst leave a torn last line; the reader drops it and says so, and the writer
+cuts it off before it appends again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+Event = dict[str, Any]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class LogContents:
+    events: list[Event] = field(default_factory=list)
+    torn: bytes = b""  # an incomplete last line (a write cut short by a crash), dropped
+    end: int = 0  # byte offset just past the last complete line
+
+    @property
+    def torn_report(self) -> str | None:
+        if not self.torn:
+            return None
+        return f"dropped a torn last line of {len(self.torn)} bytes (a write cut short by a crash)"
+
+
+def parse_lines(data: bytes, start_offset: int = 0) -> LogContents:
+    """Parse complete lines of `data`; an unterminated or unparsable tail is reported as torn."""
+    out = LogContents(end=start_offset)
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            out.torn = data[pos:]
+            break
+        line = data[pos:nl]
+        if line.strip():
+            try:
+                out.events.append(json.loads(line))
+            except ValueError:
+                # only the last line can be torn; a bad line in the middle is corruption
+                if data[nl + 1 :].strip():
+                    raise ValueError(f"corrupt event at byte {start_offset + pos}") from None
+                out.torn = data[pos:]
+                break
+        pos = nl + 1
+        out.end = start_offset + pos
+    return out
+
+
+def read_events(path: Path) -> LogContents:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return LogContents()
+    return parse_lines(data)
+
+
+class EventLog:
+    """Appends events to `events.jsonl`. One writer per run (the loop's process)."""
+
+    def __init__(self, path: Path, existing: LogContents | None = None) -> None:
+        self.path = path
+        contents = existing if existing is not None else read_events(path)
+        self.repaired = contents.torn_report
+        self.seq = contents.events[-1]["seq"] if contents.events else 0
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if contents.torn:
+            os.ftruncate(fd, contents.end)  # cut the torn line so the next event starts clean
+        os.lseek(fd, 0, os.SEEK_END)
+        self._fd = fd
+
+    def append(self, type: str, **data: Any) -> Event:
+        event: Event = {"seq": self.seq + 1, "ts": utc_now(), "type": type, **data}
+        line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
+        os.write(self._fd, line.encode() + b"\n")
+        os.fsync(self._fd)
+        self.seq += 1
+        return event
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

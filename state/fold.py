@@ -1,0 +1,166 @@
+"""Everything but the log itself is a fold over the events: resume, watch and replay share this.
+
+`RunState.apply(event)` is called for every event, in order, by whoever reads the log: the loop as
+it writes (so its view is always the log's view), `resume` on start-up, `watch` as it tails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from state.events import Event
+
+STUB = "[output pruned by compaction; full text: {path}]"
+
+
+@dataclass
+class Spend:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    usd: float = 0.0
+    calls: int = 0
+
+    def add(self, usage: dict[str, Any] | None, usd: float | None) -> None:
+        for key, value in (usage or {}).items():
+            if hasattr(self, key) and isinstance(value, int):
+                setattr(self, key, getattr(self, key) + value)
+        self.usd += usd or 0.0
+        self.calls += 1
+
+
+@dataclass
+class RunState:
+    run_id: str = ""
+    goal: str = ""
+    brain: str = ""
+    model: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    started_ts: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    spend: Spend = field(default_factory=Spend)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = 0
+    last_text: str = ""
+    current_tool: dict[str, Any] | None = None
+    warned_budget: bool = False
+    compactions: int = 0
+    supervisor: list[dict[str, Any]] = field(default_factory=list)
+    finished: dict[str, Any] | None = None
+    last_seq: int = 0
+    last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
+
+    def apply(self, event: Event) -> None:
+        self.last_seq = event["seq"]
+        handler = getattr(self, "_on_" + event["type"], None)
+        if handler is not None:
+            handler(event)
+
+    # --- run lifecycle -------------------------------------------------------------------------
+    def _on_run_started(self, e: Event) -> None:
+        self.run_id, self.goal = e.get("run_id", ""), e["goal"]
+        self.brain, self.model = e.get("brain", ""), e.get("model", "")
+        self.config, self.limits = e.get("config", {}), dict(e.get("limits", {}))
+        self.started_ts = e["ts"]
+
+    def _on_run_resumed(self, e: Event) -> None:
+        self.finished = None
+
+    def _on_run_finished(self, e: Event) -> None:
+        self.finished = {k: e.get(k) for k in ("status", "exit_code", "reason")}
+        self.current_tool = None
+
+    def _on_limits_changed(self, e: Event) -> None:
+        self.limits.update(e["limits"])
+        self.warned_budget = False
+
+    def _on_budget_warning(self, e: Event) -> None:
+        self.warned_budget = True
+
+    def _on_supervisor_message(self, e: Event) -> None:
+        self.supervisor.append({"seq": e["seq"], "text": e["text"]})
+
+    # --- the conversation ----------------------------------------------------------------------
+    def _on_message(self, e: Event) -> None:
+        role, content = e["role"], e["content"]
+        if role == "assistant":
+            self.steps += 1
+            self.spend.add(e.get("usage"), e.get("cost_usd"))
+            usage = e.get("usage") or {}
+            self.last_context_tokens = sum(
+                usage.get(k) or 0
+                for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            ) + (usage.get("output_tokens") or 0)
+            texts = [b["text"] for b in content if b.get("type") == "text" and b["text"].strip()]
+            if texts:
+                self.last_text = texts[-1]
+            self.messages.append({"role": "assistant", "content": content})
+        else:
+            self._user_blocks().extend(content)
+
+    def _on_tool_call(self, e: Event) -> None:
+        self.current_tool = {"id": e["id"], "name": e["name"], "input": e["input"], "ts": e["ts"]}
+
+    def _on_tool_result(self, e: Event) -> None:
+        self.current_tool = None
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": e["id"], "content": e["text"]}
+        if e.get("is_error"):
+            block["is_error"] = True
+        self._user_blocks().append(block)
+
+    def _user_blocks(self) -> list[dict[str, Any]]:
+        """The open user message: tool results and notes gather there until the next model turn."""
+        if not self.messages or self.messages[-1]["role"] != "user":
+            self.messages.append({"role": "user", "content": []})
+        blocks: list[dict[str, Any]] = self.messages[-1]["content"]
+        return blocks
+
+    def _on_compaction(self, e: Event) -> None:
+        self.compactions += 1
+        self.spend.add(e.get("usage"), e.get("cost_usd"))
+        if e.get("messages") is not None:  # a summary: the conversation is rebuilt
+            self.messages = e["messages"]
+        for tool_use_id, path in (e.get("pruned") or {}).items():
+            for message in self.messages:
+                for block in message["content"]:
+                    if block.get("type") == "tool_result" and block["tool_use_id"] == tool_use_id:
+                        block["content"] = STUB.format(path=path)
+
+    # --- what the tools did --------------------------------------------------------------------
+    def _on_todo(self, e: Event) -> None:
+        self.todos = e["todos"]
+
+    def _on_server_started(self, e: Event) -> None:
+        self.servers[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}
+
+    def _on_server_ready(self, e: Event) -> None:
+        if e["name"] in self.servers:
+            self.servers[e["name"]]["ready"] = True
+
+    def _on_server_stopped(self, e: Event) -> None:
+        self.servers.pop(e["name"], None)
+
+    _on_server_failed = _on_server_stopped
+    _on_server_killed = _on_server_stopped
+
+    def _on_job_started(self, e: Event) -> None:
+        self.jobs[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}
+
+    def _on_job_ended(self, e: Event) -> None:
+        self.jobs.pop(e["name"], None)
+
+    def _on_benchmark(self, e: Event) -> None:
+        self.results.append({k: v for k, v in e.items() if k not in ("seq", "type")})
+
+
+def fold(events: list[Event]) -> RunState:
+    state = RunState()
+    for event in events:
+        state.apply(event)
+    return state

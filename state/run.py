@@ -1,0 +1,116 @@
+"""A run folder and the one object that writes to it.
+
+    <runs-dir>/<run-id>/events.jsonl   the single source of truth (append-only)
+                        todos.json     the current list, written atomically
+                        config.toml    the resolved config, secrets redacted
+                        results/       one JSON per benchmark
+                        outputs/       full tool output that was cut short in the conversation
+                        logs/          server logs fetched
+                        report.md      and its charts
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from state.atomic import write_atomic, write_json_atomic
+from state.events import Event, EventLog, read_events
+from state.fold import RunState
+from state.todos import Todo, check_rules, diff
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SUBDIRS = ("results", "outputs", "logs")
+
+
+class RunError(Exception):
+    """A run folder that cannot be created or opened; the message is one line for the user."""
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+class Run:
+    """Writes events and keeps the fold of them current; owns the run folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        contents = read_events(self.events_path)
+        self.state = RunState()
+        for event in contents.events:
+            self.state.apply(event)
+        self.log = EventLog(self.events_path, contents)
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str | None = None) -> Run:
+        run_id = run_id or new_run_id()
+        if not RUN_ID.match(run_id):
+            raise RunError(f"bad run id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise RunError(f"runs folder {runs_dir} is not a folder")
+        path = runs_dir / run_id
+        if path.exists():
+            raise RunError(f"run {run_id} already exists in {runs_dir}; use `agent resume {run_id}`")
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700)
+        os.chmod(path, 0o700)  # readable by its owner only, whatever the umask
+        for sub in SUBDIRS:
+            (path / sub).mkdir(mode=0o700)
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: Path) -> Run:
+        if not (path / "events.jsonl").is_file():
+            raise RunError(f"{path} is not a run folder (no events.jsonl)")
+        return cls(path)
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def events_path(self) -> Path:
+        return self.path / "events.jsonl"
+
+    def append(self, type: str, **data: Any) -> Event:
+        event = self.log.append(type, **data)
+        self.state.apply(event)
+        return event
+
+    # --- the todo store ------------------------------------------------------------------------
+    def write_todos(self, todos: list[Todo]) -> dict[str, Any]:
+        """Validate, write todos.json atomically, log a `todo` event; returns what changed."""
+        check_rules(todos)
+        new = [t.model_dump() for t in todos]
+        changes = diff(self.state.todos, new)
+        write_json_atomic(self.path / "todos.json", {"todos": new})
+        self.append("todo", todos=new, changes=changes)
+        return changes
+
+    def sync_todos_file(self) -> None:
+        """After a crash between the file write and the event, the event log wins."""
+        write_json_atomic(self.path / "todos.json", {"todos": self.state.todos})
+
+    def write_text(self, relpath: str, text: str) -> Path:
+        path = self.path / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text.encode())
+        return path
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def resolve_run(ref: str, runs_dir: Path) -> Path:
+    """RUN is a run id under the runs folder or a path to a run folder."""
+    for candidate in (Path(ref), runs_dir / ref):
+        if (candidate / "events.jsonl").is_file():
+            return candidate
+    if Path(ref).is_dir():
+        raise RunError(f"{ref} is not a run folder (no events.jsonl)")
+    raise RunError(f"no run {ref!r} (looked for {ref} and {runs_dir / ref})")
