@@ -53,8 +53,12 @@ class RunState:
     compactions: int = 0
     supervisor: list[dict[str, Any]] = field(default_factory=list)
     finished: dict[str, Any] | None = None
+    stop_requested: bool = False
+    inbox_done: set[str] = field(default_factory=set)  # supervisor messages already delivered
+    minutes_before: float = 0.0  # wall minutes spent by earlier sessions of this run
     last_seq: int = 0
     last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
+    last_results: list[dict[str, Any]] = field(default_factory=list)  # the latest turn's results
 
     def apply(self, event: Event) -> None:
         self.last_seq = event["seq"]
@@ -71,20 +75,29 @@ class RunState:
 
     def _on_run_resumed(self, e: Event) -> None:
         self.finished = None
+        self.stop_requested = False
 
     def _on_run_finished(self, e: Event) -> None:
         self.finished = {k: e.get(k) for k in ("status", "exit_code", "reason")}
         self.current_tool = None
+        self.minutes_before += e.get("session_minutes", 0.0)
 
     def _on_limits_changed(self, e: Event) -> None:
         self.limits.update(e["limits"])
         self.warned_budget = False
+        self.inbox_done.add(e.get("inbox_id", ""))
 
     def _on_budget_warning(self, e: Event) -> None:
         self.warned_budget = True
 
     def _on_supervisor_message(self, e: Event) -> None:
         self.supervisor.append({"seq": e["seq"], "text": e["text"]})
+        self.inbox_done.add(e.get("inbox_id", ""))
+        self._user_blocks().append({"type": "text", "text": f"[supervisor] {e['text']}"})
+
+    def _on_stop_requested(self, e: Event) -> None:
+        self.stop_requested = True
+        self.inbox_done.add(e.get("inbox_id", ""))
 
     # --- the conversation ----------------------------------------------------------------------
     def _on_message(self, e: Event) -> None:
@@ -101,6 +114,7 @@ class RunState:
             if texts:
                 self.last_text = texts[-1]
             self.messages.append({"role": "assistant", "content": content})
+            self.last_results = []
         else:
             self._user_blocks().extend(content)
 
@@ -113,6 +127,8 @@ class RunState:
         if e.get("is_error"):
             block["is_error"] = True
         self._user_blocks().append(block)
+        keep = ("id", "name", "text", "is_error", "data")
+        self.last_results.append({k: e.get(k) for k in keep})
 
     def _user_blocks(self) -> list[dict[str, Any]]:
         """The open user message: tool results and notes gather there until the next model turn."""

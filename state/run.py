@@ -7,6 +7,7 @@
                         outputs/       full tool output that was cut short in the conversation
                         logs/          server logs fetched
                         report.md      and its charts
+                        inbox/         supervisor messages waiting for the loop (agent say/stop/budget)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from state.atomic import write_atomic, write_json_atomic
@@ -24,7 +26,7 @@ from state.fold import RunState
 from state.todos import Todo, check_rules, diff
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-SUBDIRS = ("results", "outputs", "logs")
+SUBDIRS = ("results", "outputs", "logs", "inbox")
 
 
 class RunError(Exception):
@@ -45,6 +47,7 @@ class Run:
         for event in contents.events:
             self.state.apply(event)
         self.log = EventLog(self.events_path, contents)
+        self.listeners: list[Callable[[Event], None]] = []  # e.g. the terminal view
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str | None = None) -> Run:
@@ -80,6 +83,8 @@ class Run:
     def append(self, type: str, **data: Any) -> Event:
         event = self.log.append(type, **data)
         self.state.apply(event)
+        for listener in self.listeners:
+            listener(event)
         return event
 
     # --- the todo store ------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Brains: anything with `next_turn(request) -> Turn`. anthropic, replay and autopilot."""

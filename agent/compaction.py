@@ -1,0 +1,97 @@
+"""Compaction, in opencode's order: prune old tool outputs (no model call); if the context is
+still too large, a structured summary from the brain; then rebuild the conversation as goal +
+summary + the todo list verbatim from the store + the last few turns. Each stage is an event.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.loop import Agent
+
+CHARS_PER_TOKEN = 4  # a rough estimate, good enough to decide how much to prune
+
+
+def compaction_prompt() -> str:
+    return resources.files("prompts").joinpath("compaction.md").read_text().strip()
+
+
+async def maybe_compact(agent: Agent) -> None:
+    state, cfg = agent.run.state, agent.ctx.config.compaction
+    if state.last_context_tokens < cfg.threshold_tokens:
+        return
+    freed = prune(agent, cfg.keep_tool_tokens)
+    if state.last_context_tokens - freed // CHARS_PER_TOKEN >= cfg.threshold_tokens:
+        await summarize(agent, cfg.keep_turns)
+    state.last_context_tokens = 0  # measured again by the next model call
+
+
+def prune(agent: Agent, keep_tokens: int) -> int:
+    """Replace old tool outputs by a stub pointing at the full text; returns the chars freed."""
+    run = agent.run
+    budget, freed, pruned = keep_tokens * CHARS_PER_TOKEN, 0, {}
+    blocks = [
+        b
+        for m in run.state.messages
+        for b in m["content"]
+        if b.get("type") == "tool_result" and not str(b["content"]).startswith("[output pruned")
+    ]
+    for block in reversed(blocks):  # newest first: keep those within the budget
+        size = len(str(block["content"]))
+        if budget >= size:
+            budget -= size
+            continue
+        budget = 0
+        path = run.path / "outputs" / f"{block['tool_use_id']}.txt"
+        if not path.exists():
+            run.write_text(f"outputs/{path.name}", str(block["content"]))
+        pruned[block["tool_use_id"]] = str(path.relative_to(run.path))
+        freed += size
+    if pruned:
+        run.append("compaction", stage="prune", pruned=pruned, freed_chars=freed)
+    return freed
+
+
+async def summarize(agent: Agent, keep_turns: int) -> None:
+    run = agent.run
+    ask = {"role": "user", "content": [{"type": "text", "text": compaction_prompt()}]}
+    messages = run.state.messages
+    if messages and messages[-1]["role"] == "user":  # join the open user message, not a new one
+        ask = {"role": "user", "content": [*messages[-1]["content"], *ask["content"]]}
+        turn = await agent.query("summary", [*messages[:-1], ask])
+    else:
+        turn = await agent.query("summary", [*messages, ask])
+    summary = turn.text.strip()
+    rebuilt = rebuild(run.state.goal, summary, run.state.todos, messages, keep_turns)
+    run.append(
+        "compaction",
+        stage="summary",
+        summary=summary,
+        messages=rebuilt,
+        kept_messages=len(rebuilt) - 1,
+        usage=turn.usage,
+        cost_usd=turn.cost_usd,
+    )
+
+
+def rebuild(
+    goal: str,
+    summary: str,
+    todos: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    keep_turns: int,
+) -> list[dict[str, Any]]:
+    """goal + summary + todos (verbatim, from the store) + the last turns, cut at an assistant
+    message so that every tool_use keeps its tool_result."""
+    starts = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    cut = starts[-keep_turns] if len(starts) >= keep_turns else (starts[0] if starts else 0)
+    head = (
+        f"Goal: {goal}\n\n"
+        f"The conversation so far was compacted. Summary:\n\n{summary}\n\n"
+        "The current todo list, verbatim from the todo store (it is authoritative):\n"
+        f"{json.dumps({'todos': todos}, indent=1)}"
+    )
+    return [{"role": "user", "content": [{"type": "text", "text": head}]}, *messages[cut:]]

@@ -1,0 +1,194 @@
+"""The loop: run -> step -> query + execute. Everything it does is an event in the run's log.
+
+Control flow by exceptions that carry the way the run ends (mini-swe-agent's pattern); budgets and
+the supervisor's inbox are checked before every model call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.brains.base import Brain, BrainError, Turn, TurnRequest
+from agent.compaction import maybe_compact
+from state.inbox import drain
+from state.run import Run
+from tools.base import ToolBox, ToolContext
+
+
+class RunEnded(Exception):
+    status = "finished"
+    exit_code = 0
+
+
+class Finished(RunEnded):
+    pass
+
+
+class BudgetExhausted(RunEnded):
+    status, exit_code = "budget_exhausted", 3
+
+
+class Stuck(RunEnded):
+    status, exit_code = "stuck", 4
+
+
+class Stopped(RunEnded):
+    status, exit_code = "stopped", 130
+
+
+class Failed(RunEnded):
+    status, exit_code = "error", 1
+
+
+WARN_AT = 0.8  # share of a budget at which the model is told to wrap up
+NUDGE = (
+    "You have made the same tool call with the same result several times (or are cycling "
+    "between two calls). That is not progress: re-read the todo list and change approach."
+)
+
+
+@dataclass
+class Agent:
+    run: Run
+    brain: Brain
+    tools: ToolBox
+    ctx: ToolContext
+    system: str
+    max_tokens: int = 8192
+    session_start: float = field(default_factory=time.monotonic)
+    calls: list[str] = field(default_factory=list)  # recent (call, result) keys, for stuck checks
+    nudged: bool = False
+
+    async def run_loop(self) -> int:
+        """Step until the run ends; returns the exit code. The run_finished event says why."""
+        try:
+            while True:
+                await self.step()
+        except RunEnded as end:
+            return self.finish(end.status, end.exit_code, str(end))
+        except BrainError as err:
+            return self.finish("error", 1, str(err))
+
+    async def step(self) -> None:
+        drain(self.run)
+        self.check_limits()
+        await maybe_compact(self)
+        turn = await self.query()
+        await self.execute(turn)
+
+    async def query(
+        self, purpose: str = "step", messages: list[dict[str, Any]] | None = None
+    ) -> Turn:
+        state = self.run.state
+        request = TurnRequest(
+            system=self.system,
+            tools=self.tools.specs(),
+            messages=state.messages if messages is None else messages,
+            max_tokens=self.max_tokens,
+            state=state,
+            config=self.ctx.config,
+            purpose="summary" if purpose == "summary" else "step",
+        )
+        turn = await self.brain.next_turn(request)
+        if turn.exchange is not None:
+            self.run.append("api_exchange", **turn.exchange)
+        return turn
+
+    async def execute(self, turn: Turn) -> None:
+        self.run.append(
+            "message",
+            role="assistant",
+            content=turn.content,
+            stop_reason=turn.stop_reason,
+            usage=turn.usage,
+            cost_usd=turn.cost_usd,
+            model=turn.model,
+        )
+        for block in turn.tool_uses:  # every tool_use of the turn, results in order
+            self.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
+            result, seconds = await self.tools.call(self.ctx, block["name"], block["input"])
+            self.run.append(
+                "tool_result",
+                id=block["id"],
+                name=block["name"],
+                text=result.text,
+                is_error=result.is_error,
+                data=result.data,
+                duration_s=round(seconds, 3),
+            )
+            self.check_stuck(block, result.text)
+        self.after_turn(turn)
+
+    def after_turn(self, turn: Turn) -> None:
+        reason = turn.stop_reason
+        if reason == "pause_turn" or turn.tool_uses:
+            if reason == "max_tokens":
+                self.note("Your reply was cut off at max_tokens. Continue, and keep replies short.")
+            return  # pause_turn: the next request sends the turn back as it is
+        if reason in ("end_turn", "stop_sequence"):
+            raise Finished(turn.text.strip()[:500] or "the brain ended its turn")
+        if reason == "max_tokens":
+            self.note("Your reply was cut off at max_tokens. Continue, and keep replies short.")
+            return
+        if reason == "refusal":
+            raise Failed("the model refused to continue (stop_reason: refusal)")
+        raise Failed(f"the model stopped with an unexpected stop_reason {reason!r}")
+
+    # --- guards --------------------------------------------------------------------------------
+    def check_limits(self) -> None:
+        state = self.run.state
+        if state.stop_requested:
+            raise Stopped("stopped by the supervisor")
+        limits = state.limits
+        used = {
+            "max_steps": (state.steps, "steps"),
+            "max_usd": (state.spend.usd, "USD"),
+            "max_minutes": (self.minutes(), "minutes"),
+        }
+        shares = {k: v / limits[k] for k, (v, _) in used.items() if limits.get(k)}
+        for key, share in shares.items():
+            if share >= 1:
+                value, unit = used[key]
+                raise BudgetExhausted(f"budget exhausted: {value:g} of {limits[key]:g} {unit}")
+        if shares and max(shares.values()) >= WARN_AT and not state.warned_budget:
+            key = max(shares, key=lambda k: shares[k])
+            value, unit = used[key]
+            self.run.append("budget_warning", limit=key, used=value, of=limits[key])
+            self.note(
+                f"Budget: {value:.4g} of {limits[key]:g} {unit} used. Wrap up now: finish or "
+                "cancel the open todos, kill the servers you started and write your conclusion."
+            )
+
+    def check_stuck(self, block: dict[str, Any], result_text: str) -> None:
+        key = json.dumps([block["name"], block["input"], result_text], sort_keys=True)
+        self.calls = [*self.calls[-3:], key]
+        c = self.calls
+        repeating = len(c) >= 3 and c[-1] == c[-2] == c[-3]
+        cycling = len(c) >= 4 and c[-1] == c[-3] and c[-2] == c[-4] and c[-1] != c[-2]
+        if not (repeating or cycling):
+            return
+        if self.nudged:
+            raise Stuck("stuck: the same tool calls and results kept repeating after a nudge")
+        self.nudged, self.calls = True, []
+        self.run.append("stuck_nudge", pattern="repeat" if repeating else "cycle")
+        self.note(NUDGE)
+
+    def note(self, text: str) -> None:
+        """A message from the loop itself, put before the next model call."""
+        self.run.append("message", role="user", content=[{"type": "text", "text": text}])
+
+    def minutes(self) -> float:
+        return self.run.state.minutes_before + (time.monotonic() - self.session_start) / 60
+
+    def finish(self, status: str, exit_code: int, reason: str) -> int:
+        self.run.append(
+            "run_finished",
+            status=status,
+            exit_code=exit_code,
+            reason=reason,
+            session_minutes=round((time.monotonic() - self.session_start) / 60, 4),
+        )
+        return exit_code

@@ -1,0 +1,13 @@
+"""The benchmark engine: load generator, vLLM-compatible metrics, result schema, ledger keys.
+
+Layout (one seam per file):
+  records.py   what one request measured (RequestRecord)
+  metrics.py   vLLM `bench serve` metrics over records -> a flat dict (one Point)
+  schema.py    the result JSON (BenchResult, Point, Workload, ...)
+  prompts.py   seeded prompts of a given token length, request bodies
+  http.py      the streaming HTTP/1.1 client (asyncio protocol, lean SSE scan)
+  loadgen.py   a closed loop of C connections for one level
+  shard.py     the same loop in child processes (uvloop, one core each)
+  sweep.py     levels in order, progress, Ctrl-C, result assembly
+  confighash.py, vllm_format.py, remote.py, comparison.py, table.py
+"""
