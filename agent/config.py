@@ -25,7 +25,9 @@ class Strict(BaseModel):
 
 class HostConfig(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    address: str = "local"  # "local" or ssh://[user@]host[:port] (host may be a ~/.ssh/config alias)
+    address: str = (
+        "local"  # "local" or ssh://[user@]host[:port] (host may be a ~/.ssh/config alias)
+    )
     identity_file: str | None = None
     known_hosts: str = "~/.ssh/known_hosts"  # a path, or "accept-new"
     workdir: str = "~/campaign"
@@ -53,7 +55,9 @@ class BenchConfig(Strict):
     warmup_requests: int = 2
     endpoint: Literal["completions", "chat"] = "completions"
     client: Literal["local", "forward", "remote"] = "forward"  # forward = through SSH when remote
-    remote_command: str | None = None  # e.g. "vllm bench serve ... --save-result --result-filename {out}"
+    remote_command: str | None = (
+        None  # e.g. "vllm bench serve ... --save-result --result-filename {out}"
+    )
     seed: int = 0
 
 
@@ -166,11 +170,16 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
     """The built-in lab: the simulator on this machine, as the reference box."""
     from sim.space import DEFAULT_BASE_FLAGS, default_space  # the lab's truth lives with the sim
 
-    scale = time_scale if time_scale is not None else float(os.environ.get("AGENT_LAB_TIME_SCALE", 20))
-    command = shlex.join([sys.executable, "-m", "sim", "--time-scale", f"{scale:g}", *DEFAULT_BASE_FLAGS])
+    scale = (
+        time_scale if time_scale is not None else float(os.environ.get("AGENT_LAB_TIME_SCALE", 20))
+    )
+    command = shlex.join(
+        [sys.executable, "-m", "sim", "--time-scale", f"{scale:g}", *DEFAULT_BASE_FLAGS]
+    )
     return Config(
-        server=ServerConfig(engine="sim", host="local", command=command, port=port or 30000,
-                            ready_timeout_s=120),
+        server=ServerConfig(
+            engine="sim", host="local", command=command, port=port or 30000, ready_timeout_s=120
+        ),
         search=default_space(),
     )
 
@@ -183,9 +192,67 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(obj: Any) -> Any:
-    """A copy with every value under a secret-looking name replaced."""
+    """A copy with every string under a secret-looking name replaced (numbers such as
+    max_tokens are counts, not secrets)."""
     if isinstance(obj, dict):
-        return {k: "[redacted]" if is_secret_name(str(k)) else redact(v) for k, v in obj.items()}
+        return {
+            k: "[redacted]" if is_secret_name(str(k)) and isinstance(v, str) and v else redact(v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [redact(v) for v in obj]
     return obj
+
+
+def to_toml(obj: dict[str, Any]) -> str:
+    """A small TOML writer for the resolved config (tables, arrays of tables, scalars, arrays)."""
+    lines: list[str] = []
+    _toml_table(obj, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _toml_table(obj: dict[str, Any], path: list[str], lines: list[str]) -> None:
+    simple = {k: v for k, v in obj.items() if not _is_table(v) and not _is_table_array(v)}
+    for key, value in simple.items():
+        if value is not None:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in obj.items():
+        if _is_table(value):
+            lines.append(f"\n[{'.'.join(_toml_key(p) for p in [*path, key])}]")
+            _toml_table(value, [*path, key], lines)
+        elif _is_table_array(value):
+            for item in value:
+                lines.append(f"\n[[{'.'.join(_toml_key(p) for p in [*path, key])}]]")
+                _toml_table(item, [*path, key], lines)
+
+
+def _is_table(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(i, dict) for i in v)
+
+
+def _toml_key(key: str) -> str:
+    return (
+        key
+        if key.replace("_", "").replace("-", "").isalnum() and key[0] != "-"
+        else _toml_value(key)
+    )
+
+
+def _toml_value(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(i) for i in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(i)}" for k, i in v.items()) + "}"
+    return json.dumps(str(v))

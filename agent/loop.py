@@ -6,8 +6,10 @@ the supervisor's inbox are checked before every model call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,7 @@ class Agent:
     session_start: float = field(default_factory=time.monotonic)
     calls: list[str] = field(default_factory=list)  # recent (call, result) keys, for stuck checks
     nudged: bool = False
+    on_end: Callable[[str], Awaitable[None]] | None = None  # clean-up before run_finished
 
     async def run_loop(self) -> int:
         """Step until the run ends; returns the exit code. The run_finished event says why."""
@@ -68,9 +71,14 @@ class Agent:
             while True:
                 await self.step()
         except RunEnded as end:
-            return self.finish(end.status, end.exit_code, str(end))
+            status, code, reason = end.status, end.exit_code, str(end)
         except BrainError as err:
-            return self.finish("error", 1, str(err))
+            status, code, reason = "error", 1, str(err)
+        except asyncio.CancelledError:  # Ctrl-C or SIGTERM: end as a graceful stop would
+            status, code, reason = "stopped", 130, "interrupted"
+        if self.on_end is not None:
+            await self.on_end(status)
+        return self.finish(status, code, reason)
 
     async def step(self) -> None:
         drain(self.run)
@@ -109,7 +117,9 @@ class Agent:
         )
         for block in turn.tool_uses:  # every tool_use of the turn, results in order
             self.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
-            result, seconds = await self.tools.call(self.ctx, block["name"], block["input"])
+            result, seconds = await self.tools.call(
+                self.ctx, block["name"], block["input"], block["id"]
+            )
             self.run.append(
                 "tool_result",
                 id=block["id"],

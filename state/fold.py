@@ -123,7 +123,11 @@ class RunState:
 
     def _on_tool_result(self, e: Event) -> None:
         self.current_tool = None
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": e["id"], "content": e["text"]}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": e["id"],
+            "content": e["text"],
+        }
         if e.get("is_error"):
             block["is_error"] = True
         self._user_blocks().append(block)

@@ -1,13 +1,13 @@
 """A run folder and the one object that writes to it.
 
-    <runs-dir>/<run-id>/events.jsonl   the single source of truth (append-only)
-                        todos.json     the current list, written atomically
-                        config.toml    the resolved config, secrets redacted
-                        results/       one JSON per benchmark
-                        outputs/       full tool output that was cut short in the conversation
-                        logs/          server logs fetched
-                        report.md      and its charts
-                        inbox/         supervisor messages waiting for the loop (agent say/stop/budget)
+<runs-dir>/<run-id>/events.jsonl   the single source of truth (append-only)
+                    todos.json     the current list, written atomically
+                    config.toml    the resolved config, secrets redacted
+                    results/       one JSON per benchmark
+                    outputs/       full tool output that was cut short in the conversation
+                    logs/          server logs fetched
+                    report.md      and its charts
+                    inbox/         supervisor messages waiting for the loop (agent say/stop/budget)
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from state.atomic import write_atomic, write_json_atomic
@@ -58,7 +58,9 @@ class Run:
             raise RunError(f"runs folder {runs_dir} is not a folder")
         path = runs_dir / run_id
         if path.exists():
-            raise RunError(f"run {run_id} already exists in {runs_dir}; use `agent resume {run_id}`")
+            raise RunError(
+                f"run {run_id} already exists in {runs_dir}; use `agent resume {run_id}`"
+            )
         runs_dir.mkdir(parents=True, exist_ok=True)
         path.mkdir(mode=0o700)
         os.chmod(path, 0o700)  # readable by its owner only, whatever the umask

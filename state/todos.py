@@ -42,7 +42,9 @@ def check_rules(todos: list[Todo]) -> None:
         problems.append(f"ids must be unique, repeated: {', '.join(dupes)}")
     active = [t.id for t in todos if t.status == "in_progress"]
     if len(active) > 1:
-        problems.append(f"at most one item may be in_progress, got {len(active)}: {', '.join(active)}")
+        problems.append(
+            f"at most one item may be in_progress, got {len(active)}: {', '.join(active)}"
+        )
     if problems:
         raise TodoRuleError("; ".join(problems))
 
@@ -62,7 +64,8 @@ def diff(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]
         "edited": [
             i
             for i, t in after.items()
-            if i in before and (before[i]["content"], before[i]["priority"]) != (t["content"], t["priority"])
+            if i in before
+            and (before[i]["content"], before[i]["priority"]) != (t["content"], t["priority"])
         ],
     }
 

@@ -54,16 +54,16 @@ class Tool:
 
     @classmethod
     def spec(cls) -> dict[str, Any]:
-        return _spec(cls)
+        return _spec(cls.name, cls.Input)
 
 
 @cache
-def _spec(cls: type[Tool]) -> dict[str, Any]:
+def _spec(name: str, model: type[ToolInput]) -> dict[str, Any]:
     """The API definition. Cached, and built deterministically: prompt caching needs the tool
     definitions byte-identical on every call."""
-    schema = _strip_titles(cls.Input.model_json_schema())
+    schema = _strip_titles(model.model_json_schema())
     schema.pop("description", None)
-    return {"name": cls.name, "description": description(cls.name), "input_schema": schema}
+    return {"name": name, "description": description(name), "input_schema": schema}
 
 
 def description(name: str) -> str:
@@ -102,7 +102,9 @@ class ToolBox:
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self.tools.values()]
 
-    async def call(self, ctx: ToolContext, name: str, raw_input: Any) -> tuple[ToolResult, float]:
+    async def call(
+        self, ctx: ToolContext, name: str, raw_input: Any, call_id: str = ""
+    ) -> tuple[ToolResult, float]:
         start = time.perf_counter()
         result = await self._call(ctx, name, raw_input)
         return result, time.perf_counter() - start

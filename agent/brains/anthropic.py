@@ -99,15 +99,28 @@ def _block(block: dict[str, Any]) -> dict[str, Any]:
     if kind == "text":
         return {"type": "text", "text": block["text"]}
     if kind == "tool_use":
-        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["input"]}
+        return {
+            "type": "tool_use",
+            "id": block["id"],
+            "name": block["name"],
+            "input": block["input"],
+        }
     return block
 
 
 def describe(err: anthropic.APIStatusError) -> str:
-    names = {400: "bad request", 401: "authentication failed (check ANTHROPIC_API_KEY)",
-             403: "permission denied", 404: "not found (check the model name)",
-             413: "request too large", 429: "rate limited", 529: "overloaded"}
+    names = {
+        400: "bad request",
+        401: "authentication failed (check ANTHROPIC_API_KEY)",
+        403: "permission denied",
+        404: "not found (check the model name)",
+        413: "request too large",
+        429: "rate limited",
+        529: "overloaded",
+    }
     what = names.get(err.status_code, "server error" if err.status_code >= 500 else "error")
     body = err.body if isinstance(err.body, dict) else {}
-    detail = (body.get("error") or {}).get("message") if isinstance(body.get("error"), dict) else None
+    detail = (
+        (body.get("error") or {}).get("message") if isinstance(body.get("error"), dict) else None
+    )
     return f"HTTP {err.status_code} {what}" + (f": {detail}" if detail else "")

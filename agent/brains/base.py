@@ -55,7 +55,8 @@ VOLATILE = ("cache_control",)
 
 def canonical(params: dict[str, Any]) -> dict[str, Any]:
     """The request without volatile fields (cache markers move to the newest message each call)."""
-    return _strip(params)  # type: ignore[no-any-return]
+    stripped: dict[str, Any] = _strip(params)
+    return stripped
 
 
 def _strip(node: Any) -> Any:

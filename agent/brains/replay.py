@@ -58,13 +58,17 @@ class ReplayBrain(AnthropicBrain):
 
     def check(self, digest: str, canon: dict[str, Any]) -> None:
         if self.index >= len(self.exchanges):
-            raise DriftError(f"the loop made model call {self.index + 1}; the recording has "
-                             f"only {len(self.exchanges)}")
+            raise DriftError(
+                f"the loop made model call {self.index + 1}; the recording has "
+                f"only {len(self.exchanges)}"
+            )
         recorded = self.exchanges[self.index]
         self._recorded = apply_delta(self._recorded, recorded["request"])
         if digest != recorded["request_hash"]:
-            raise DriftError(f"model call {self.index + 1}: the request differs from the "
-                             f"recording\n{unified(self._recorded, canon)}")
+            raise DriftError(
+                f"model call {self.index + 1}: the request differs from the "
+                f"recording\n{unified(self._recorded, canon)}"
+            )
 
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
         faults = self.faults
@@ -85,8 +89,13 @@ class ReplayBrain(AnthropicBrain):
 
 
 def _error(status: int, faults: Faults) -> httpx2.Response:
-    kinds = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
-             500: "api_error", 529: "overloaded_error"}
+    kinds = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        429: "rate_limit_error",
+        500: "api_error",
+        529: "overloaded_error",
+    }
     body = {"type": "error", "error": {"type": kinds[status], "message": f"injected {status}"}}
     headers = {"retry-after-ms": "5"} if status == 429 else {}  # short, so tests stay quick
     return httpx2.Response(status, json=body, headers=headers)

@@ -1,0 +1,54 @@
+"""Plain progress lines for `agent run` when stdout is not a terminal (one line per event)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from state.events import Event
+
+SKIPPED = {"api_exchange", "tool_result", "run_resumed"}
+
+
+def one_line(text: str, width: int = 110) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def describe(event: Event) -> str | None:
+    t = event["type"]
+    if t == "message":
+        if event["role"] == "assistant":
+            texts = [b["text"] for b in event["content"] if b.get("type") == "text"]
+            return "agent: " + one_line(" ".join(texts)) if texts else None
+        return "note: " + one_line(" ".join(b.get("text", "") for b in event["content"]))
+    if t == "tool_call":
+        return f"-> {event['name']} {one_line(json.dumps(event['input']), 90)}"
+    if t == "todo":
+        active = [i["content"] for i in event["todos"] if i["status"] == "in_progress"]
+        done = sum(i["status"] in ("completed", "cancelled") for i in event["todos"])
+        now = f"; now: {active[0]}" if active else ""
+        return f"todo: {done}/{len(event['todos'])} done{now}"
+    if t == "run_finished":
+        return (
+            f"finished: {event['status']} (exit {event['exit_code']}): {one_line(event['reason'])}"
+        )
+    if t in SKIPPED:
+        return None
+    fields = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
+    return f"{t}: {one_line(json.dumps(fields, default=str), 100)}"
+
+
+class PlainPrinter:
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+
+    def __call__(self, event: Event) -> None:
+        line = describe(event)
+        if line:
+            self.out.write(f"[{event['ts'][11:19]}] {line}\n")
+            self.out.flush()
+
+    def close(self) -> Any:
+        return None

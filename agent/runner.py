@@ -1,0 +1,74 @@
+"""Driving a run from the CLI: the terminal view, signals, and the clean-up every run gets."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from agent.config import Config
+from agent.console import PlainPrinter
+from agent.loop import Agent
+from agent.session import Limits, config_of, make_agent, make_brain, start
+from state.run import Run
+
+
+def run_campaign(
+    goal: str, config: Config, model: str, runs_dir: Path, run_id: str | None, limits: Limits
+) -> int:
+    run = start(goal, config, model, runs_dir, run_id, limits)
+    print(f"run {run.id}: {run.path}", file=sys.stderr)
+    return drive(run, config)
+
+
+def resume_campaign(path: Path) -> int:
+    run = Run.open(path)
+    finished = run.state.finished
+    if finished and finished["status"] == "finished":
+        print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)
+        return 0
+    if run.log.repaired:
+        print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
+    run.append("run_resumed", repaired=run.log.repaired)
+    run.sync_todos_file()  # the log wins over a todos.json a crash left behind
+    return drive(run, config_of(run))
+
+
+def drive(run: Run, config: Config) -> int:
+    agent = make_agent(run, make_brain(run.state.model, config), config)
+    view = terminal_view(run)
+    run.listeners.append(view)
+    agent.on_end = lambda status: wrap_up(agent)
+    try:
+        return asyncio.run(_main(agent))
+    finally:
+        view.close()
+        run.close()
+
+
+async def _main(agent: Agent) -> int:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await agent.run_loop()
+    finally:
+        if agent.ctx.hosts is not None:
+            await agent.ctx.hosts.close()
+
+
+async def wrap_up(agent: Agent) -> None:
+    """Every run ends the same way: no server of ours left running, and a report."""
+    if agent.run.state.servers:
+        await agent.tools.call(agent.ctx, "kill_server", {})
+    try:
+        from agent.report import write_report
+    except ImportError:
+        return
+    write_report(agent.run)
+
+
+def terminal_view(run: Run) -> PlainPrinter:
+    return PlainPrinter(sys.stdout)

@@ -1,0 +1,132 @@
+"""Putting a run together: the config, the brain, the tools and the run folder, for run, resume
+and replay alike."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agent.brains.base import Brain
+from agent.brains.pricing import known_models
+from agent.config import Config, ConfigError, redact, to_toml
+from agent.loop import Agent
+from state.run import Run
+from tools.base import ToolBox, ToolContext
+from tools.registry import all_tools
+
+AUTOPILOT = "autopilot"
+
+
+class UsageError(Exception):
+    """Bad usage: one line on stderr, exit 2."""
+
+
+def system_prompt() -> str:
+    return resources.files("prompts").joinpath("system.md").read_text().strip()
+
+
+def choose_model(requested: str | None, config: Config) -> tuple[str, str | None]:
+    """The brain to use and a one-line notice to print, if any."""
+    explicit = requested or (config.model.name if "name" in config.model.model_fields_set else None)
+    name = explicit or config.model.name
+    if name == AUTOPILOT:
+        return AUTOPILOT, None
+    if name not in known_models() and name not in config.model.prices:
+        raise UsageError(
+            f"unknown model {name!r}; use 'autopilot' or one of: " + ", ".join(known_models())
+        )
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        if explicit:
+            raise UsageError(
+                f"model {name} needs ANTHROPIC_API_KEY in the environment "
+                "(or use --model autopilot)"
+            )
+        return (
+            AUTOPILOT,
+            "no ANTHROPIC_API_KEY set: using the autopilot brain (offline, deterministic)",
+        )
+    return name, None
+
+
+def make_brain(model: str, config: Config) -> Brain:
+    if model == AUTOPILOT:
+        from agent.autopilot import AutopilotBrain
+
+        return AutopilotBrain(config)
+    from agent.brains.anthropic import AnthropicBrain
+
+    return AnthropicBrain(model, prices=config.model.prices)
+
+
+def make_context(run: Run, config: Config, progress: Any = None) -> ToolContext:
+    from tools.hosts import HostPool
+
+    return ToolContext(run=run, config=config, hosts=HostPool(config), progress=progress)
+
+
+@dataclass
+class Limits:
+    max_steps: int | None = None
+    max_usd: float | None = None
+    max_minutes: float | None = None
+
+    def resolve(self, config: Config) -> dict[str, float]:
+        return {
+            "max_steps": self.max_steps or config.budget.max_steps,
+            "max_usd": self.max_usd if self.max_usd is not None else config.budget.max_usd,
+            "max_minutes": self.max_minutes or config.budget.max_minutes,
+        }
+
+
+def start(
+    goal: str,
+    config: Config,
+    model: str,
+    runs_dir: Path,
+    run_id: str | None,
+    limits: Limits,
+    **extra: Any,
+) -> Run:
+    """Create the run folder and its first event."""
+    if not goal.strip():
+        raise UsageError(
+            "the goal is empty: say what the campaign should achieve, e.g. --goal 'beat baseline'"
+        )
+    run = Run.create(runs_dir, run_id)
+    resolved = redact(config.model_dump(mode="json"))
+    run.write_text("config.toml", to_toml(resolved))
+    run.append(
+        "run_started",
+        run_id=run.id,
+        goal=goal.strip(),
+        brain=AUTOPILOT if model == AUTOPILOT else "anthropic",
+        model=model,
+        limits=limits.resolve(config),
+        config=resolved,
+        **extra,
+    )
+    run.sync_todos_file()
+    return run
+
+
+def config_of(run: Run) -> Config:
+    try:
+        return Config.model_validate(run.state.config)
+    except Exception as err:  # a run folder written by another version
+        raise ConfigError(f"{run.path}: the recorded config no longer loads: {err}") from None
+
+
+def make_agent(
+    run: Run, brain: Brain, config: Config, tools: ToolBox | None = None, progress: Any = None
+) -> Agent:
+    return Agent(
+        run=run,
+        brain=brain,
+        tools=tools or ToolBox(all_tools()),
+        ctx=make_context(run, config, progress),
+        system=system_prompt(),
+        max_tokens=config.model.max_tokens,
+    )

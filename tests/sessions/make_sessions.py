@@ -1,0 +1,174 @@
+"""Re-record the Claude sessions in tests/sessions/ (run it after changing a prompt or a tool).
+
+    .venv/bin/python -m tests.sessions.make_sessions
+
+There is no API key in CI, so "Claude" here is a script of Messages API responses served through
+an httpx2 MockTransport; everything else is real: the SDK parses the responses, the loop runs the
+real tools and records every exchange exactly as it would against the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+
+from agent.brains.anthropic import AnthropicBrain
+from agent.config import CompactionConfig, Config, ServerConfig
+from agent.session import Limits, make_agent, start
+
+HERE = Path(__file__).parent
+MODEL = "claude-sonnet-4-6"
+
+
+def todo(i: str, content: str, status: str, priority: str = "medium") -> dict[str, str]:
+    return {"id": i, "content": content, "status": status, "priority": priority}
+
+
+class Script:
+    """Builds Messages API responses with stable ids and token counts."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.responses, self.n = name, [], 0
+
+    def turn(self, *blocks: dict[str, Any], stop: str = "tool_use", tokens: int = 1200) -> None:
+        self.n += 1
+        content = []
+        for i, block in enumerate(blocks):
+            if "tool" in block:
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{self.name}_{self.n:02d}_{i}",
+                        "name": block["tool"],
+                        "input": block["input"],
+                    }
+                )
+            else:
+                content.append({"type": "text", "text": block["text"]})
+        self.responses.append(
+            {
+                "id": f"msg_{self.name}_{self.n:02d}",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": tokens,
+                    "output_tokens": 60,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": tokens // 2,
+                },
+            }
+        )
+
+
+def say(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def call(tool: str, **inp: Any) -> dict[str, Any]:
+    return {"tool": tool, "input": copy.deepcopy(inp)}  # the script edits its plan afterwards
+
+
+def todo_campaign() -> Script:
+    """A planning session: todos walked pending -> in_progress -> completed, several tool calls
+    in one turn, an invalid input answered with is_error, and a compaction."""
+    s = Script("todos")
+    plan = [
+        todo("kill", "Kill leftover servers", "pending", "high"),
+        todo("base", "Start and sweep the baseline", "pending", "high"),
+        todo("report", "Write the recommendation", "pending", "low"),
+    ]
+    s.turn(say("I will write the plan first."), call("todowrite", todos=plan))
+    plan[0]["status"] = "in_progress"
+    s.turn(say("Starting with the leftovers."), call("todowrite", todos=plan), call("todoread"))
+    s.turn(say("Marking it done."), call("todowrite", todos=[{"id": "kill", "content": "x"}]))
+    plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
+    s.turn(say("Fixed the call: status is required."), call("todowrite", todos=plan))
+    s.turn(call("todoread"), tokens=9000)  # a large prompt: compaction runs before the next call
+    s.turn(
+        say("## Goal\nbeat baseline\n## Findings\nleftovers killed; baseline in progress"),
+        stop="end_turn",
+        tokens=9000,
+    )  # the compaction summary
+    s.turn(say("After compaction the list is still here."), call("todoread"))
+    plan[1]["status"], plan[2]["status"] = "completed", "in_progress"
+    s.turn(call("todowrite", todos=plan))
+    plan[2]["status"] = "completed"
+    s.turn(say("Everything is done."), call("todowrite", todos=plan))
+    s.turn(say("Conclusion: the plan is complete."), stop="end_turn")
+    return s
+
+
+def recovery_campaign() -> Script:
+    """Odd turns a real model produces: pause_turn, max_tokens, an unknown tool, a cancelled
+    item, and several tool calls at once; also compacts."""
+    s = Script("recovery")
+    plan = [
+        todo("a", "Screen candidates", "in_progress", "high"),
+        todo("b", "Try EAGLE-3 at C=1", "pending"),
+        todo("c", "Compare against the baseline", "pending"),
+    ]
+    s.turn(say("Plan."), call("todowrite", todos=plan))
+    s.turn(say("Thinking about the order of experiments..."), stop="pause_turn")
+    s.turn(call("read_everything", path="/"), call("todoread"))
+    s.turn(say("That tool does not exist; I have todoread. Let me be brief."), stop="max_tokens")
+    plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
+    s.turn(call("todowrite", todos=plan), call("todoread"), call("todoread"), tokens=9000)
+    s.turn(say("## Goal\nbeat baseline\n## Decisions\nscreen first"), stop="end_turn")
+    plan[1]["status"], plan[2]["status"] = "cancelled", "in_progress"
+    plan[1]["content"] = "Try EAGLE-3 at C=1 (cancelled: the supervisor asked to skip it)"
+    s.turn(call("todowrite", todos=plan))
+    s.turn(call("todowrite", todos=[dict(t, status="in_progress") for t in plan]))
+    plan[2]["status"] = "completed"
+    s.turn(call("todowrite", todos=plan))
+    s.turn(say("Done: nothing beat the baseline beyond the noise floor."), stop="end_turn")
+    return s
+
+
+def session_config() -> Config:
+    return Config(
+        server=ServerConfig(engine="sim", command="true", port=30000),
+        compaction=CompactionConfig(threshold_tokens=8000, keep_turns=2, keep_tool_tokens=50),
+    )
+
+
+async def record(script: Script, runs_dir: Path) -> Path:
+    responses = iter(script.responses)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=next(responses))
+
+    client = anthropic.AsyncAnthropic(
+        api_key="recording",
+        base_url="http://recording.invalid",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    config = session_config()
+    run = start("beat baseline", config, MODEL, runs_dir, script.name, Limits(max_steps=40))
+    agent = make_agent(run, AnthropicBrain(MODEL, client=client), config)
+    await agent.run_loop()
+    run.close()
+    return run.events_path
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        for script in (todo_campaign(), recovery_campaign()):
+            path = asyncio.run(record(script, Path(tmp)))
+            shutil.copy(path, HERE / f"{script.name}.jsonl")
+            print(f"recorded {HERE / f'{script.name}.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()
