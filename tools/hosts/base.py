@@ -93,7 +93,10 @@ class Host(ABC):
     # --- what each implementation provides -------------------------------------------------------
     @abstractmethod
     async def run(
-        self, command: str, timeout: float = 120, cwd: str | None = None,
+        self,
+        command: str,
+        timeout: float = 120,
+        cwd: str | None = None,
         max_capture: int = MAX_CAPTURE,
     ) -> CommandResult:
         """Run `bash -c command` (in the workdir unless cwd is given). On timeout the whole
@@ -128,9 +131,9 @@ class Host(ABC):
         return None
 
     # --- shared, built on `run` ----------------------------------------------------------------
-    async def check(self, command: str, timeout: float = 30) -> str:
-        """Run a helper command that must succeed; its stdout."""
-        res = await self.run(command, timeout=timeout, cwd="/")
+    async def check(self, command: str, timeout: float = 30, cwd: str | None = "/") -> str:
+        """Run a helper command that must succeed; its stdout. Relative paths: pass cwd=None."""
+        res = await self.run(command, timeout=timeout, cwd=cwd)
         if res.exit_code != 0:
             detail = (res.stderr.strip() or res.stdout.strip()).splitlines()
             why = detail[-1] if detail else f"exit code {res.exit_code}"
@@ -147,7 +150,7 @@ class Host(ABC):
         q = shlex.quote
         script = (
             f"mkdir -p {q(_parent(log))} && cd {q(where)} || exit 1\n"
-            f"setsid bash -c {q(command)} >{q(log)} 2>&1 </dev/null &\n"
+            f"setsid bash --norc --noprofile -c {q(command)} >{q(log)} 2>&1 </dev/null &\n"
             "echo $!"
         )
         out = await self.check(script, timeout=30)
@@ -183,13 +186,13 @@ class Host(ABC):
         return sorted({int(m) for m in re.findall(r"pid=(\d+)", res.stdout)})
 
     async def tail(self, path: str, lines: int) -> str:
-        return await self.check(f"tail -n {int(lines)} -- {shlex.quote(path)}")
+        return await self.check(f"tail -n {int(lines)} -- {shlex.quote(path)}", cwd=None)
 
     async def grep(self, path: str, pattern: str, context: int, max_matches: int) -> str:
         """`grep -n -E` with context lines; exit 1 (no match) is not an error."""
         q = shlex.quote
         cmd = f"grep -n -E -C {int(context)} -m {int(max_matches)} -e {q(pattern)} -- {q(path)}"
-        res = await self.run(cmd, timeout=300, cwd="/")
+        res = await self.run(cmd, timeout=300)
         if res.exit_code not in (0, 1):
             why = res.stderr.strip().splitlines()
             raise HostError(f"grep on {self.name} failed: {why[-1] if why else res.exit_code}")
@@ -200,7 +203,8 @@ class Host(ABC):
         res = await self.run(
             "command -v nvidia-smi >/dev/null || exit 127; nvidia-smi "
             "--query-compute-apps=pid,used_memory --format=csv,noheader,nounits",
-            timeout=30, cwd="/",
+            timeout=30,
+            cwd="/",
         )
         if res.exit_code != 0:
             return None

@@ -1,0 +1,199 @@
+"""The machine the agent runs on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from tools.hosts.base import CommandResult, Host, HostError, listening_ports
+from tools.hosts.output import MAX_CAPTURE, Capture
+
+KILL_GRACE_S = 1.0  # SIGTERM, then this long, then SIGKILL
+
+
+class LocalHost(Host):
+    is_local = True
+
+    async def workdir(self) -> str:
+        path = self._base()
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def _base(self) -> str:
+        # the default workdir ("~/campaign") is for remote boxes; locally: the agent's own folder
+        if "workdir" not in self.config.model_fields_set:
+            return os.getcwd()
+        return str(Path(self.config.workdir).expanduser().resolve())
+
+    async def run(
+        self,
+        command: str,
+        timeout: float = 120,
+        cwd: str | None = None,
+        max_capture: int = MAX_CAPTURE,
+    ) -> CommandResult:
+        start = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "--norc",
+                "--noprofile",
+                "-c",
+                command,
+                cwd=cwd or await self.workdir(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise HostError(f"cannot run a command on {self.name}: {exc}") from None
+        out, err = Capture(max_capture), Capture(max_capture)
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
+        timed_out = False
+        try:
+            # the output ends when every holder of the pipes is gone, not when the shell exits
+            await asyncio.wait_for(asyncio.shield(pumps), timeout)
+            await asyncio.wait_for(proc.wait(), max(0.1, timeout - (time.monotonic() - start)))
+        except TimeoutError:
+            timed_out = True
+        finally:
+            if timed_out or proc.returncode is None:  # timeout or cancellation: nothing survives
+                await kill_group(proc.pid)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 5)
+                pumps.cancel()
+                with contextlib.suppress(BaseException):
+                    await pumps
+        return CommandResult(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration=time.monotonic() - start,
+            timed_out=timed_out,
+            dropped=out.dropped + err.dropped,
+        )
+
+    async def alive(self, pid: int) -> bool:
+        try:
+            with open(f"/proc/{int(pid)}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
+
+    async def port_in_use(self, port: int) -> bool:
+        text = ""
+        for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(OSError):
+                text += Path(name).read_text()
+        return port in listening_ports(text)
+
+    async def read_bytes(self, path: str, offset: int, length: int) -> bytes:
+        return await asyncio.to_thread(_read_range, self._abs(path), offset, length)
+
+    async def size(self, path: str) -> int:
+        try:
+            return os.stat(self._abs(path)).st_size
+        except OSError as err:
+            raise HostError(f"{path} on {self.name}: {err.strerror}") from None
+
+    async def tail(self, path: str, lines: int) -> str:
+        return await asyncio.to_thread(_tail, self._abs(path), lines)
+
+    async def forward_port(self, remote_port: int) -> int:
+        return remote_port
+
+    async def put(self, local_path: str, remote_path: str) -> int:
+        return await asyncio.to_thread(_copy, local_path, self._abs(remote_path))
+
+    async def get(self, remote_path: str, local_path: str) -> int:
+        return await asyncio.to_thread(_copy, self._abs(remote_path), local_path)
+
+    def _abs(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self._base(), path)
+
+
+async def _pump(stream: asyncio.StreamReader, capture: Capture) -> None:
+    while chunk := await stream.read(65536):
+        capture.feed(chunk)
+
+
+async def kill_group(pgid: int) -> None:
+    """SIGTERM the group, give it a moment, SIGKILL whatever is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        if sig == signal.SIGTERM:
+            deadline = time.monotonic() + KILL_GRACE_S
+            while time.monotonic() < deadline and _group_alive(pgid):
+                await asyncio.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except OSError:
+        return False
+    # a group made only of zombies is dead for our purposes
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                return True
+    return False
+
+
+def _read_range(path: str, offset: int, length: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+    except OSError as err:
+        raise HostError(f"{path}: {err.strerror}") from None
+
+
+def _tail(path: str, lines: int) -> str:
+    """The last `lines` lines, reading blocks backwards from the end (multi-GB logs are fine)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            pos = f.tell()
+            data = b""
+            while pos > 0 and data.count(b"\n") <= lines:
+                step = min(65536, pos)
+                pos -= step
+                f.seek(pos)
+                data = f.read(step) + data
+    except OSError as err:
+        raise HostError(f"{path}: {err.strerror}") from None
+    body = data[:-1] if data.endswith(b"\n") else data
+    kept = body.split(b"\n")[-lines:] if lines > 0 else []
+    return b"\n".join(kept).decode("utf-8", errors="replace") + ("\n" if kept else "")
+
+
+def _copy(src: str, dst: str) -> int:
+    try:
+        Path(dst).parent.mkdir(parents=True, exist_ok=True)
+        size = os.stat(src).st_size
+        shutil.copyfile(src, dst)
+        written = os.stat(dst).st_size
+    except OSError as err:
+        raise HostError(f"copy {src} -> {dst}: {err.strerror or err}") from None
+    if written != size:
+        raise HostError(f"copy {src} -> {dst}: wrote {written} of {size} bytes")
+    return written
