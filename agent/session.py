@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.brains.base import Brain
 from agent.brains.pricing import known_models
+from agent.briefing import briefing
 from agent.config import Config, ConfigError, redact, to_toml
 from agent.loop import Agent
 from state.run import Run
@@ -108,6 +109,8 @@ def start(
         config=resolved,
         **extra,
     )
+    text = briefing(goal.strip(), config)
+    run.append("message", role="user", content=[{"type": "text", "text": text}])
     run.sync_todos_file()
     return run
 
