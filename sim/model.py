@@ -1,0 +1,234 @@
+"""The performance and memory model: what a configuration costs on a hardware profile.
+
+Pure and deterministic (noise is applied by the engine). The formulas are documented in
+docs/sim.md; the engine and `sim.truth` both read them from here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from sim.flags import ServerArgs, spec_params
+from sim.hardware import PROFILES, Hardware
+
+DEFAULT_MEM_FRACTION = 0.85
+SPEC_MAX_RUNNING = 48  # SGLang resets max_running_requests to 48 for speculative decoding
+HEADS = 64  # attention heads of the served model: --tp must divide them
+# attention backend -> (fixed-cost factor, per-sequence factor, prefill factor)
+BACKENDS = {"flashinfer": (1.0, 1.0, 1.0), "triton": (1.10, 1.10, 1.10), "fa3": (0.82, 1.20, 0.95)}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a start fails, where, and the log lines it leaves (see sim.startup)."""
+
+    kind: str  # "tp", "oom_weights", "no_kv", "oom_graph", "custom_all_reduce"
+    phase: str  # "args" (before loading), "load" (at fraction), "kv", "graph"
+    message: str
+    fraction: float = 1.0  # of the weights loaded when it fails (phase "load")
+
+
+class Model:
+    """One server configuration on one hardware profile."""
+
+    def __init__(self, args: ServerArgs) -> None:
+        self.args = args
+        self.hw: Hardware = PROFILES[args.hardware]
+        self.steps, self.topk, self.draft_tokens = spec_params(args) if args.spec else (0, 1, 1)
+
+    # ---------------------------------------------------------------- memory
+    @property
+    def mem_fraction(self) -> float:
+        return self.args.mem_fraction_static or DEFAULT_MEM_FRACTION
+
+    @property
+    def weights_per_gpu_gb(self) -> float:
+        draft = self.hw.draft_weights_gb if self.args.spec else 0.0
+        return (self.hw.weights_gb + draft) / self.args.tp
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return self.hw.kv_kb_per_token * 1000 * (1.02 if self.args.spec else 1.0)
+
+    @property
+    def kv_pool_gb(self) -> float:
+        return self.mem_fraction * self.hw.gpu_mem_gb - self.weights_per_gpu_gb
+
+    @property
+    def max_total_tokens(self) -> int:
+        return max(0, int(self.kv_pool_gb * 1e9 / self.kv_bytes_per_token))
+
+    @property
+    def graph_gb(self) -> float:
+        if self.args.disable_cuda_graph:
+            return 0.0
+        tree = 1 + self.draft_tokens / 4 if self.args.spec else 1.0
+        return self.args.cuda_graph_max_bs * self.hw.graph_gb_per_bs * tree
+
+    @property
+    def free_gb(self) -> float:
+        """Memory outside the static pool, where activations and CUDA graphs live."""
+        return (1 - self.mem_fraction) * self.hw.gpu_mem_gb
+
+    @property
+    def used_gb(self) -> float:
+        """What the GPU-memory reservation shows per GPU once the server is up."""
+        return self.mem_fraction * self.hw.gpu_mem_gb + self.hw.act_gb + self.graph_gb
+
+    @property
+    def context_len(self) -> int:
+        return self.args.context_length or self.hw.context_len
+
+    @property
+    def max_running(self) -> int:
+        if self.args.max_running_requests is not None:
+            return self.args.max_running_requests
+        return SPEC_MAX_RUNNING if self.args.spec else 4096
+
+    def capacity(self, input_len: int, max_tokens: int) -> int:
+        """How many requests of this shape run at once: the admission limit or the KV pool."""
+        per_request = input_len + max_tokens + (self.draft_tokens if self.args.spec else 0)
+        return max(1, min(self.max_running, self.max_total_tokens // max(1, per_request)))
+
+    # ---------------------------------------------------------------- startup
+    @cached_property
+    def failure(self) -> Failure | None:
+        """The first thing that stops this configuration from coming up, or None."""
+        hw, args = self.hw, self.args
+        if args.ideal:
+            return None
+        if args.tp > hw.gpus:
+            return Failure(
+                "tp",
+                "args",
+                f"ValueError: tp_size ({args.tp}) is larger than "
+                f"the number of GPUs on this node ({hw.gpus})",
+            )
+        if HEADS % args.tp:
+            return Failure(
+                "tp",
+                "args",
+                f"ValueError: the number of attention heads ({HEADS}) "
+                f"must be divisible by tp_size ({args.tp})",
+            )
+        if args.attention_backend == "fa3" and hw.sm < 90:
+            return Failure(
+                "fa3", "args", "ValueError: fa3 attention backend requires SM90 (Hopper)"
+            )
+        if self.weights_per_gpu_gb > hw.gpu_mem_gb - 1.0:
+            fraction = (hw.gpu_mem_gb - 1.0) / self.weights_per_gpu_gb
+            need = self.weights_per_gpu_gb - hw.gpu_mem_gb + 1.0
+            return Failure("oom_weights", "load", oom(need, hw.gpu_mem_gb, 0.4), fraction)
+        if self.max_total_tokens < 4096:
+            return Failure(
+                "no_kv",
+                "kv",
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+            )
+        if args.tp > 1 and not hw.nvlink and not args.disable_custom_all_reduce:
+            return Failure(
+                "custom_all_reduce",
+                "graph",
+                "RuntimeError: custom allreduce timed out: "
+                "[Rank 0] Watchdog caught collective operation timeout "
+                "(custom_all_reduce, 600000 ms); P2P over PCIe is not supported "
+                "without NVLink - pass --disable-custom-all-reduce",
+            )
+        need = hw.act_gb + self.graph_gb
+        if need > self.free_gb:
+            return Failure(
+                "oom_graph",
+                "graph",
+                oom(need - self.free_gb + 0.5, hw.gpu_mem_gb, max(0.0, self.free_gb - hw.act_gb)),
+            )
+        return None
+
+    # ---------------------------------------------------------------- step model
+    @cached_property
+    def fixed_ms(self) -> float:
+        """The batch-independent part of one decode step (target forward + draft steps)."""
+        hw, args = self.hw, self.args
+        a = hw.a_ms * BACKENDS[args.attention_backend][0]
+        fused = args.enable_flashinfer_allreduce_fusion or args.tp == 1
+        if not fused:
+            a += hw.ar_ms
+        if hw.nvlink and args.tp > 1 and not args.disable_custom_all_reduce:
+            a += hw.custom_ar_ms
+        if self.args.spec:
+            draft = hw.d_ms * (1 + hw.topk_overhead * (self.topk - 1))
+            if not fused:
+                draft += hw.ar_draft_ms
+            a += self.steps * draft
+        return a
+
+    @cached_property
+    def per_seq_ms(self) -> float:
+        """The per-sequence part of one decode step."""
+        hw = self.hw
+        m = hw.m_ms * BACKENDS[self.args.attention_backend][1]
+        if not self.args.spec:
+            return m + hw.c_ms
+        return m + hw.c_ms * self.draft_tokens + hw.e_ms * self.steps * (1 + 0.1 * (self.topk - 1))
+
+    def eager(self, batch: int) -> bool:
+        return self.args.disable_cuda_graph or batch > self.args.cuda_graph_max_bs
+
+    def decode_ms(self, batch: int) -> float:
+        """Model time of one decode step over `batch` running sequences (no noise)."""
+        t = self.fixed_ms + self.per_seq_ms * batch
+        if self.eager(batch):
+            t += self.hw.g_ms * (1 + self.steps)
+        return t
+
+    def prefill_ms(self, tokens: int) -> float:
+        draft = 1.05 if self.args.spec else 1.0
+        return self.hw.p_ms * BACKENDS[self.args.attention_backend][2] * draft * tokens
+
+    # ---------------------------------------------------------------- speculation
+    def alpha(self, temperature: float = 0.0) -> float:
+        """Per-depth acceptance probability: top-k branches raise it, sampling lowers it."""
+        depth = min(self.steps, self.draft_tokens - 1)
+        width = max(1.0, min(self.topk, (self.draft_tokens - 1) / max(1, depth)))
+        a = 1 - (1 - self.hw.alpha) ** (width**self.hw.tree_gain)
+        return a * (1 - 0.1 * min(max(temperature, 0.0), 2.0))
+
+    @property
+    def depth(self) -> int:
+        return min(self.steps, self.draft_tokens - 1) if self.args.spec else 0
+
+    def accept_probs(self, temperature: float = 0.0) -> tuple[float, ...]:
+        """P(a step yields j tokens) for j = 1 .. depth + 1 (j - 1 drafts accepted + 1 bonus)."""
+        return _accept_probs(self.alpha(temperature), self.depth)
+
+    def tau(self, temperature: float = 0.0) -> float:
+        """The average acceptance length (tokens per sequence per step)."""
+        return sum((j + 1) * p for j, p in enumerate(self.accept_probs(temperature)))
+
+    def expected_steps(self, tokens: int) -> float:
+        """Expected decode steps to produce `tokens` tokens (the last step may overshoot)."""
+        if not self.args.spec:
+            return float(max(0, tokens))
+        return _expected_steps(self.accept_probs(), max(0, tokens))
+
+
+def oom(need_gb: float, total_gb: float, free_gb: float) -> str:
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need_gb:.2f} GiB. "
+        f"GPU 0 has a total capacity of {total_gb:.2f} GiB of which {free_gb:.2f} GiB is free."
+    )
+
+
+@lru_cache(maxsize=256)
+def _accept_probs(alpha: float, depth: int) -> tuple[float, ...]:
+    probs = [alpha**i * (1 - alpha) for i in range(depth)]
+    probs.append(alpha**depth)
+    return tuple(probs)
+
+
+@lru_cache(maxsize=256)
+def _expected_steps(probs: tuple[float, ...], tokens: int) -> float:
+    e = [0.0] * (tokens + 1)
+    for n in range(1, tokens + 1):
+        e[n] = 1 + sum(p * e[max(0, n - j - 1)] for j, p in enumerate(probs))
+    return e[tokens]
