@@ -68,6 +68,11 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
     return ports
 
 
+def group_alive_sh(pgid: int) -> str:
+    """A shell test: does the group have a member that is not a zombie?"""
+    return f"ps -eo pgid=,stat= | awk '$1 == {int(pgid)} && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
+
+
 def descendants(procs: list[Proc], root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for p in procs:
@@ -167,6 +172,10 @@ class Host(ABC):
         res = await self.run(f"ps -o stat= -p {int(pid)}", timeout=15, cwd="/")
         state = res.stdout.strip()
         return bool(state) and not state.startswith("Z")
+
+    async def group_alive(self, pgid: int) -> bool:
+        res = await self.run(group_alive_sh(pgid), timeout=15, cwd="/")
+        return res.exit_code == 0
 
     async def signal_group(self, pgid: int, sig: str) -> None:
         await self.run(f"kill -{sig} -- -{int(pgid)} 2>/dev/null; true", timeout=15, cwd="/")

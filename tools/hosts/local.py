@@ -88,6 +88,18 @@ class LocalHost(Host):
             return False
         return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
 
+    async def group_alive(self, pgid: int) -> bool:
+        return await asyncio.to_thread(_group_alive, pgid)
+
+    async def signal_group(self, pgid: int, sig: str) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, getattr(signal, "SIG" + sig.removeprefix("SIG")))
+
+    async def signal(self, pids: list[int], sig: str) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, getattr(signal, "SIG" + sig.removeprefix("SIG")))
+
     async def port_in_use(self, port: int) -> bool:
         text = ""
         for name in ("/proc/net/tcp", "/proc/net/tcp6"):

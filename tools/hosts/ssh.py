@@ -21,7 +21,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from tools.hosts.base import CommandResult, Host, HostError
+from tools.hosts.base import CommandResult, Host, HostError, group_alive_sh
 from tools.hosts.keys import Client, KeyPolicy
 from tools.hosts.output import MAX_CAPTURE, Capture
 
@@ -119,7 +119,7 @@ class SSHHost(Host):
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_retryable),
                 stop=stop_after_attempt(CONNECT_ATTEMPTS) | stop_after_delay(CONNECT_MAX_DELAY_S),
-                wait=wait_exponential_jitter(initial=0.5, max=8, jitter=0.5),
+                wait=wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5),
                 reraise=True,
             ):
                 with attempt:
@@ -230,7 +230,7 @@ class SSHHost(Host):
             g = pgid[0]
             kill = (
                 f"kill -TERM -- -{g} 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do "
-                f"kill -0 -- -{g} 2>/dev/null || exit 0; sleep 0.1; done; "
+                f"{group_alive_sh(g)} || exit 0; sleep 0.1; done; "
                 f"kill -KILL -- -{g} 2>/dev/null; true"
             )
             with contextlib.suppress(Exception):
