@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.runner import run_campaign
 
+    if not args.goal.strip():
+        raise UsageError("the goal is empty: say what to achieve, e.g. --goal 'beat baseline'")
     config = load_config(args.config)
     model, notice = choose_model(args.model, config)
     if notice:

@@ -75,7 +75,7 @@ class BudgetConfig(Strict):
 
 
 class ModelConfig(Strict):
-    name: str = "autopilot"  # "autopilot" or a Claude model id
+    name: str = "claude-sonnet-4-6"  # a Claude model id, or "autopilot"; no API key: autopilot
     max_tokens: int = 8192
     prices: dict[str, dict[str, float]] = {}  # model id -> {"input", "output", ...} USD per Mtok
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ import anthropic
 import httpx2
 
 from agent.brains.anthropic import AnthropicBrain
+from agent.compaction import compaction_prompt
 from agent.config import CompactionConfig, Config, ServerConfig
 from agent.session import Limits, make_agent, start
 
@@ -95,11 +97,6 @@ def todo_campaign() -> Script:
     plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
     s.turn(say("Fixed the call: status is required."), call("todowrite", todos=plan))
     s.turn(call("todoread"), tokens=9000)  # a large prompt: compaction runs before the next call
-    s.turn(
-        say("## Goal\nbeat baseline\n## Findings\nleftovers killed; baseline in progress"),
-        stop="end_turn",
-        tokens=9000,
-    )  # the compaction summary
     s.turn(say("After compaction the list is still here."), call("todoread"))
     plan[1]["status"], plan[2]["status"] = "completed", "in_progress"
     s.turn(call("todowrite", todos=plan))
@@ -124,7 +121,6 @@ def recovery_campaign() -> Script:
     s.turn(say("That tool does not exist; I have todoread. Let me be brief."), stop="max_tokens")
     plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
     s.turn(call("todowrite", todos=plan), call("todoread"), call("todoread"), tokens=9000)
-    s.turn(say("## Goal\nbeat baseline\n## Decisions\nscreen first"), stop="end_turn")
     plan[1]["status"], plan[2]["status"] = "cancelled", "in_progress"
     plan[1]["content"] = "Try EAGLE-3 at C=1 (cancelled: the supervisor asked to skip it)"
     s.turn(call("todowrite", todos=plan))
@@ -135,6 +131,28 @@ def recovery_campaign() -> Script:
     return s
 
 
+def summary(name: str, n: int) -> dict[str, Any]:
+    text = (
+        f"## Goal\nbeat baseline\n## Findings\nsummary {n} of session {name}: the todo list "
+        "holds the plan; nothing measured yet"
+    )
+    return {
+        "id": f"msg_{name}_summary_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 9000,
+            "output_tokens": 80,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
 def session_config() -> Config:
     return Config(
         server=ServerConfig(engine="sim", command="true", port=30000),
@@ -142,11 +160,22 @@ def session_config() -> Config:
     )
 
 
-async def record(script: Script, runs_dir: Path) -> Path:
+async def record(
+    script: Script, runs_dir: Path, max_steps: int = 40, usage_from_size: bool = False
+) -> Path:
     responses = iter(script.responses)
+    summaries = 0
 
     def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, json=next(responses))
+        nonlocal summaries
+        last = json.loads(request.content)["messages"][-1]["content"][-1]
+        if last.get("type") == "text" and last["text"] == compaction_prompt():
+            summaries += 1  # "Claude" answers a compaction request with a summary
+            return httpx2.Response(200, json=summary(script.name, summaries))
+        response = next(responses)
+        if usage_from_size:  # a prompt's tokens grow with the conversation, as they would
+            response["usage"]["input_tokens"] = len(request.content) // 4
+        return httpx2.Response(200, json=response)
 
     client = anthropic.AsyncAnthropic(
         api_key="recording",
@@ -155,7 +184,14 @@ async def record(script: Script, runs_dir: Path) -> Path:
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
     config = session_config()
-    run = start("beat baseline", config, MODEL, runs_dir, script.name, Limits(max_steps=40))
+    run = start(
+        "beat baseline",
+        config,
+        MODEL,
+        runs_dir,
+        script.name,
+        Limits(max_steps=max_steps, max_usd=1e6),
+    )
     agent = make_agent(run, AnthropicBrain(MODEL, client=client), config)
     await agent.run_loop()
     run.close()
