@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from state.secrets import MASK, is_secret_name
+
 Scalar = bool | int | float | str
 
 
@@ -184,24 +186,14 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
     )
 
 
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-
-
-def is_secret_name(name: str) -> bool:
-    return any(word in name.upper() for word in SECRET_WORDS)
-
-
-def redact(obj: Any) -> Any:
+def redact(obj: Any, under_secret: bool = False) -> Any:
     """A copy with every string under a secret-looking name replaced (numbers such as
     max_tokens are counts, not secrets)."""
     if isinstance(obj, dict):
-        return {
-            k: "[redacted]" if is_secret_name(str(k)) and isinstance(v, str) and v else redact(v)
-            for k, v in obj.items()
-        }
+        return {k: redact(v, under_secret or is_secret_name(str(k))) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [redact(v) for v in obj]
-    return obj
+        return [redact(v, under_secret) for v in obj]
+    return MASK if under_secret and isinstance(obj, str) and obj else obj
 
 
 def to_toml(obj: dict[str, Any]) -> str:

@@ -63,6 +63,7 @@ async def wrap_up(agent: Agent) -> None:
     """Every run ends the same way: no server of ours left running, and a report."""
     if agent.run.state.servers:
         await agent.tools.call(agent.ctx, "kill_server", {})
+    agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
     try:
         from agent.report import write_report
     except ImportError:

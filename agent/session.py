@@ -15,6 +15,7 @@ from agent.briefing import briefing
 from agent.config import Config, ConfigError, redact, to_toml
 from agent.loop import Agent
 from state.run import Run
+from state.secrets import config_secrets, secret_values
 from tools.base import ToolBox, ToolContext
 from tools.registry import all_tools
 
@@ -97,7 +98,9 @@ def start(
             "the goal is empty: say what the campaign should achieve, e.g. --goal 'beat baseline'"
         )
     run = Run.create(runs_dir, run_id)
-    resolved = redact(config.model_dump(mode="json"))
+    raw = config.model_dump(mode="json")
+    run.scrub.values = secret_values(extra=config_secrets(raw))
+    resolved = redact(raw)
     run.write_text("config.toml", to_toml(resolved))
     run.append(
         "run_started",

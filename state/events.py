@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,8 +70,14 @@ def read_events(path: Path) -> LogContents:
 class EventLog:
     """Appends events to `events.jsonl`. One writer per run (the loop's process)."""
 
-    def __init__(self, path: Path, existing: LogContents | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        existing: LogContents | None = None,
+        scrub: Callable[[str], str] | None = None,
+    ) -> None:
         self.path = path
+        self.scrub = scrub
         contents = existing if existing is not None else read_events(path)
         self.repaired = contents.torn_report
         self.seq = contents.events[-1]["seq"] if contents.events else 0
@@ -83,6 +90,8 @@ class EventLog:
     def append(self, type: str, **data: Any) -> Event:
         event: Event = {"seq": self.seq + 1, "ts": utc_now(), "type": type, **data}
         line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
+        if self.scrub is not None:
+            line = self.scrub(line)  # a secret never reaches the disk, whatever the tool printed
         os.write(self._fd, line.encode() + b"\n")
         os.fsync(self._fd)
         self.seq += 1

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -20,9 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from state.atomic import write_atomic, write_json_atomic
+from state.atomic import write_atomic
 from state.events import Event, EventLog, read_events
 from state.fold import RunState
+from state.secrets import Scrubber, secret_values
 from state.todos import Todo, check_rules, diff
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -46,7 +48,8 @@ class Run:
         self.state = RunState()
         for event in contents.events:
             self.state.apply(event)
-        self.log = EventLog(self.events_path, contents)
+        self.scrub = Scrubber(secret_values())
+        self.log = EventLog(self.events_path, contents, self.scrub)
         self.listeners: list[Callable[[Event], None]] = []  # e.g. the terminal view
 
     @classmethod
@@ -95,18 +98,22 @@ class Run:
         check_rules(todos)
         new = [t.model_dump() for t in todos]
         changes = diff(self.state.todos, new)
-        write_json_atomic(self.path / "todos.json", {"todos": new})
+        self.write_json("todos.json", {"todos": new})
         self.append("todo", todos=new, changes=changes)
         return changes
 
     def sync_todos_file(self) -> None:
         """After a crash between the file write and the event, the event log wins."""
-        write_json_atomic(self.path / "todos.json", {"todos": self.state.todos})
+        self.write_json("todos.json", {"todos": self.state.todos})
+
+    def write_json(self, relpath: str, obj: Any) -> Path:
+        return self.write_text(relpath, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
     def write_text(self, relpath: str, text: str) -> Path:
+        """Write a file of the run atomically, secrets scrubbed."""
         path = self.path / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text.encode())
+        write_atomic(path, self.scrub(text).encode())
         return path
 
     def close(self) -> None:
