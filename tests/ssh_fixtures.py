@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import asyncssh
 import pytest
 
 from agent.config import HostConfig
+from tools.base import ToolContext
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -315,3 +316,43 @@ def ssh_proxy() -> Iterator[Callable[[SSHServerBase], Proxy]]:
     for p in proxies:
         p.close()
     loop.stop()
+
+
+def make_context(
+    runs_dir: Path, host: HostConfig, extra_hosts: list[HostConfig] | None = None, **server: Any
+) -> ToolContext:
+    """A ToolContext for a fresh run whose server lives on `host`; close with `close_context`."""
+    from agent.config import Config, ServerConfig
+    from state.run import Run
+    from tools.hosts import HostPool
+
+    server.setdefault("command", "true")
+    config = Config(
+        hosts=[host, *(extra_hosts or [])], server=ServerConfig(host=host.name, **server)
+    )
+    run = Run.create(runs_dir)
+    return ToolContext(run=run, config=config, hosts=HostPool(config))
+
+
+async def close_context(ctx: ToolContext) -> None:
+    await ctx.hosts.close()
+    ctx.run.close()
+
+
+@pytest.fixture(params=["local", "asyncssh", "sshd"])
+def any_host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HostConfig]:
+    """The config of a host of each kind: local, asyncssh's server, OpenSSH's sshd."""
+    work = str(tmp_path / "work")
+    if request.param == "local":
+        yield HostConfig(name="local", workdir=work)
+    else:
+        server = request.getfixturevalue(f"{request.param}_server")
+        yield server.host_config("box", workdir=work)
+
+
+@pytest.fixture
+async def host_ctx(any_host: HostConfig, tmp_path: Path) -> AsyncIterator[ToolContext]:
+    """A ToolContext of a fresh run whose server host is `any_host` (local, asyncssh, sshd)."""
+    ctx = make_context(tmp_path / "runs", any_host)
+    yield ctx
+    await close_context(ctx)

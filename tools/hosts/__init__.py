@@ -10,7 +10,16 @@ from tools.hosts.base import CommandResult, Host, HostError, Proc
 from tools.hosts.local import LocalHost
 from tools.hosts.ssh import SSHHost, parse_address
 
-__all__ = ["CommandResult", "Host", "HostError", "HostPool", "LocalHost", "Proc", "SSHHost"]
+__all__ = [
+    "CommandResult",
+    "Host",
+    "HostError",
+    "HostPool",
+    "LocalHost",
+    "Proc",
+    "SSHHost",
+    "host_for",
+]
 
 
 class HostPool:
@@ -46,3 +55,16 @@ class HostPool:
         for host in self._hosts.values():
             await host.close()
         self._hosts.clear()
+
+
+def host_for(ctx: Any, name: str | None) -> Host:
+    """The host a tool call names (default: the server's), or a ToolError the model can act on."""
+    from tools.base import ToolError
+
+    if ctx.hosts is None:
+        raise ToolError("no hosts are configured for this run")
+    try:
+        host: Host = ctx.hosts.get(name)
+    except HostError as err:
+        raise ToolError(str(err)) from None
+    return host

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import secrets
+from typing import Any
 
 MAX_CAPTURE = 16 * 1024 * 1024  # bytes kept per stream; beyond it the middle is dropped
 
@@ -69,3 +71,9 @@ def cut(text: str, limit: int) -> tuple[str, bool]:
     omitted = len(text) - len(head) - len(tail)
     omitted_lines = text.count("\n", len(head), len(text) - len(tail))
     return f"{head}[... {omitted} characters ({omitted_lines} lines) cut ...]\n{tail}", True
+
+
+def save_full(ctx: Any, prefix: str, text: str) -> str:
+    """Keep the full text of a cut output under the run's outputs/; its path."""
+    name = f"outputs/{prefix}-{ctx.run.state.last_seq:05d}-{secrets.token_hex(2)}.txt"
+    return str(ctx.run.write_text(name, text))

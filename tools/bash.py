@@ -1,0 +1,74 @@
+"""bash: a shell command on a named host, bounded in time and in what comes back."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.guard import check
+from tools.hosts import HostError, host_for
+from tools.hosts.output import clean, cut, save_full
+
+OUTPUT_LIMIT = 12_000  # characters the model sees; the full text goes to outputs/
+
+
+class BashInput(ToolInput):
+    command: str = Field(description="The bash command line to run (in the host's workdir)")
+    host: str | None = Field(
+        default=None, description="Host name from the config; default: the server's host"
+    )
+    timeout_s: float = Field(
+        default=120,
+        gt=0,
+        le=1800,
+        description="Seconds before the command and everything it started are killed (max 1800)",
+    )
+
+
+class Bash(Tool):
+    name = "bash"
+    Input = BashInput
+
+    async def run(self, ctx: ToolContext, inp: BashInput) -> ToolResult:
+        if not inp.command.strip():
+            raise ToolError("empty command")
+        allow = list(getattr(getattr(ctx.config, "guard", None), "allow", []) or [])
+        reason = check(inp.command, allow)
+        if reason:
+            raise ToolError(
+                f"refused by the destructive-command guard: {reason}; if it is really intended, "
+                "the user can add a matching regex to [guard] allow in agent.toml"
+            )
+        host = host_for(ctx, inp.host)
+        try:
+            res = await host.run(inp.command, timeout=inp.timeout_s)
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        out, err_text = clean(res.stdout), clean(res.stderr)
+        body = out + (
+            ("" if not out or out.endswith("\n") else "\n") + "[stderr]\n" + err_text
+            if err_text
+            else ""
+        )
+        if res.timed_out:
+            head = (
+                f"timed out after {inp.timeout_s:g} s on {host.name}: the command and "
+                f"everything it started were killed"
+            )
+        else:
+            head = f"exit {res.exit_code} in {res.duration:.1f} s on {host.name}"
+        shown, was_cut = cut(body, OUTPUT_LIMIT)
+        data: dict[str, object] = {
+            "exit_code": res.exit_code,
+            "duration_s": round(res.duration, 3),
+            "timed_out": res.timed_out,
+            "host": host.name,
+        }
+        if was_cut or res.dropped:
+            path = save_full(ctx, "bash", body)
+            data["output_path"] = path
+            head += f"; output cut, full text: {path}"
+            if res.dropped:
+                head += f" ({res.dropped} bytes beyond the capture limit were dropped)"
+        text = head + ("\n" + shown if shown.strip() else "\n(no output)")
+        return ToolResult(text=text.rstrip("\n"), is_error=res.timed_out, data=data)

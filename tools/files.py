@@ -1,0 +1,108 @@
+"""put_file / get_file: copy a file to a host or back (SFTP over the SSH connection).
+
+Paths on the host are confined to its workdir (relative paths are taken from there); an absolute
+path elsewhere must lie under one of the host's `allow_paths`. Local paths that are relative are
+taken from the run folder, so what a campaign fetches stays with the run.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from pydantic import Field
+
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.hosts import Host, HostError, host_for
+
+MAX_BYTES = 2 * 1024**3  # a campaign moves scripts and results, not model weights
+
+
+class PutFileInput(ToolInput):
+    local_path: str = Field(description="File on this machine (relative: to the run folder)")
+    remote_path: str = Field(description="Destination on the host (relative: to its workdir)")
+    host: str | None = Field(default=None, description="Host name; default: the server's host")
+
+
+class GetFileInput(ToolInput):
+    remote_path: str = Field(description="File on the host (relative: to its workdir)")
+    local_path: str | None = Field(
+        default=None,
+        description="Where to save it (relative: to the run folder); default outputs/NAME",
+    )
+    host: str | None = Field(default=None, description="Host name; default: the server's host")
+
+
+async def confine(host: Host, path: str) -> str:
+    """The absolute path on the host, if the workdir or allow_paths permit it."""
+    workdir = await host.workdir()
+    full = posixpath.normpath(posixpath.join(workdir, path))
+    allowed = [workdir, *(posixpath.normpath(p) for p in host.config.allow_paths)]
+    if not any(full == a or full.startswith(a.rstrip("/") + "/") for a in allowed):
+        raise ToolError(
+            f"{path} is outside the workdir of host {host.name} ({workdir}); "
+            "add its folder to allow_paths for that host in agent.toml to permit it"
+        )
+    return full
+
+
+def local(ctx: ToolContext, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ctx.run.path / p
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} GiB"
+
+
+class PutFile(Tool):
+    name = "put_file"
+    Input = PutFileInput
+
+    async def run(self, ctx: ToolContext, inp: PutFileInput) -> ToolResult:
+        src = local(ctx, inp.local_path)
+        if not src.is_file():
+            raise ToolError(f"local file {src} not found")
+        size = src.stat().st_size
+        if size > MAX_BYTES:
+            raise ToolError(f"{src} is {_size(size)}; put_file moves at most {_size(MAX_BYTES)}")
+        host = host_for(ctx, inp.host)
+        try:
+            dst = await confine(host, inp.remote_path)
+            written = await host.put(str(src), dst)
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        return ToolResult(
+            text=f"copied {src} -> {host.name}:{dst} ({_size(written)}, size checked)",
+            data={"host": host.name, "remote_path": dst, "bytes": written},
+        )
+
+
+class GetFile(Tool):
+    name = "get_file"
+    Input = GetFileInput
+
+    async def run(self, ctx: ToolContext, inp: GetFileInput) -> ToolResult:
+        host = host_for(ctx, inp.host)
+        try:
+            src = await confine(host, inp.remote_path)
+            size = await host.size(src)
+            if size > MAX_BYTES:
+                raise ToolError(
+                    f"{src} is {_size(size)}; get_file moves at most {_size(MAX_BYTES)}"
+                )
+            dst = local(ctx, inp.local_path or f"outputs/{posixpath.basename(src)}")
+            got = await host.get(src, str(dst))
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        return ToolResult(
+            text=f"copied {host.name}:{src} -> {dst} ({_size(got)}, size checked)",
+            data={"host": host.name, "local_path": str(dst), "bytes": got},
+        )
