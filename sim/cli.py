@@ -1,0 +1,128 @@
+"""`agent sim serve|truth|gpus ...` (the lead's CLI calls `main(argv)` with argv after "sim")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from sim import gpus
+from sim.flags import FlagError, parse_server_args
+from sim.model import Model
+from sim.space import DEFAULT_BASE_FLAGS, DEFAULT_LEVELS, SpaceError, load_space
+from sim.truth import config_value, latency, objective_value, optimum, throughput_of
+
+USAGE = (
+    "usage: agent sim {serve,truth,gpus} ...  "
+    "(serve: the server; truth: the model; gpus: GPU-memory reservations)"
+)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "serve":
+        from sim.serve import main as serve  # the server stack loads only when serving
+
+        return serve(rest)
+    if command == "truth":
+        return truth(rest)
+    if command == "gpus":
+        return show_gpus(rest)
+    print(f"agent sim: unknown command {command!r}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"levels are integers separated by commas: {text!r}"
+        ) from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"levels must be >= 1: {text!r}")
+    return levels
+
+
+def truth(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="agent sim truth",
+        description="Modelled (noise-free) output tok/s of a command line, or the optimum of a "
+        "space. Server flags apply on top of the lab's base flags (--no-base: not).",
+    )
+    p.add_argument("--concurrency", type=_levels, default=DEFAULT_LEVELS)
+    p.add_argument("--input-len", type=int, default=512)
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--space", help="a space file (TOML [search] / JSON) or 'default': its optimum")
+    p.add_argument("--objective", default="geomean", choices=["geomean", "level", "peak", "slo"])
+    p.add_argument("--level", type=int, help="for --objective level")
+    p.add_argument("--ttft-ms", type=float, help="for --objective slo")
+    p.add_argument("--tpot-ms", type=float, help="for --objective slo")
+    p.add_argument("--no-base", action="store_true", help="do not prepend the lab's base flags")
+    p.add_argument("--json", action="store_true")
+    ns, server_argv = p.parse_known_args(argv)
+    base = [] if ns.no_base else DEFAULT_BASE_FLAGS
+    extra = {"level": ns.level, "ttft_ms": ns.ttft_ms, "tpot_ms": ns.tpot_ms}
+    extra = {k: v for k, v in extra.items() if v is not None}
+    try:
+        if ns.space is not None:
+            if server_argv:
+                raise FlagError(f"--space takes no server flags (got {' '.join(server_argv)})")
+            space = load_space(ns.space)
+            config, value = optimum(
+                space, ns.concurrency, ns.objective, ns.input_len, ns.max_tokens, base, **extra
+            )
+            out = {"config": config, "value": round(value, 3)}
+            print(json.dumps(out) if ns.json else _describe(out, ns.objective))
+            return 0
+        model = Model(parse_server_args([*base, *server_argv], prog="agent sim truth"))
+    except (FlagError, SpaceError, ValueError) as err:
+        print(f"agent sim truth: error: {err}", file=sys.stderr)
+        return 2
+    per = throughput_of(model, ns.concurrency, ns.input_len, ns.max_tokens)
+    if ns.json:
+        print(json.dumps({str(c): round(v, 3) for c, v in per.items()}))
+        return 0
+    if model.failure is not None:
+        print(f"this configuration does not start: {model.failure.message}")
+        return 0
+    print(f"{'C':>5} {'tok/s':>9} {'TTFT ms':>9} {'TPOT ms':>8}")
+    for c, v in per.items():
+        lat = latency(model, c, ns.input_len, ns.max_tokens)
+        print(f"{c:>5} {v:>9.1f} {lat['ttft_ms']:>9.1f} {lat['tpot_ms']:>8.2f}")
+    if ns.objective != "slo":
+        print(f"{ns.objective}: {objective_value(per, ns.objective, **extra):.1f}")
+    if model.args.spec:
+        print(f"acceptance length (tau): {model.tau():.3f}")
+    return 0
+
+
+def _describe(out: dict[str, object], objective: str) -> str:
+    config = out["config"]
+    assert isinstance(config, dict)
+    flags = " ".join(
+        f"{k}" if v is True else f"{k} {v}" for k, v in config.items() if v is not False
+    )
+    return f"optimum ({objective}): {out['value']}\n  {flags or '(no flags)'}"
+
+
+def show_gpus(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="agent sim gpus",
+        description="Simulated GPU memory in use, "
+        "like nvidia-smi --query-compute-apps (stale entries are dropped).",
+    )
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(argv)
+    rows = gpus.reservations()
+    print(json.dumps(rows) if ns.json else gpus.render(rows))
+    return 0
+
+
+__all__ = ["config_value", "main"]
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""/metrics (Prometheus text, SGLang gauges and counters, vLLM-named speculative counters) and
+/server_info (SGLang-like: the server args and internal_states with avg_spec_accept_length)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.api import App
+
+VERSION = "0.5.4-sim"
+
+
+def prometheus(app: App) -> str:
+    label = f'{{model_name="{app.served}"}}'
+    e = app.engine
+    if e is None:
+        counters: dict[str, float] = {
+            "sglang:num_requests_total": app.ideal_requests,
+            "sglang:prompt_tokens_total": app.ideal_prompt_tokens,
+            "sglang:generation_tokens_total": app.ideal_tokens,
+        }
+        gauges: dict[str, float] = {}
+    else:
+        counters = {
+            "sglang:num_requests_total": e.requests_total,
+            "sglang:num_requests_finished_total": e.finished_total,
+            "sglang:prompt_tokens_total": e.prompt_tokens_total,
+            "sglang:generation_tokens_total": e.generation_tokens_total,
+        }
+        gauges = {
+            "sglang:num_running_reqs": len(e.running),
+            "sglang:num_queue_reqs": len(e.waiting),
+            "sglang:token_usage": round(e.token_usage, 4),
+        }
+        if app.args.spec:
+            counters |= {
+                "vllm:spec_decode_num_drafts_total": e.spec_drafts,
+                "vllm:spec_decode_num_draft_tokens_total": e.spec_draft_tokens,
+                "vllm:spec_decode_num_accepted_tokens_total": e.spec_accepted,
+            }
+            gauges["sglang:spec_accept_length"] = round(e.accept_length, 4)
+    lines = []
+    for name, value in counters.items():
+        lines += [f"# TYPE {name} counter", f"{name}{label} {value}"]
+    for name, value in gauges.items():
+        lines += [f"# TYPE {name} gauge", f"{name}{label} {value}"]
+    return "\n".join(lines) + "\n"
+
+
+def server_info(app: App) -> dict[str, Any]:
+    args, model, e = app.args, app.model, app.engine
+    info: dict[str, Any] = {k: v for k, v in dataclasses.asdict(args).items() if k != "tp"}
+    info |= {
+        "tp_size": args.tp,
+        "model_path": args.model_path or model.hw.model,
+        "served_model_name": app.served,
+        "mem_fraction_static": model.mem_fraction,
+        "max_running_requests": model.max_running,
+        "max_total_num_tokens": model.max_total_tokens,
+        "context_length": model.context_len,
+        "version": VERSION,
+    }
+    if args.spec:
+        steps, topk, tokens = model.steps, model.topk, model.draft_tokens
+        info |= {
+            "speculative_num_steps": steps,
+            "speculative_eagle_topk": topk,
+            "speculative_num_draft_tokens": tokens,
+        }
+    state: dict[str, Any] = {"last_gen_throughput": 0.0, "ready": app.ready}
+    if e is not None:
+        state["last_gen_throughput"] = round(e.last_gen_throughput, 2)
+        if args.spec:
+            state["avg_spec_accept_length"] = round(e.accept_length, 4)
+    info["internal_states"] = [state]
+    if "avg_spec_accept_length" in state:
+        info["avg_spec_accept_length"] = state["avg_spec_accept_length"]
+    info["sim"] = {
+        "hardware": model.hw.description,
+        "time_scale": args.time_scale,
+        "noise": args.noise,
+        "ideal": args.ideal,
+        "max_lag_ms": round(e.max_lag_ms, 3) if e is not None else 0.0,
+        "note": "throughputs measured by a client are time_scale times the modelled ones",
+    }
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info.items()}
