@@ -6,10 +6,11 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent.config import Config
-from agent.console import PlainPrinter
 from agent.loop import Agent
+from agent.progress import Progress
 from agent.session import Limits, config_of, make_agent, make_brain, start
 from state.run import Run
 
@@ -36,10 +37,11 @@ def resume_campaign(path: Path) -> int:
 
 
 def drive(run: Run, config: Config) -> int:
-    agent = make_agent(run, make_brain(run.state.model, config), config)
-    view = terminal_view(run)
-    run.listeners.append(view)
-    agent.on_end = lambda status: wrap_up(agent)
+    progress = Progress(run.path, lambda: run.state.last_seq)  # ctx.progress for the tools
+    agent = make_agent(run, make_brain(run.state.model, config), config, progress=progress)
+    view = terminal_view(run, progress)
+    run.listeners += [progress.on_event, view]
+    agent.on_end = lambda status: wrap_up(agent, status)
     try:
         return asyncio.run(_main(agent))
     finally:
@@ -59,17 +61,18 @@ async def _main(agent: Agent) -> int:
             await agent.ctx.hosts.close()
 
 
-async def wrap_up(agent: Agent) -> None:
+async def wrap_up(agent: Agent, status: str | None = None) -> None:
     """Every run ends the same way: no server of ours left running, and a report."""
+    from agent.report import write_report
+
     if agent.run.state.servers:
         await agent.tools.call(agent.ctx, "kill_server", {})
     agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
-    try:
-        from agent.report import write_report
-    except ImportError:
-        return
-    write_report(agent.run)
+    write_report(agent.run, status)
 
 
-def terminal_view(run: Run) -> PlainPrinter:
-    return PlainPrinter(sys.stdout)
+def terminal_view(run: Run, progress: Progress | None = None) -> Any:
+    """The live view on a terminal, plain lines otherwise (agent.view)."""
+    from agent.view import terminal_view as make_view
+
+    return make_view(run, progress, sys.stdout)

@@ -1,0 +1,138 @@
+"""The report as a list of blocks, and its two renderings: Markdown (report.md, the chart beside
+it) and one self-contained HTML file (report.html, the chart embedded as base64)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class Para:
+    text: str  # inline markup: **bold** and `code`
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    right: set[int] = field(default_factory=set)  # numeric columns, right-aligned
+
+
+@dataclass
+class Code:
+    text: str
+
+
+@dataclass
+class Image:
+    file: str  # beside report.md
+    png: bytes
+    alt: str
+
+
+Block = Heading | Para | Bullets | Table | Code | Image
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append("#" * b.level + " " + b.text)
+        elif isinstance(b, Para):
+            out.append(b.text)
+        elif isinstance(b, Bullets):
+            out.append("\n".join(f"- {i}" for i in b.items))
+        elif isinstance(b, Table):
+            cells = [[_md_cell(c) for c in row] for row in [b.headers, *b.rows]]
+            rule = ["---:" if i in b.right else "---" for i in range(len(b.headers))]
+            lines = [cells[0], rule, *cells[1:]]
+            out.append("\n".join("| " + " | ".join(r) + " |" for r in lines))
+        elif isinstance(b, Code):
+            fence = "````" if "```" in b.text else "```"
+            out.append(f"{fence}\n{b.text.rstrip()}\n{fence}")
+        elif isinstance(b, Image):
+            out.append(f"![{b.alt}]({b.file})")
+    return "\n\n".join(out).rstrip() + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*")
+
+
+def _inline(text: str) -> str:
+    out, pos = [], 0
+    for m in INLINE.finditer(text):
+        out.append(html.escape(text[pos : m.start()]))
+        if m.group(1) is not None:
+            out.append(f"<code>{html.escape(m.group(1))}</code>")
+        else:
+            out.append(f"<strong>{html.escape(m.group(2))}</strong>")
+        pos = m.end()
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+STYLE = """
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f;
+       max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2rem; border-bottom: 1px solid
+#ddd; padding-bottom: .2rem; } code, pre { font: 13px/1.4 ui-monospace, Menlo, Consolas,
+monospace; background: #f4f4f6; border-radius: 4px; } code { padding: 0 .25rem; }
+pre { padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
+table { border-collapse: collapse; margin: .6rem 0; font-size: 14px; }
+th, td { border: 1px solid #ddd; padding: .25rem .55rem; } th { background: #f4f4f6; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; } img { max-width: 100%; }
+"""
+
+
+def to_html(blocks: list[Block], title: str) -> str:
+    out = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+    ]
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append(f"<h{b.level}>{_inline(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            out.append(f"<p>{_inline(b.text)}</p>")
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Table):
+            head = "".join(f"<th>{_inline(h)}</th>" for h in b.headers)
+            rows = "".join(
+                "<tr>"
+                + "".join(
+                    f'<td class="r">{_inline(c)}</td>' if i in b.right else f"<td>{_inline(c)}</td>"
+                    for i, c in enumerate(row)
+                )
+                + "</tr>"
+                for row in b.rows
+            )
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif isinstance(b, Code):
+            out.append(f"<pre><code>{html.escape(b.text.rstrip())}</code></pre>")
+        elif isinstance(b, Image):
+            data = base64.b64encode(b.png).decode()
+            alt = html.escape(b.alt)
+            out.append(f'<p><img alt="{alt}" src="data:image/png;base64,{data}"></p>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

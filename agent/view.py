@@ -1,0 +1,73 @@
+"""The rich live view, shared by `agent watch` and `agent run` on a terminal.
+
+`agent run` attaches `terminal_view(run, progress)` to `run.listeners`: on a terminal a LiveView
+(the panels of agent.view_panels, redrawn four times a second, with one dim line per event
+scrolling above them), otherwise plain lines (agent.console). Both have the listener interface:
+`__call__(event)` and `close()`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, TextIO
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.text import Text
+
+from agent.console import PlainPrinter, describe
+from agent.progress import Progress
+from agent.view_panels import Board, render
+from state.events import Event, read_events
+from state.run import Run
+
+__all__ = ["Board", "LiveView", "event_line", "render", "terminal_view"]
+
+
+def event_line(event: Event) -> Text | None:
+    line = describe(event)
+    if line is None:
+        return None
+    style = "bold magenta" if event["type"] == "supervisor_message" else "dim"
+    return Text(f"[{event['ts'][11:19]}] {line}", style=style)
+
+
+class LiveView:
+    """A listener that keeps its own fold (the loop mutates run.state on another schedule than
+    the refresh thread draws) and draws it with rich's Live."""
+
+    def __init__(
+        self, run: Run, progress: Progress | None = None, console: Console | None = None
+    ) -> None:
+        self.console = console or Console()
+        self.progress = progress
+        self.lock = threading.Lock()
+        self.board = Board()
+        for event in read_events(run.events_path).events:  # a resumed run shows its history
+            self.board.apply(event)
+        self.live = Live(self, console=self.console, refresh_per_second=4, redirect_stderr=False)
+        self.live.start()
+
+    def __call__(self, event: Event) -> None:
+        with self.lock:
+            self.board.apply(event)
+        line = event_line(event)
+        if line is not None:
+            self.live.console.print(line)
+
+    def __rich__(self) -> RenderableType:  # called by Live's refresh thread
+        with self.lock:
+            self.board.bars = self.progress.bars() if self.progress else []
+            return render(self.board)
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+def terminal_view(run: Run, progress: Progress | None = None, out: TextIO | None = None) -> Any:
+    """The listener for `agent run`: the live view on a terminal, plain lines otherwise."""
+    out = out or sys.stdout
+    if out.isatty():
+        return LiveView(run, progress, Console(file=out))
+    return PlainPrinter(out)

@@ -1,0 +1,204 @@
+"""`agent watch RUN [--json]`: follow a run's events.jsonl from another process, live or after
+the run ended. See docs/supervising.md.
+
+Following a file another process appends to: remember the byte offset, keep a trailing partial
+line until its newline arrives, start over when the file is replaced or shrinks (except when only
+a torn partial line was cut off, which is how the writer repairs a crash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.live import Live
+
+from agent.progress import read_progress
+from agent.view import Board, event_line, render
+from state.events import Event
+from state.run import RunError, resolve_run
+
+HISTORY_LINES = 10  # event lines shown for what happened before watch started
+
+
+@dataclass
+class Line:
+    raw: bytes  # exactly as in the file, without the newline (for --json)
+    event: Event
+
+
+class Follower:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+        self.inode: int | None = None
+        self.warnings: list[str] = []
+
+    def poll(self) -> tuple[bool, list[Line]]:
+        """(whether the file was replaced and reading started over, the new complete lines)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False, []
+        reset = False
+        if self.inode is not None and st.st_ino != self.inode:
+            reset = True
+        elif st.st_size < self.offset:
+            if st.st_size == self.offset - len(self.partial):
+                self.offset, self.partial = st.st_size, b""  # only a torn tail was cut off
+            else:
+                reset = True
+        if reset:
+            self.offset, self.partial = 0, b""
+        self.inode = st.st_ino
+        if st.st_size <= self.offset:
+            return reset, []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read(st.st_size - self.offset)
+        self.offset += len(data)
+        chunks = (self.partial + data).split(b"\n")
+        self.partial = chunks.pop()
+        lines = []
+        for raw in chunks:
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                self.warnings.append(f"skipped a line that is not JSON at byte ~{self.offset}")
+                continue
+            if isinstance(event, dict) and "type" in event and "seq" in event:
+                lines.append(Line(raw, event))
+        return reset, lines
+
+
+def follow(
+    path: Path,
+    interval: float = 0.25,
+    grace: float = 2.0,
+    once: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[tuple[bool, list[Line]]]:
+    """Batches of new lines (an empty batch every `interval`, so timers can tick) until the run
+    ends: a run_finished with nothing after it for `grace` seconds (`agent resume` appends
+    run_resumed right after), or at once when the log already ended when we started."""
+    follower = Follower(path)
+    reset, lines = follower.poll()
+    yield reset, lines
+    if once or (lines and lines[-1].event["type"] == "run_finished"):
+        return
+    ended_at: float | None = None
+    while True:
+        if ended_at is not None and clock() - ended_at >= grace:
+            return
+        time.sleep(interval)
+        reset, lines = follower.poll()
+        if lines or reset:
+            ended = lines[-1].event["type"] == "run_finished" if lines else False
+            ended_at = clock() if ended else None
+        yield reset, lines
+
+
+def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bool) -> int:
+    """NDJSON: each event line as the file holds it. After a start-over, events already sent
+    (by seq) are not sent again."""
+    sent = 0
+    try:
+        for _, lines in follow(path, interval, grace, once):
+            for line in lines:
+                if line.event["seq"] > sent:
+                    out.write(line.raw.decode("utf-8", "replace") + "\n")
+                    sent = line.event["seq"]
+            out.flush()
+    except BrokenPipeError:  # `agent watch --json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
+def watch_view(
+    path: Path,
+    console: Console,
+    interval: float = 0.25,
+    grace: float = 2.0,
+    once: bool = False,
+) -> Board:
+    """Draw the run: a live view on a terminal; on anything else, one line per event as it
+    arrives and the full view once at the end. Returns the final board."""
+    board = Board()
+    live: Live | None = None
+    if console.is_terminal and not once:
+        live = Live(render(board), console=console, auto_refresh=False, redirect_stderr=False)
+        live.start()
+    first = True
+    try:
+        for reset, lines in follow(path, interval, grace, once):
+            if reset and not first:
+                board = Board()
+                console.print("[yellow]events.jsonl was replaced: reading it again[/]")
+            for line in lines:
+                board.apply(line.event)
+            shown = lines[-HISTORY_LINES:] if first else lines
+            if not once:
+                for line in shown:
+                    text = event_line(line.event)
+                    if text is not None:
+                        console.print(text)
+            first = False
+            board.bars = (
+                read_progress(path.parent, board.tool_seq) if board.state.current_tool else []
+            )
+            if live is not None:
+                live.update(render(board), refresh=True)
+    finally:
+        if live is not None:
+            live.stop()
+    if live is None:
+        console.print(render(board))
+    return board
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="agent watch",
+        description="Follow a run live: todos, the running tool, servers, benchmarks, spend.",
+    )
+    parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
+    parser.add_argument("--json", action="store_true", help="stream the events as NDJSON")
+    parser.add_argument("--once", action="store_true", help="show the current state and exit")
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=Path(os.environ.get("AGENT_RUNS_DIR", "runs")),
+        help="the folder holding run folders (default: ./runs or $AGENT_RUNS_DIR)",
+    )
+    parser.add_argument("--interval", type=float, default=0.25, help="poll period, seconds")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        help="after run_finished, wait this long for a resume before exiting (seconds)",
+    )
+    args = parser.parse_args(argv)
+    if args.interval <= 0 or args.grace < 0:
+        print("agent watch: --interval must be > 0 and --grace >= 0", file=sys.stderr)
+        return 2
+    try:
+        path = resolve_run(args.run, args.runs_dir) / "events.jsonl"
+    except RunError as err:
+        print(f"agent watch: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        return stream_json(path, sys.stdout, args.interval, args.grace, args.once)
+    watch_view(path, Console(), args.interval, args.grace, args.once)
+    return 0

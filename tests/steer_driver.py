@@ -1,0 +1,208 @@
+"""A live run for the supervisor tests: `agent run` (the real CLI, loop, runner, view and
+report) driven by a slow scripted brain, in its own process.
+
+    python -m tests.steer_driver --runs-dir D --run-id R [--turns N] [--pace S] [--gate-at K]
+                                 [--max-steps N] [--no-server]
+
+The brain plans todos, starts a "server" (a real detached process, in its own process group),
+runs a "benchmark" (a benchmark event, with progress), then reads its todos once per turn,
+`--pace` seconds apart, until `--turns`. It acknowledges every supervisor message in its next
+turn's text and ends early on "wrap up". With --gate-at K it waits at turn K until the file
+`gate` exists in the run folder, so a test can act at a known point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agent.brains.base import Turn, TurnRequest
+from tools.base import Tool, ToolContext, ToolInput, ToolResult
+from tools.todo import TodoRead, TodoWrite
+
+PLAN = [
+    ("srv", "start the baseline server", "high"),
+    ("bench", "sweep the baseline", "high"),
+    ("wait", "keep an eye on the todo list", "medium"),
+    ("report", "write the conclusion", "low"),
+]
+SUMMARY = {"1": 92.6, "10": 480.0, "100": 770.0}
+
+
+class Scripted(Tool):
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def spec(cls) -> dict[str, Any]:  # no prompts/tools file for test tools
+        schema = cls.Input.model_json_schema()
+        return {"name": cls.name, "description": cls.description, "input_schema": schema}
+
+
+class StartInput(ToolInput):
+    name: str = Field("server", description="server name")
+    flags: dict[str, Any] = Field(default_factory=dict, description="flags")
+
+
+class FakeStartServer(Scripted):
+    """Starts a real process that outlives nothing: `sleep`, in its own session."""
+
+    name = "start_server"
+    Input = StartInput
+
+    async def run(self, ctx: ToolContext, inp: StartInput) -> ToolResult:
+        log = ctx.run.path / "logs" / f"{inp.name}.log"
+        proc = subprocess.Popen(
+            ["sleep", "300"],
+            stdout=open(log, "wb"),  # noqa: SIM115 - the child owns it
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        ctx.run.append(
+            "server_started", name=inp.name, host="local", engine="sim", pid=proc.pid,
+            pgid=proc.pid, port=30000, command="sleep 300", flags=inp.flags, log=str(log),
+        )  # fmt: skip
+        for i in range(1, 5):
+            if ctx.progress:
+                ctx.progress("server_load", name=inp.name, fraction=i / 4, line=f"shard {i}/4")
+            await asyncio.sleep(0.05)
+        ctx.run.append("server_ready", name=inp.name, seconds=0.2)
+        return ToolResult(text=f"{inp.name} ready (pid {proc.pid})", data={"pid": proc.pid})
+
+
+class KillInput(ToolInput):
+    name: str | None = Field(None, description="server name; omitted = all")
+
+
+class FakeKillServer(Scripted):
+    name = "kill_server"
+    Input = KillInput
+
+    async def run(self, ctx: ToolContext, inp: KillInput) -> ToolResult:
+        names = [inp.name] if inp.name else list(ctx.run.state.servers)
+        for name in names:
+            pgid = ctx.run.state.servers[name]["pgid"]
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                os.waitpid(pgid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            ctx.run.append("server_killed", name=name, killed=[pgid], verified=True)
+        return ToolResult(text=f"killed {', '.join(names) or 'nothing'}")
+
+
+class BenchInput(ToolInput):
+    server: str = Field(description="server name")
+    label: str = Field("", description="label")
+
+
+class FakeBenchmark(Scripted):
+    name = "run_benchmark"
+    Input = BenchInput
+
+    async def run(self, ctx: ToolContext, inp: BenchInput) -> ToolResult:
+        for i, level in enumerate(SUMMARY, 1):
+            if ctx.progress:
+                ctx.progress("bench_level", name=inp.server, level=int(level), done=i, total=3)
+            await asyncio.sleep(0.05)
+        levels = {
+            c: {"output_throughput": v, "ttft_p50": 50.0, "ttft_p99": 80.0, "tpot_p50": 10.0,
+                "tpot_p99": 12.5}
+            for c, v in SUMMARY.items()
+        }  # fmt: skip
+        server = ctx.run.state.servers.get(inp.server, {})
+        ctx.run.append(
+            "benchmark", id="b1", path="results/b1.json", config_hash="h", server=inp.server,
+            command=server.get("command", ""), flags=server.get("flags", {}), label=inp.label,
+            workload={"input_len": 512, "max_tokens": 128}, summary=SUMMARY, levels=levels,
+        )  # fmt: skip
+        return ToolResult(text="C=1 92.6 tok/s ...")
+
+
+class SlowBrain:
+    name = "scripted"
+
+    def __init__(
+        self, run_path: Path, turns: int, pace: float, gate_at: int | None, server: bool
+    ) -> None:
+        self.run_path, self.turns, self.pace = run_path, turns, pace
+        self.gate_at, self.server = gate_at, server
+        self.acked: set[int] = set()
+
+    async def next_turn(self, req: TurnRequest) -> Turn:
+        state = req.state
+        step = state.steps
+        if self.gate_at is not None and step == self.gate_at:
+            gate = self.run_path / "gate"
+            deadline = time.monotonic() + 60
+            while not gate.exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        elif step > 0:
+            await asyncio.sleep(self.pace)
+        new = [m for m in state.supervisor if m["seq"] not in self.acked]
+        self.acked.update(m["seq"] for m in new)
+        text = " ".join(f"Acknowledged supervisor: {m['text']!r}." for m in new)
+        if any("wrap up" in m["text"].lower() for m in new) or step >= self.turns:
+            return Turn([{"type": "text", "text": (text + " Wrapping up.").strip()}], "end_turn")
+        calls: list[tuple[str, dict[str, Any]]]
+        if step == 0:
+            todos = [
+                {"id": i, "content": c, "priority": p, "status": "pending"} for i, c, p in PLAN
+            ]
+            todos[0]["status"] = "in_progress"
+            calls, say = [("todowrite", {"todos": todos})], "Planning the campaign."
+        elif step == 1 and self.server:
+            calls, say = [("start_server", {"name": "baseline", "flags": {"--tp": 8}})], "Start."
+        elif step == 2 and self.server:
+            calls = [("run_benchmark", {"server": "baseline", "label": "baseline sweep"})]
+            say = "Sweeping the baseline."
+        else:
+            calls, say = [("todoread", {})], f"Turn {step}: checking the list."
+        content: list[dict[str, Any]] = [{"type": "text", "text": f"{text} {say}".strip()}]
+        for i, (name, inp) in enumerate(calls):
+            content.append({"type": "tool_use", "id": f"t{step}_{i}", "name": name, "input": inp})
+        usage = {"input_tokens": 1200, "output_tokens": 80}
+        return Turn(content, "tool_use", usage=usage, cost_usd=0.01)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs-dir", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--turns", type=int, default=8)
+    p.add_argument("--pace", type=float, default=0.2)
+    p.add_argument("--gate-at", type=int)
+    p.add_argument("--max-steps", type=int, default=100)
+    p.add_argument("--no-server", action="store_true")
+    args = p.parse_args(argv)
+
+    import agent.runner
+    import agent.session
+    from agent.cli import main as cli_main
+
+    run_path = args.runs_dir / args.run_id
+    brain = SlowBrain(run_path, args.turns, args.pace, args.gate_at, not args.no_server)
+    agent.runner.make_brain = lambda model, config: brain
+    agent.session.all_tools = lambda: [
+        TodoWrite(), TodoRead(), FakeStartServer(), FakeKillServer(), FakeBenchmark()
+    ]  # fmt: skip
+    config = args.runs_dir / "driver.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[server]\nengine = "sglang"\ncommand = "sleep 300"\n')
+    return cli_main(
+        ["run", "--goal", "beat baseline (scripted)", "--config", str(config),
+         "--runs-dir", str(args.runs_dir), "--run-id", args.run_id, "--model", "autopilot",
+         "--max-steps", str(args.max_steps)]
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
