@@ -1,0 +1,1 @@
+"""The autopilot: a deterministic campaign brain (planner + brain wrapper)."""
