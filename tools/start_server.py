@@ -1,0 +1,220 @@
+"""start_server: the configured command plus the model's flags, launched detached, watched until
+it serves a completion or fails - with a one-line diagnosis when it fails."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from pydantic import Field
+
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.hosts import Host, HostError, host_for
+from tools.kill_server import kill_recorded
+from tools.servers.engines import Engine, engine_for
+from tools.servers.lifecycle import gpu_holders, kill_server, ownership
+from tools.servers.paths import check_name, log_path
+from tools.servers.readiness import StartFailure, Watch, wait_ready
+
+FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class StartServerInput(ToolInput):
+    name: str = Field(default="server", description="A name for this server within the run")
+    flags: dict[str, Any] = Field(
+        default={},
+        description='Flags added to the configured command: {"--flag": value}; true = the switch '
+        "alone, false = omitted, anything else = --flag value",
+    )
+    host: str | None = Field(default=None, description="Host name; default: the server's host")
+    port: int | None = Field(default=None, ge=1, le=65535, description="default: the config's")
+
+
+def build_command(base: str, flags: dict[str, Any], engine: Engine, port: int) -> str:
+    parts = [base.strip()]
+    for flag, value in flags.items():
+        if not FLAG.match(flag):
+            raise ToolError(f"bad flag name {flag!r}: flags look like --some-flag")
+        if flag in ("--port", engine.port_flag):
+            raise ToolError("set the port with the `port` field, not as a flag")
+        if value is False or value is None:
+            continue
+        if value is True:
+            parts.append(flag)
+        else:
+            text = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            parts.append(f"{flag} {shlex.quote(text)}")
+    parts.append(f"{engine.port_flag} {port}")
+    return " ".join(parts)
+
+
+class StartServer(Tool):
+    name = "start_server"
+    Input = StartServerInput
+
+    async def run(self, ctx: ToolContext, inp: StartServerInput) -> ToolResult:
+        name = check_name("server", inp.name)
+        cfg = ctx.config.server
+        engine = engine_for(ctx.config)
+        host = host_for(ctx, inp.host or cfg.host)
+        port = inp.port or cfg.port
+        command = build_command(cfg.command, inp.flags, engine, port)
+        try:
+            notes = await self._clear_the_way(ctx, host, engine, name, port, command)
+            log = await log_path(ctx, host, "server", name)
+            pid = await host.start_detached(command, log)
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        ctx.run.append(
+            "server_started",
+            name=name,
+            host=host.name,
+            engine=engine.name,
+            pid=pid,
+            pgid=pid,
+            port=port,
+            command=command,
+            flags=inp.flags,
+            log=log,
+        )
+        watch = Watch(
+            host,
+            engine,
+            pid,
+            log,
+            port,
+            cfg.ready_timeout_s,
+            model=cfg.model,
+            on_progress=_progress(ctx, name),
+        )
+        try:
+            ready = await wait_ready(watch)
+        except (StartFailure, HostError) as err:
+            return await self._failed(ctx, host, engine, name, pid, port, command, log, err)
+        procs = await host.processes()
+        record = {"pid": pid, "pgid": pid, "port": port}
+        workers = [
+            {"pid": p.pid, "args": p.args}
+            for p in ownership(procs, record).values()
+            if p.pid != pid
+        ]
+        ctx.run.append(
+            "server_ready",
+            name=name,
+            seconds=round(ready.seconds, 2),
+            workers=workers,
+            model=ready.model,
+            ready_line=ready.ready_line,
+        )
+        text = (
+            f"server {name} ready on {host.name}:{port} after {ready.seconds:.1f} s "
+            f"(pid {pid}, model {ready.model}, a test completion took "
+            f"{ready.completion_s:.2f} s); log {log}\ncommand: {command}"
+        )
+        if notes:
+            text += "\n" + "\n".join(notes)
+        return ToolResult(
+            text=text,
+            data={
+                "name": name,
+                "host": host.name,
+                "port": port,
+                "pid": pid,
+                "log": log,
+                "seconds": round(ready.seconds, 2),
+                "model": ready.model,
+                "command": command,
+            },
+        )
+
+    async def _clear_the_way(
+        self, ctx: ToolContext, host: Host, engine: Engine, name: str, port: int, command: str
+    ) -> list[str]:
+        """Pre-checks: our own servers on that name or port go; a stranger on the port stops us;
+        GPU memory held by others is worth a warning."""
+        notes = []
+        for other in list(ctx.run.state.servers.values()):
+            same_port = other.get("host") == host.name and int(other["port"]) == port
+            if other["name"] == name or same_port:
+                report = await kill_recorded(ctx, other, f"replaced by start_server {name}")
+                notes.append(f"first stopped the running {report.summary()}")
+        if await host.port_in_use(port):
+            procs = {p.pid: p for p in await host.processes()}
+            holders = [
+                f"pid {q} ({procs[q].args[:60]})" if q in procs else f"pid {q}"
+                for q in await host.port_holders(port)
+            ]
+            who = ", ".join(holders) or "a process this user cannot see"
+            raise ToolError(
+                f"port {port} on host {host.name} is in use by {who}, not by a server of this "
+                "run; stop it (bash) if it is a leftover, or start on another port"
+            )
+        held = await gpu_holders(host, engine, command)
+        if held:
+            procs = {p.pid: p for p in await host.processes()}
+            who = ", ".join(
+                sorted(
+                    {
+                        f"pid {h['pid']} ({procs[h['pid']].args[:40]})"
+                        if h["pid"] in procs
+                        else f"pid {h['pid']}"
+                        for h in held
+                    }
+                )
+            )
+            notes.append(
+                f"warning: GPU memory is held by processes of no server of this run: {who}"
+            )
+        return notes
+
+    async def _failed(
+        self,
+        ctx: ToolContext,
+        host: Host,
+        engine: Engine,
+        name: str,
+        pid: int,
+        port: int,
+        command: str,
+        log: str,
+        err: Exception,
+    ) -> ToolResult:
+        if isinstance(err, StartFailure):
+            diagnosis, excerpt, seconds = err.diagnosis.text, err.diagnosis.excerpt, err.seconds
+        else:
+            diagnosis, excerpt, seconds = f"lost the host while waiting: {err}", "", 0.0
+        record = {"name": name, "pid": pid, "pgid": pid, "port": port, "command": command}
+        try:  # a failed start must not leave workers holding the port or the GPU
+            report = await kill_server(host, engine, record, ctx.config.server.kill_timeout_s)
+            cleanup = report.summary()
+        except HostError as exc:
+            cleanup = f"could not clean up: {exc}"
+        ctx.run.append(
+            "server_failed",
+            name=name,
+            diagnosis=diagnosis,
+            log_excerpt=excerpt,
+            seconds=round(seconds, 2),
+            cleanup=cleanup,
+        )
+        text = (
+            f"server {name} failed to start after {seconds:.1f} s: {diagnosis}\n"
+            f"log {log}; the relevant lines:\n{excerpt}\n(cleanup: {cleanup})"
+        )
+        return ToolResult(
+            text=text,
+            is_error=True,
+            data={"name": name, "diagnosis": diagnosis, "log": log, "seconds": round(seconds, 2)},
+        )
+
+
+def _progress(ctx: ToolContext, name: str) -> Any:
+    if ctx.progress is None:
+        return None
+
+    def report(fraction: float | None, line: str) -> None:
+        ctx.progress("server_load", name=name, fraction=fraction, line=line)
+
+    return report
