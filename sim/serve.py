@@ -98,6 +98,7 @@ def main(argv: list[str]) -> int:
         raw(f"OSError: [Errno {err.errno}] {err.strerror}")
         return 1
     port = sock.getsockname()[1]
+    log(f"bound http://{args.host}:{port} (/health answers 503 until the model is loaded)")
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     if args.seed is None:
         log(f"random_seed={seed} (pass --seed to repeat this noise)")
