@@ -10,6 +10,7 @@ from typing import Any
 @dataclass(slots=True)
 class RequestRecord:
     start: float = 0.0  # just before the request bytes were written
+    end: float = 0.0  # when the response was complete (or the request gave up)
     ttft: float = 0.0  # first message with non-empty `choices` - start (0 when none came)
     latency: float = 0.0  # last `choices` message - start (the usage-only chunk excluded)
     itl: list[float] = field(default_factory=list)  # gaps between consecutive `choices` messages
@@ -29,10 +30,19 @@ class RequestRecord:
     def to_wire(self) -> list[Any]:
         """A compact list for the pipe from a shard process."""
         return [
-            self.start, self.ttft, self.latency, self.itl, self.output_tokens,
-            self.prompt_tokens, self.chunks, self.success, self.error_kind, self.error,
+            self.start,
+            self.end,
+            self.ttft,
+            self.latency,
+            self.itl,
+            self.output_tokens,
+            self.prompt_tokens,
+            self.chunks,
+            self.success,
+            self.error_kind,
+            self.error,
             self.queue_time,
-        ]  # fmt: skip
+        ]
 
     @classmethod
     def from_wire(cls, row: list[Any]) -> RequestRecord:

@@ -1,0 +1,209 @@
+"""`agent bench`: sweep an OpenAI-compatible server from the terminal, outside any run.
+
+    agent bench --url URL [--model M] [--concurrency 1,2,5,10,30,70,100,250] [--input-len 512]
+                [--max-tokens 512] [--requests-per-level N] [--json PATH] ...
+
+A progress bar per level, a table at the end; --json writes the result (docs/benchmark.md: the
+points carry vLLM `bench serve`'s flat keys). Exit codes: 0 measured, 1 the server could not be
+benchmarked (unreachable, or every level failed), 2 bad usage, 130 interrupted (the levels
+measured so far are still printed and written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from state.atomic import write_json_atomic
+from tools.bench import results
+from tools.bench.schema import ClientInfo, ServerRef, Workload
+from tools.bench.sweep import BenchError, Observer, SweepOutcome, SweepSpec, run_sweep
+from tools.bench.table import sweep_table
+
+DEFAULT_LEVELS = "1,2,5,10,30,70,100,250"
+
+
+def levels_arg(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if not levels or any(c < 1 for c in levels):
+        raise argparse.ArgumentTypeError(f"levels must be positive integers: {text!r}")
+    return levels
+
+
+def processes_arg(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--processes takes a number or 'auto', got {text!r}"
+        ) from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("--processes must be >= 0")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="agent bench", description="Benchmark an OpenAI-compatible server."
+    )
+    ap.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    ap.add_argument(
+        "--model", default="", help="model name to request (default: first of /v1/models)"
+    )
+    ap.add_argument(
+        "--concurrency",
+        type=levels_arg,
+        default=levels_arg(DEFAULT_LEVELS),
+        help=f"comma-separated levels (default {DEFAULT_LEVELS})",
+    )
+    ap.add_argument("--input-len", type=int, default=512, help="prompt tokens (default 512)")
+    ap.add_argument("--max-tokens", type=int, default=512, help="output tokens (default 512)")
+    ap.add_argument(
+        "--requests-per-level",
+        type=int,
+        default=None,
+        help="requests per level (default max(5 x C, 10))",
+    )
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up requests per level (default 2)")
+    ap.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--processes",
+        type=processes_arg,
+        default=None,
+        help="client processes: a number, 0 = in this process, auto (default)",
+    )
+    ap.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default 10)")
+    ap.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=300.0,
+        help="fail a request that receives nothing for this long (default 300 s)",
+    )
+    ap.add_argument("--label", default="", help="a name for the result")
+    ap.add_argument("--json", type=Path, default=None, help="write the result JSON here")
+    return ap
+
+
+class _Bars(Observer):
+    def __init__(self, bars: Progress) -> None:
+        self.bars = bars
+        self.tasks: dict[int, Any] = {}
+
+    def level_start(self, level: int, requests: int) -> None:
+        self.tasks[level] = self.bars.add_task(f"C={level}", total=requests)
+
+    def progress(self, level: int, done: int) -> None:
+        self.bars.update(self.tasks[level], completed=done)
+
+    def level_end(self, level: int, point: dict[str, Any]) -> None:
+        task = self.tasks[level]
+        verdict = (
+            "FAILED" if point.get("level_failed") else f"{point['output_throughput']:.1f} tok/s"
+        )
+        self.bars.update(
+            task, completed=point.get("num_prompts", 0), description=f"C={level} {verdict}"
+        )
+
+
+def main(argv: list[str]) -> int:
+    ap = parser()
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    for name in ("input_len", "max_tokens", "requests_per_level", "warmup"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "warmup" else 1):
+            print(
+                f"agent bench: --{name.replace('_', '-')} must be positive, got {value}",
+                file=sys.stderr,
+            )
+            return 2
+    console = Console(stderr=False)
+    workload = Workload(
+        endpoint=args.endpoint,
+        model=args.model,
+        input_len=args.input_len,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        requests_per_level=args.requests_per_level,
+        warmup_requests=args.warmup,
+    )
+    spec = SweepSpec(
+        url=args.url,
+        levels=args.concurrency,
+        workload=workload,
+        processes=args.processes,
+        connect_timeout_s=args.connect_timeout,
+        stall_timeout_s=args.stall_timeout,
+    )
+    columns = (
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console) as progress:
+            outcome = asyncio.run(run_sweep(spec, _Bars(progress)))
+    except BenchError as err:
+        print(f"agent bench: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("agent bench: interrupted before the first level finished", file=sys.stderr)
+        return 130
+    return _report(console, args, workload, outcome)
+
+
+def _report(
+    console: Console, args: argparse.Namespace, workload: Workload, outcome: SweepOutcome
+) -> int:
+    workload.model = outcome.model
+    client = ClientInfo(
+        processes=outcome.processes,
+        connect_timeout_s=args.connect_timeout,
+        stall_timeout_s=args.stall_timeout,
+    )
+    result = results.build_result(
+        result_id=results.slug(args.label) or "bench",
+        server=ServerRef(url=args.url),
+        workload=workload,
+        client=client,
+        levels=args.concurrency,
+        points=outcome.points,
+        label=args.label,
+        interrupted=outcome.interrupted,
+        notes=outcome.notes,
+    )
+    console.print(sweep_table(result), markup=False, highlight=False, soft_wrap=True)
+    if args.json is not None:
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(args.json, result.dump())
+        except OSError as err:
+            print(f"agent bench: cannot write {args.json}: {err}", file=sys.stderr)
+            return 1
+        console.print(f"wrote {args.json}", markup=False, highlight=False)
+    if outcome.interrupted:
+        return 130
+    if not outcome.points or all(p.get("level_failed") for p in outcome.points):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,183 @@
+"""A closed loop for one concurrency level: C connections, each sends its next request as soon
+as the previous one finished, so exactly C requests are in flight (request rate unbounded).
+
+Connections are opened and warm-up requests sent before the clock starts: TCP (and TLS) set-up
+is not part of any request's TTFT. A watchdog fails a request that received nothing for
+`stall_s` seconds, so a hung server cannot hang the sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from time import perf_counter
+
+from tools.bench.http import StreamConn, Target
+from tools.bench.records import RequestRecord
+
+Progress = Callable[[int], None]  # called with the number of requests finished so far
+
+
+@dataclass
+class LevelRun:
+    """What a level measured; filled as it goes, so an interrupted level keeps its records."""
+
+    records: list[RequestRecord] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    finished: int = 0
+
+    @property
+    def done(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.end > 0]
+
+    @property
+    def duration(self) -> float:
+        done = self.done
+        if not done:
+            return 0.0
+        return max(r.end for r in done) - min(r.start for r in done)
+
+
+async def open_connections(
+    target: Target, n: int, timeout: float
+) -> tuple[list[StreamConn | None], str]:
+    """n connections (None where one failed) and the first failure's message."""
+    results = await asyncio.gather(
+        *(target.connect(timeout) for _ in range(n)), return_exceptions=True
+    )
+    conns: list[StreamConn | None] = []
+    error = ""
+    for res in results:
+        if isinstance(res, BaseException):
+            conns.append(None)
+            error = error or connect_error(target, res, timeout)
+        else:
+            conns.append(res)
+    return conns, error
+
+
+def connect_error(target: Target, err: BaseException, timeout: float) -> str:
+    if isinstance(err, TimeoutError | asyncio.TimeoutError):
+        return f"cannot reach {target.url}: no connection within {timeout:g} s"
+    if isinstance(err, ConnectionRefusedError):
+        return f"cannot reach {target.url}: connection refused (is the server up on that port?)"
+    return f"cannot reach {target.url}: {type(err).__name__}: {err}"
+
+
+async def run_level(
+    target: Target,
+    requests: list[bytes],
+    concurrency: int,
+    warmup: list[bytes] | None = None,
+    progress: Progress | None = None,
+    out: LevelRun | None = None,
+    connect_timeout: float = 10.0,
+    stall_s: float = 300.0,
+    ready: asyncio.Event | None = None,
+    go: asyncio.Event | None = None,
+) -> LevelRun:
+    """Send `requests` with `concurrency` in flight; `ready`/`go` let a parent start shards
+    together (set `ready` once connected and warmed up, then wait for `go`)."""
+    run = out if out is not None else LevelRun()
+    workers = max(1, min(concurrency, len(requests)))
+    conns, _ = await open_connections(target, workers, connect_timeout)
+    watchdog = asyncio.ensure_future(_watchdog(conns, stall_s))
+    try:
+        if warmup:
+            await _warmup(target, conns, warmup, connect_timeout)
+        if ready is not None:
+            ready.set()
+        if go is not None:
+            await go.wait()
+        run.records = [RequestRecord() for _ in requests]
+        order = iter(range(len(requests)))
+        cpu0 = time.process_time()
+
+        def tick() -> None:
+            run.finished += 1
+            if progress is not None:
+                progress(run.finished)
+
+        try:
+            await asyncio.gather(
+                *(
+                    _worker(target, conns, w, requests, run.records, order, tick, connect_timeout)
+                    for w in range(workers)
+                )
+            )
+        finally:
+            run.cpu_seconds = time.process_time() - cpu0
+    finally:
+        watchdog.cancel()
+        for conn in conns:
+            if conn is not None:
+                conn.abort("cancelled", "the benchmark was interrupted")
+                conn.close()
+    return run
+
+
+async def _worker(
+    target: Target,
+    conns: list[StreamConn | None],
+    w: int,
+    requests: list[bytes],
+    records: list[RequestRecord],
+    order: Iterator[int],
+    tick: Callable[[], None],
+    connect_timeout: float,
+) -> None:
+    loop = asyncio.get_running_loop()
+    free_since = perf_counter()
+    for i in order:  # shared by the workers: whoever is free takes the next request
+        rec = records[i]
+        conn = conns[w]
+        if conn is None or conn.closed:
+            try:
+                conn = conns[w] = await target.connect(connect_timeout)
+            except (OSError, TimeoutError) as err:
+                conns[w] = None
+                rec.start = rec.end = perf_counter()
+                rec.fail("connect", connect_error(target, err, connect_timeout))
+                tick()
+                await asyncio.sleep(0.05)  # a refused port fails in microseconds: don't spin
+                free_since = perf_counter()
+                continue
+        fut: asyncio.Future[None] = loop.create_future()
+        conn.send(requests[i], rec, fut)
+        rec.queue_time = rec.start - free_since
+        await fut
+        free_since = perf_counter()
+        tick()
+
+
+async def _warmup(
+    target: Target, conns: list[StreamConn | None], warmup: list[bytes], timeout: float
+) -> None:
+    """Send the warm-up requests concurrently over the level's connections; discard results."""
+    loop = asyncio.get_running_loop()
+
+    async def one(w: int, request: bytes) -> None:
+        conn = conns[w]
+        if conn is None or conn.closed:
+            try:
+                conn = conns[w] = await target.connect(timeout)
+            except (OSError, TimeoutError):
+                return
+        fut: asyncio.Future[None] = loop.create_future()
+        conn.send(request, RequestRecord(), fut)
+        await fut
+
+    await asyncio.gather(*(one(w % len(conns), r) for w, r in enumerate(warmup[: len(conns)])))
+
+
+async def _watchdog(conns: list[StreamConn | None], stall_s: float) -> None:
+    while True:
+        await asyncio.sleep(min(1.0, stall_s / 4))
+        now = perf_counter()
+        for conn in conns:
+            if conn is not None and conn.rec is not None and now - conn.last_rx > stall_s:
+                with contextlib.suppress(Exception):
+                    conn.abort("timeout", f"no data from the server for {stall_s:g} s")

@@ -1,0 +1,142 @@
+"""Result files: ids, building a BenchResult from a sweep, saving under results/, loading by id
+or path (our schema, or a vLLM result JSON read into it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from state.atomic import write_json_atomic
+from state.events import utc_now
+from tools.bench.confighash import config_hash
+from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
+from tools.bench.vllm_format import is_vllm_result, point_from_vllm
+
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+_ID = re.compile(r"^b(\d+)")
+
+
+class ResultError(Exception):
+    """A result that cannot be found or read; one line for the user or the model."""
+
+
+def slug(label: str) -> str:
+    return _SLUG.sub("-", label).strip("-")[:40]
+
+
+def new_id(results_dir: Path, label: str = "") -> str:
+    """b001, b002, ... (with the label's slug appended), unique within the folder."""
+    numbers = [int(m.group(1)) for p in results_dir.glob("b*.json") if (m := _ID.match(p.name))]
+    n = max(numbers, default=0) + 1
+    tail = slug(label)
+    return f"b{n:03d}" + (f"-{tail}" if tail else "")
+
+
+def build_result(
+    *,
+    result_id: str,
+    server: ServerRef,
+    workload: Workload,
+    client: ClientInfo,
+    levels: list[int],
+    points: list[dict[str, Any]],
+    label: str = "",
+    run_id: str | None = None,
+    interrupted: bool = False,
+    notes: list[str] | None = None,
+) -> BenchResult:
+    client = client.model_copy(
+        update={
+            "host": client.host or platform.node(),
+            "cpu_count": client.cpu_count or (os.cpu_count() or 0),
+        }
+    )
+    return BenchResult(
+        id=result_id,
+        created=utc_now(),
+        label=label,
+        run_id=run_id,
+        config_hash=config_hash(server.command, workload.model_dump(), server.url),
+        server=server,
+        workload=workload,
+        client=client,
+        levels=levels,
+        points=[Point.model_validate(p) for p in points],
+        interrupted=interrupted,
+        notes=notes or [],
+    )
+
+
+def save(result: BenchResult, results_dir: Path) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{result.id}.json"
+    write_json_atomic(path, result.dump())
+    return path
+
+
+def resolve(ref: str, results_dir: Path | None) -> Path:
+    """A result id (or its bNNN prefix) in results_dir, or a path to a JSON file."""
+    candidates: list[Path] = []
+    if results_dir is not None:
+        candidates += [results_dir / ref, results_dir / f"{ref}.json"]
+        m = _ID.match(ref)
+        if m and results_dir.is_dir():
+            candidates += sorted(results_dir.glob(f"b{int(m.group(1)):03d}-*.json"))
+    candidates.append(Path(ref).expanduser())
+    for path in candidates:
+        if path.is_file():
+            return path
+    where = f" in {results_dir}" if results_dir is not None else ""
+    known = ""
+    if results_dir is not None and results_dir.is_dir():
+        ids = sorted(p.stem for p in results_dir.glob("*.json"))
+        known = f"; known: {', '.join(ids[-12:])}" if ids else "; no results yet"
+    raise ResultError(f"no result {ref!r}{where} (not an id or a file){known}")
+
+
+def load(ref: str, results_dir: Path | None = None, max_tokens: int | None = None) -> BenchResult:
+    path = resolve(ref, results_dir)
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ResultError(f"cannot read result {path}: {err}") from None
+    try:
+        if is_vllm_result(obj):
+            return from_vllm(obj, path, max_tokens)
+        return BenchResult.model_validate(obj)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ResultError(f"{path} is not a benchmark result: {loc}: {first['msg']}") from None
+
+
+def from_vllm(obj: dict[str, Any], path: Path, max_tokens: int | None = None) -> BenchResult:
+    """A vLLM `bench serve` result file as a one-level BenchResult."""
+    point = point_from_vllm(obj, None, max_tokens)
+    workload = Workload(
+        model=str(obj.get("model_id") or ""),
+        input_len=max(1, round(obj.get("total_input_tokens", 0) / max(1, point["completed"])))
+        if point["completed"]
+        else 1,
+        max_tokens=max_tokens or max(obj.get("output_lens") or [1]),
+        requests_per_level=obj.get("num_prompts"),
+        warmup_requests=0,
+    )
+    server = ServerRef(url=str(obj.get("base_url") or obj.get("backend") or ""))
+    return BenchResult(
+        id=path.stem,
+        created=str(obj.get("date") or utc_now()),
+        label=str(obj.get("label") or ""),
+        config_hash=config_hash(None, workload.model_dump(), f"vllm:{workload.model}"),
+        server=server,
+        workload=workload,
+        client=ClientInfo(kind="vllm-bench-serve", where="remote"),
+        levels=[point["max_concurrency"]],
+        points=[Point.model_validate(point)],
+    )

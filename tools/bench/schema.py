@@ -1,0 +1,116 @@
+"""The result JSON (docs/benchmark.md): one file per benchmark under <run>/results/<id>.json.
+
+A Point is one concurrency level with vLLM `bench serve`'s flat keys (a vLLM user reads
+`output_throughput`, `mean_ttft_ms`, `p99_itl_ms`, `max_concurrency` as they know them) plus ours.
+Where a vLLM key exists its meaning is vLLM's: `failed` is the number of failed requests; the
+level's verdict is `level_failed`. `errors` is {kind: count} (vLLM keeps one string per request).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class ServerRef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None  # the server's name in the run (start_server), None for a bare URL
+    host: str | None = None  # the host it runs on (config name)
+    engine: str | None = None  # sglang | vllm | sim | None when unknown
+    command: str | None = None  # the full launch command, None when unknown
+    flags: dict[str, Any] = {}  # the flags under test (start_server's), {} when unknown
+    port: int | None = None  # the server's port on its host
+    url: str = ""  # what the client connected to (a forwarded port is the local end)
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: Literal["completions", "chat"] = "completions"
+    model: str = ""  # the model name sent in requests
+    input_len: int = Field(default=512, ge=1)
+    max_tokens: int = Field(default=512, ge=1)
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    dataset: str = "random"  # seeded word prompts of input_len tokens (tools/bench/prompts.py)
+    seed: int = 0
+    requests_per_level: int | None = None  # None: max(5 x C, 10) per level
+    warmup_requests: int = 2  # per level, not measured
+
+
+class ClientInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "campaign-agent"
+    kind: str = "raw-asyncio"  # raw-asyncio | vllm-bench-serve (an imported result) | ...
+    where: Literal["controller", "forward", "remote"] = "controller"
+    processes: int = 1
+    event_loop: str = "uvloop"
+    host: str = ""  # the machine the client ran on
+    cpu_count: int = 0
+    connect_timeout_s: float = 10.0
+    stall_timeout_s: float = 300.0
+    remote_command: str | None = None
+
+
+class Point(BaseModel):
+    """One level. Typed here are the keys the tools read; every other flat key is kept as is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_concurrency: int
+    num_prompts: int = 0
+    duration: float = 0.0
+    completed: int = 0
+    failed: int = 0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0
+    output_throughput: float = 0.0
+    total_token_throughput: float = 0.0
+    mean_ttft_ms: float = 0.0
+    median_ttft_ms: float = 0.0
+    p99_ttft_ms: float = 0.0
+    mean_tpot_ms: float = 0.0
+    median_tpot_ms: float = 0.0
+    p99_tpot_ms: float = 0.0
+    mean_itl_ms: float = 0.0
+    p99_itl_ms: float = 0.0
+    achieved_concurrency: float = 0.0
+    client_cpu_percent: float | None = None
+    early_eos: int = 0
+    errors: dict[str, int] = {}
+    level_failed: bool = False
+    interrupted: bool = False  # Ctrl-C during this level: the requests that finished
+
+
+class BenchResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    created: str  # UTC ISO-8601
+    label: str = ""
+    run_id: str | None = None
+    config_hash: str
+    server: ServerRef
+    workload: Workload
+    client: ClientInfo
+    levels: list[int]  # the levels asked for, in order
+    points: list[Point]  # one per level measured (a failed level is kept, marked level_failed)
+    interrupted: bool = False  # stopped before every level was measured
+    notes: list[str] = []
+
+    def summary(self) -> dict[str, float]:
+        """{"<level>": output_throughput} - the `benchmark` event's summary."""
+        return {str(p.max_concurrency): round(p.output_throughput, 2) for p in self.points}
+
+    def point(self, level: int) -> Point | None:
+        return next((p for p in self.points if p.max_concurrency == level), None)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")

@@ -1,0 +1,273 @@
+"""The load generator in child processes: each runs uvloop and its share of a level.
+
+Why processes: the agent's own event loop (the model call, the terminal) must not share a core
+with 25,000 SSE messages a second, uvloop halves the client's CPU per message, and past one core's
+worth of messages (~100k/s) more processes are the only way up. perf_counter is CLOCK_MONOTONIC,
+so the children's timestamps are on the parent's clock.
+
+Protocol, one JSON object per line. Parent -> child: {"level": {...}}, {"go": 1}, {"stop": 1},
+{"exit": 1}. Child -> parent: {"ready": 1}, {"done": n} (progress), {"result": {"records",
+"cpu"}}, {"error": "one line"}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from tools.bench.http import Target
+from tools.bench.loadgen import LevelRun, run_level
+from tools.bench.prompts import PATHS, bodies
+from tools.bench.records import RequestRecord
+
+_LIMIT = 1 << 30  # a level's records (every ITL of every request) come back in one line
+
+
+def share(total: int, shards: int, j: int) -> int:
+    """How many of `total` shard j gets when dealt round-robin."""
+    return total // shards + (1 if j < total % shards else 0)
+
+
+def level_requests(
+    spec: dict[str, Any], shard: int, shards: int
+) -> tuple[list[bytes], list[bytes]]:
+    """The measured and warm-up request bytes of one shard, dealt round-robin from one seeded
+    list so that the same seed sends the same prompts whatever the number of shards."""
+    target = Target.parse(spec["url"])
+    path = PATHS[spec["endpoint"]]
+    make = [
+        spec["model"],
+        spec["input_len"],
+        spec["max_tokens"],
+        spec["endpoint"],
+        spec["ignore_eos"],
+        spec["temperature"],
+    ]
+    measured = bodies(spec["num_prompts"], spec["seed"], *make)[shard::shards]
+    warm = bodies(spec["warmup"], spec["seed"] + 7919, *make)[shard::shards]  # other prompts
+    return [target.request(path, b) for b in measured], [target.request(path, b) for b in warm]
+
+
+class ShardPool:
+    """n child processes that run levels together; start them once per sweep."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> None:
+        for _ in range(self.n):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tools.bench.shard",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=_LIMIT,
+                start_new_session=True,  # Ctrl-C reaches the parent only
+                env={**os.environ, "PYTHONPATH": _pythonpath()},
+            )
+            self.procs.append(proc)
+
+    async def run_level(
+        self, spec: dict[str, Any], progress: Callable[[int], None] | None, out: LevelRun
+    ) -> LevelRun:
+        """Run one level across the shards; on cancellation keep what finished."""
+        level, shards = spec["concurrency"], self.n
+        active = [j for j in range(shards) if share(level, shards, j) > 0]
+        for j in active:
+            job = {**spec, "shard": j, "shards": shards, "concurrency": share(level, shards, j)}
+            self._send(j, {"level": job})
+        done = dict.fromkeys(active, 0)
+        results: dict[int, dict[str, Any]] = {}
+        try:
+            for j in active:  # wait until every shard is connected and warm, then start together
+                msg = await self._recv(j)
+                if "error" in msg:
+                    raise ShardError(msg["error"])
+            for j in active:
+                self._send(j, {"go": 1})
+
+            async def collect(j: int) -> None:
+                while True:
+                    msg = await self._recv(j)
+                    if "done" in msg:
+                        done[j] = msg["done"]
+                        if progress is not None:
+                            progress(sum(done.values()))
+                    elif "result" in msg:
+                        results[j] = msg["result"]
+                        return
+                    elif "error" in msg:
+                        raise ShardError(msg["error"])
+
+            await asyncio.gather(*(collect(j) for j in active))
+        except asyncio.CancelledError:
+            for j in active:
+                if j not in results:
+                    self._send(j, {"stop": 1})
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._drain(active, results), 5)
+            _merge(out, results)
+            raise
+        _merge(out, results)
+        return out
+
+    async def _drain(self, active: list[int], results: dict[int, dict[str, Any]]) -> None:
+        for j in active:
+            while j not in results:
+                msg = await self._recv(j)
+                if "result" in msg:
+                    results[j] = msg["result"]
+
+    def _send(self, j: int, msg: dict[str, Any]) -> None:
+        stdin = self.procs[j].stdin
+        assert stdin is not None
+        stdin.write(orjson.dumps(msg) + b"\n")
+
+    async def _recv(self, j: int) -> dict[str, Any]:
+        stdout = self.procs[j].stdout
+        assert stdout is not None
+        line = await stdout.readline()
+        if not line:
+            code = await self.procs[j].wait()
+            raise ShardError(f"benchmark client process {j} exited with code {code}")
+        msg: dict[str, Any] = orjson.loads(line)
+        return msg
+
+    async def close(self) -> None:
+        for proc in self.procs:
+            if proc.returncode is None:
+                with contextlib.suppress(Exception):
+                    assert proc.stdin is not None
+                    proc.stdin.write(b'{"exit": 1}\n')
+                    proc.stdin.close()
+        for proc in self.procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 3)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        self.procs = []
+
+
+class ShardError(RuntimeError):
+    pass
+
+
+def _merge(out: LevelRun, results: dict[int, dict[str, Any]]) -> None:
+    out.records = [RequestRecord.from_wire(row) for r in results.values() for row in r["records"]]
+    out.cpu_seconds = sum(r["cpu"] for r in results.values())
+    out.finished = len(out.records)
+
+
+def _pythonpath() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rest = os.environ.get("PYTHONPATH", "")
+    return here + (os.pathsep + rest if rest else "")
+
+
+# --- the child ---------------------------------------------------------------------------------
+async def _child() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+
+    def send(msg: dict[str, Any]) -> None:
+        out.write(orjson.dumps(msg) + b"\n")
+        out.flush()
+
+    while True:
+        line = await reader.readline()
+        if not line:
+            return
+        msg = orjson.loads(line)
+        if "exit" in msg:
+            return
+        if "level" in msg:
+            await _child_level(msg["level"], reader, send)
+
+
+async def _child_level(
+    spec: dict[str, Any], reader: asyncio.StreamReader, send: Callable[[dict[str, Any]], None]
+) -> None:
+    try:
+        requests, warm = level_requests(spec, spec["shard"], spec["shards"])
+    except Exception as err:
+        send({"error": f"{type(err).__name__}: {err}"})
+        return
+    ready, go = asyncio.Event(), asyncio.Event()
+    run = LevelRun()
+    task = asyncio.ensure_future(
+        run_level(
+            Target.parse(spec["url"]),
+            requests,
+            spec["concurrency"],
+            warmup=warm,
+            out=run,
+            connect_timeout=spec["connect_timeout"],
+            stall_s=spec["stall_s"],
+            ready=ready,
+            go=go,
+        )
+    )
+    await ready.wait()
+    send({"ready": 1})
+
+    async def listen() -> None:
+        while True:
+            line = await reader.readline()
+            if not line:
+                task.cancel()
+                return
+            msg = orjson.loads(line)
+            if "go" in msg:
+                go.set()
+            elif "stop" in msg:
+                task.cancel()
+                return
+
+    async def report() -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            send({"done": run.finished})
+
+    listener, reporter = asyncio.ensure_future(listen()), asyncio.ensure_future(report())
+    failure = ""
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as err:
+        failure = f"client process failed: {type(err).__name__}: {err}"
+    for helper in (listener, reporter):
+        helper.cancel()
+    await asyncio.gather(listener, reporter, return_exceptions=True)  # before the next read
+    if failure:
+        send({"error": failure})
+        return
+    kept = [r for r in run.records if r.end > 0 and r.error_kind != "cancelled"]
+    send({"result": {"records": [r.to_wire() for r in kept], "cpu": run.cpu_seconds}})
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    try:
+        import uvloop
+
+        uvloop.run(_child())
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        asyncio.run(_child())
+
+
+if __name__ == "__main__":
+    main()

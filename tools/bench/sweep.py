@@ -1,0 +1,225 @@
+"""A sweep: the levels in order against one server, each a closed loop, into flat points.
+
+Before the first level the server is checked (reachable within the connect timeout, the model
+name from /v1/models when none is given), so a wrong URL is one clear error, not a level of
+failures. A level where every request failed is kept, marked `level_failed`. On cancellation
+(Ctrl-C) the requests of the current level that finished become a point marked `interrupted`
+and the sweep returns what it has, with `interrupted` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tools.bench.http import BadURL, Target
+from tools.bench.loadgen import LevelRun, connect_error, run_level
+from tools.bench.metrics import DEFAULT_PERCENTILES, compute_point
+from tools.bench.schema import Workload
+from tools.bench.shard import ShardError, ShardPool, level_requests
+
+SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
+
+
+class BenchError(Exception):
+    """A benchmark that cannot start (bad URL, server unreachable); one line for the user."""
+
+
+class Observer:
+    """Progress callbacks; the default does nothing."""
+
+    def level_start(self, level: int, requests: int) -> None: ...
+    def progress(self, level: int, done: int) -> None: ...
+    def level_end(self, level: int, point: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class SweepSpec:
+    url: str
+    levels: list[int]
+    workload: Workload
+    processes: int | None = (
+        None  # client processes; None: start with one, add where it pays; 0: in-process
+    )
+    connect_timeout_s: float = 10.0
+    stall_timeout_s: float = 300.0
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    slo_ms: dict[str, float] | None = None
+
+
+@dataclass
+class SweepOutcome:
+    model: str
+    points: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    processes: int = 1
+    notes: list[str] = field(default_factory=list)
+
+
+def requests_for(level: int, workload: Workload) -> int:
+    return workload.requests_per_level or max(5 * level, 10)
+
+
+async def discover_model(url: str, model: str, timeout: float) -> str:
+    """Check the server answers; return the model to request (the first of /v1/models)."""
+    try:
+        target = Target.parse(url)
+    except BadURL as err:
+        raise BenchError(str(err)) from None
+    try:
+        conn = await target.connect(timeout)
+        conn.close()
+    except (OSError, TimeoutError) as err:
+        raise BenchError(connect_error(target, err, timeout)) from None
+    if model:
+        return model
+    limits = httpx.Timeout(timeout, read=30.0)
+    try:
+        async with httpx.AsyncClient(timeout=limits) as client:
+            resp = await client.get(f"{target.url}/v1/models")
+    except httpx.HTTPError as err:
+        raise BenchError(
+            f"cannot read {target.url}/v1/models: {type(err).__name__}: {err}"
+        ) from None
+    if resp.status_code != 200:
+        raise BenchError(
+            f"{target.url}/v1/models answered HTTP {resp.status_code}: not an OpenAI-compatible "
+            "server, or pass the model name explicitly"
+        )
+    try:
+        data = resp.json()["data"]
+        return str(data[0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        kind = resp.headers.get("content-type", "?")
+        raise BenchError(
+            f"{target.url}/v1/models did not list a model ({kind}): not an OpenAI-compatible "
+            "server, or pass the model name explicitly"
+        ) from None
+
+
+async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
+    obs = observer or Observer()
+    if not spec.levels or any(c < 1 for c in spec.levels):
+        raise BenchError(f"concurrency levels must be positive integers, got {spec.levels}")
+    model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
+    wl = spec.workload.model_copy(update={"model": model})
+    outcome = SweepOutcome(model=model)
+    auto = spec.processes is None
+    procs = 1 if auto else int(spec.processes or 0)
+    max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
+    pool: ShardPool | None = None
+    try:
+        for level in spec.levels:
+            if procs > 0 and (pool is None or pool.n != procs):
+                if pool is not None:
+                    await pool.close()
+                pool = ShardPool(procs)
+                await pool.start()
+            n = requests_for(level, wl)
+            obs.level_start(level, n)
+            run = LevelRun()
+            job = _job(spec, wl, level, n)
+            try:
+                if pool is not None:
+                    await pool.run_level(job, functools.partial(obs.progress, level), run)
+                else:
+                    requests, warm = level_requests(job, 0, 1)
+                    await run_level(
+                        Target.parse(spec.url),
+                        requests,
+                        level,
+                        warmup=warm,
+                        out=run,
+                        progress=functools.partial(obs.progress, level),
+                        connect_timeout=spec.connect_timeout_s,
+                        stall_s=spec.stall_timeout_s,
+                    )
+            except asyncio.CancelledError:
+                outcome.interrupted = True
+                done = [r for r in run.done if r.error_kind != "cancelled"]
+                if done:
+                    point = compute_point(
+                        done,
+                        run.duration,
+                        level,
+                        wl.max_tokens,
+                        spec.percentiles,
+                        spec.slo_ms,
+                        run.cpu_seconds or None,
+                    )
+                    point["interrupted"] = True
+                    outcome.points.append(point)
+                    obs.level_end(level, point)
+                break
+            except ShardError as err:
+                raise BenchError(str(err)) from None
+            point = compute_point(
+                run.records,
+                run.duration,
+                level,
+                wl.max_tokens,
+                spec.percentiles,
+                spec.slo_ms,
+                run.cpu_seconds,
+            )
+            point["client_processes"] = max(procs, 1)
+            outcome.points.append(point)
+            outcome.processes = max(outcome.processes, procs)
+            _check(point, level, procs, outcome.notes)
+            obs.level_end(level, point)
+            per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
+            if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
+                procs = min(procs * 2, max_procs)  # more client cores for the next levels
+    finally:
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pool.close())
+    return outcome
+
+
+def _job(spec: SweepSpec, wl: Workload, level: int, n: int) -> dict[str, Any]:
+    return {
+        "url": spec.url,
+        "endpoint": wl.endpoint,
+        "model": wl.model,
+        "input_len": wl.input_len,
+        "max_tokens": wl.max_tokens,
+        "ignore_eos": wl.ignore_eos,
+        "temperature": wl.temperature,
+        "seed": wl.seed * 1_000_003 + level,
+        "num_prompts": n,
+        "warmup": wl.warmup_requests,
+        "concurrency": level,
+        "connect_timeout": spec.connect_timeout_s,
+        "stall_s": spec.stall_timeout_s,
+    }
+
+
+def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> None:
+    """Notes a reader of the result must see: failures, a client-bound level, early EOS."""
+    if point["level_failed"]:
+        kinds = ", ".join(f"{k} x{v}" for k, v in point["errors"].items())
+        notes.append(f"C={level}: every request failed ({kinds})")
+    elif point["failed"]:
+        notes.append(f"C={level}: {point['failed']} of {point['num_prompts']} requests failed")
+    cpu = point.get("client_cpu_percent")
+    if cpu is not None and cpu / max(procs, 1) > 80:
+        notes.append(
+            f"C={level}: the client used {cpu / max(procs, 1):.0f}% of a core per process; "
+            "figures may be client-bound"
+        )
+    if point["early_eos"]:
+        notes.append(
+            f"C={level}: {point['early_eos']} requests stopped before max_tokens (early EOS)"
+        )
+    if not point["level_failed"] and point["achieved_concurrency"] < 0.8 * level:
+        notes.append(
+            f"C={level}: achieved concurrency {point['achieved_concurrency']:.1f} - the server "
+            "admits fewer requests at once, or the level was too short to fill"
+        )

@@ -1,0 +1,83 @@
+"""Compact fixed-width tables: what the model reads in a tool result and a person in a terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tools.bench.schema import BenchResult
+
+
+def render(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    return str(v)
+
+
+SWEEP_HEADERS = (
+    "C",
+    "ok/fail",
+    "out tok/s",
+    "req/s",
+    "TTFT p50",
+    "TTFT p99",
+    "TPOT p50",
+    "TPOT p99",
+    "ITL p99",
+    "achieved C",
+    "client CPU%",
+    "notes",
+)
+
+
+def point_row(p: dict[str, Any]) -> list[Any]:
+    notes = []
+    if p.get("level_failed"):
+        notes.append("FAILED")
+    if p.get("interrupted"):
+        notes.append("interrupted")
+    if p.get("early_eos"):
+        notes.append(f"early EOS x{p['early_eos']}")
+    for kind, count in (p.get("errors") or {}).items():
+        notes.append(f"{kind} x{count}")
+    return [
+        p["max_concurrency"],
+        f"{p.get('completed', 0)}/{p.get('failed', 0)}",
+        p.get("output_throughput"),
+        p.get("request_throughput"),
+        p.get("median_ttft_ms"),
+        p.get("p99_ttft_ms"),
+        p.get("median_tpot_ms"),
+        p.get("p99_tpot_ms"),
+        p.get("p99_itl_ms"),
+        p.get("achieved_concurrency"),
+        p.get("client_cpu_percent"),
+        ", ".join(notes),
+    ]
+
+
+def sweep_table(result: BenchResult) -> str:
+    rows = [point_row(p.model_dump()) for p in result.points]
+    head = (
+        f"{result.id}  {result.workload.endpoint} input {result.workload.input_len} "
+        f"max_tokens {result.workload.max_tokens} model {result.workload.model}  "
+        f"(latencies in ms)"
+    )
+    text = head + "\n" + render(SWEEP_HEADERS, rows)
+    if result.notes:
+        text += "\n" + "\n".join(f"note: {n}" for n in result.notes)
+    return text

@@ -1,0 +1,333 @@
+"""run_benchmark: sweep a running server (by name) or a URL over concurrency levels.
+
+The result JSON goes to the run's results/<id>.json, a line to the ledger (<runs-dir>/ledger.jsonl)
+and a `benchmark` event to the run's log; the model gets a compact table and the file's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field
+
+from state.ledger import Ledger
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.bench import results
+from tools.bench.remote import run_remote
+from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
+from tools.bench.sweep import (
+    BenchError,
+    Observer,
+    SweepOutcome,
+    SweepSpec,
+    discover_model,
+    run_sweep,
+)
+from tools.bench.table import sweep_table
+
+MAX_LEVEL = 4096
+
+
+class RunBenchmarkInput(ToolInput):
+    server: str | None = Field(
+        default=None,
+        description="Name of a server started with start_server; default: the only one running",
+    )
+    url: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible server, instead of `server`"
+    )
+    concurrency: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        description="Concurrency levels, e.g. [1, 10, 100]; default: the config's sweep",
+    )
+    requests_per_level: int | None = Field(
+        default=None, ge=1, description="Requests per level; default max(5 x C, 10)"
+    )
+    input_len: int | None = Field(
+        default=None, ge=1, description="Prompt tokens; default from config"
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Output tokens; default from config"
+    )
+    label: str | None = Field(
+        default=None, max_length=60, description="Short name for the result, e.g. 'eagle3-steps3'"
+    )
+
+
+class RunBenchmark(Tool):
+    name = "run_benchmark"
+    Input = RunBenchmarkInput
+
+    async def run(self, ctx: ToolContext, inp: RunBenchmarkInput) -> ToolResult:
+        bench = ctx.config.bench
+        levels = inp.concurrency or list(bench.concurrency)
+        bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
+        if bad:
+            raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
+        server, host_name = self._server(ctx, inp)
+        workload = Workload(
+            endpoint=bench.endpoint,
+            model=getattr(ctx.config.server, "model", None) or "",
+            input_len=inp.input_len or bench.input_len,
+            max_tokens=inp.max_tokens or bench.max_tokens,
+            seed=bench.seed,
+            requests_per_level=inp.requests_per_level or bench.requests_per_level,
+            warmup_requests=bench.warmup_requests,
+        )
+        label = inp.label or server.name or "url"
+        results_dir = ctx.run.path / "results"
+        result_id = results.new_id(results_dir, label)
+        client = ClientInfo(where="controller")
+        observer = _Progress(ctx, result_id)
+        try:
+            if bench.client == "remote" and server.name is not None:
+                client = ClientInfo(
+                    kind="remote-command",
+                    where="remote",
+                    processes=0,
+                    event_loop="",
+                    host=host_name or "",
+                    remote_command=bench.remote_command,
+                )
+                outcome = await self._remote(
+                    ctx, server, host_name, workload, levels, result_id, observer
+                )
+            else:
+                server.url = await self._reach(ctx, server, host_name, inp.url)
+                if host_name and not _is_local(ctx, host_name):
+                    client.where = "forward" if bench.client == "forward" else "controller"
+                spec = SweepSpec(url=server.url, levels=levels, workload=workload)
+                client.connect_timeout_s, client.stall_timeout_s = (
+                    spec.connect_timeout_s,
+                    spec.stall_timeout_s,
+                )
+                outcome = await run_sweep(spec, observer)
+                client.processes = outcome.processes
+        except BenchError as err:
+            raise ToolError(str(err)) from None
+        workload.model = outcome.model
+        result = results.build_result(
+            result_id=result_id,
+            server=server,
+            workload=workload,
+            client=client,
+            levels=levels,
+            points=outcome.points,
+            label=label,
+            run_id=ctx.run.id,
+            interrupted=outcome.interrupted,
+            notes=outcome.notes,
+        )
+        text, data = record(ctx, result, results_dir)
+        if outcome.interrupted:
+            raise asyncio.CancelledError  # saved; now let the interruption go on
+        return ToolResult(text=text, data=data)
+
+    # --- where the server is ---------------------------------------------------------------------
+    def _server(self, ctx: ToolContext, inp: RunBenchmarkInput) -> tuple[ServerRef, str | None]:
+        if inp.server and inp.url:
+            raise ToolError("give `server` or `url`, not both")
+        if inp.url:
+            return ServerRef(url=inp.url), None
+        servers: dict[str, dict[str, Any]] = ctx.run.state.servers
+        name = inp.server
+        if name is None:
+            if len(servers) == 1:
+                name = next(iter(servers))
+            elif ctx.config.server.name in servers:
+                name = ctx.config.server.name
+            elif not servers:
+                raise ToolError(
+                    "no server is running in this run: start one with start_server, or give `url`"
+                )
+            else:
+                raise ToolError(
+                    f"several servers are running ({', '.join(servers)}): name one with `server`"
+                )
+        if name not in servers:
+            running = ", ".join(servers) or "none"
+            raise ToolError(
+                f"no running server named {name!r} (running: {running}); start it with start_server"
+            )
+        s = servers[name]
+        ref = ServerRef(
+            name=name,
+            host=s.get("host"),
+            engine=s.get("engine"),
+            command=s.get("command"),
+            flags=s.get("flags") or {},
+            port=s.get("port"),
+        )
+        return ref, s.get("host") or "local"
+
+    async def _reach(
+        self, ctx: ToolContext, server: ServerRef, host_name: str | None, url: str | None
+    ) -> str:
+        if url:
+            return url
+        port = server.port or 0
+        if not port:
+            raise ToolError(
+                f"server {server.name!r} has no port recorded; restart it with start_server"
+            )
+        assert host_name is not None
+        if _is_local(ctx, host_name):
+            return f"http://127.0.0.1:{port}"
+        if ctx.config.bench.client == "local":  # straight to the host's address
+            return f"http://{_ssh_hostname(ctx, host_name)}:{port}"
+        if ctx.hosts is None:
+            raise ToolError(
+                f"host {host_name!r} is remote and no host pool is available to forward a port"
+            )
+        try:
+            local_port = await ctx.hosts.get(host_name).forward_port(port)
+        except Exception as err:
+            raise ToolError(f"cannot forward port {port} from host {host_name!r}: {err}") from None
+        return f"http://127.0.0.1:{local_port}"
+
+    async def _remote(
+        self,
+        ctx: ToolContext,
+        server: ServerRef,
+        host_name: str | None,
+        workload: Workload,
+        levels: list[int],
+        tag: str,
+        observer: Observer,
+    ) -> SweepOutcome:
+        bench = ctx.config.bench
+        if not bench.remote_command:
+            raise ToolError(
+                "bench.client is 'remote' but bench.remote_command is not set in the config"
+            )
+        if ctx.hosts is None:
+            raise ToolError("bench.client is 'remote' but no host pool is available")
+        port = server.port or 0
+        server.url = f"http://127.0.0.1:{port}"  # as the host sees its own server
+        model = workload.model
+        if not model:
+            try:  # ask the server through the controller's route
+                model = await discover_model(
+                    await self._reach(ctx, server, host_name, None), "", 15
+                )
+            except (BenchError, ToolError) as err:
+                raise ToolError(f"{err}; or set server.model in the config") from None
+        host = ctx.hosts.get(host_name or "local")
+        return await run_remote(
+            host,
+            bench.remote_command,
+            server.url,
+            model,
+            levels,
+            workload.input_len,
+            workload.max_tokens,
+            workload.requests_per_level,
+            workload.seed,
+            tag,
+            observer=observer,
+        )
+
+
+def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[str, dict[str, Any]]:
+    """Save the result, append the ledger line and the `benchmark` event; the model's text."""
+    ledger = Ledger.in_runs_dir(ctx.run.path.parent)
+    before = [
+        e
+        for e in ledger.lookup(result.config_hash)
+        if e.get("id") != result.id or e.get("run_id") != ctx.run.id
+    ]
+    path = results.save(result, results_dir)
+    failed = [p.max_concurrency for p in result.points if p.level_failed]
+    entry = ledger_entry(result, path)
+    ledger.append(entry)
+    ctx.run.append(
+        "benchmark",
+        id=result.id,
+        path=str(path),
+        config_hash=result.config_hash,
+        server=result.server.name,
+        command=result.server.command,
+        flags=result.server.flags,
+        label=result.label,
+        workload=result.workload.model_dump(),
+        summary=result.summary(),
+        url=result.server.url,
+        failed_levels=failed,
+        interrupted=result.interrupted,
+    )
+    text = sweep_table(result) + f"\nsaved {path} (id {result.id}, config {result.config_hash})"
+    if before:
+        prev = before[-1]
+        text += (
+            f"\nthis configuration was measured {len(before)} time(s) before; latest: "
+            f"{prev.get('id')} in run {prev.get('run_id')}: {prev.get('summary')}"
+        )
+    if result.interrupted:
+        text += "\ninterrupted: the levels measured so far are saved"
+    data = {
+        "id": result.id,
+        "path": str(path),
+        "config_hash": result.config_hash,
+        "summary": result.summary(),
+        "failed_levels": failed,
+        "previous": len(before),
+    }
+    return text, data
+
+
+def ledger_entry(result: BenchResult, path: Path) -> dict[str, Any]:
+    return {
+        "config_hash": result.config_hash,
+        "id": result.id,
+        "run_id": result.run_id,
+        "path": str(path.resolve()),
+        "label": result.label,
+        "server": result.server.model_dump(exclude={"url"}),
+        "url": result.server.url,
+        "workload": result.workload.model_dump(),
+        "summary": result.summary(),
+        "failed_levels": [p.max_concurrency for p in result.points if p.level_failed],
+        "interrupted": result.interrupted,
+    }
+
+
+class _Progress(Observer):
+    """Forwards sweep progress to ctx.progress("benchmark", ...) when the loop provides one."""
+
+    def __init__(self, ctx: ToolContext, result_id: str) -> None:
+        self.ctx, self.id, self.total = ctx, result_id, 0
+
+    def level_start(self, level: int, requests: int) -> None:
+        self.total = requests
+        self._emit(level=level, done=0, total=requests)
+
+    def progress(self, level: int, done: int) -> None:
+        self._emit(level=level, done=done, total=self.total)
+
+    def level_end(self, level: int, point: dict[str, Any]) -> None:
+        self._emit(
+            level=level,
+            done=self.total,
+            total=self.total,
+            output_throughput=point.get("output_throughput"),
+        )
+
+    def _emit(self, **info: Any) -> None:
+        if self.ctx.progress is not None:
+            self.ctx.progress("benchmark", id=self.id, **info)
+
+
+def _is_local(ctx: ToolContext, host_name: str) -> bool:
+    try:
+        return bool(ctx.config.host(host_name).address == "local")
+    except KeyError:
+        return host_name == "local"
+
+
+def _ssh_hostname(ctx: ToolContext, host_name: str) -> str:
+    address = ctx.config.host(host_name).address
+    return urlsplit(address).hostname or address
