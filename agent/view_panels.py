@@ -211,7 +211,7 @@ def _spend(board: Board, now: datetime) -> RenderableType:
     parts = [
         _of(f"steps {s.steps}", s.steps, lim.get("max_steps"), "{:g}"),
         _of(f"${s.spend.usd:.2f}", s.spend.usd, lim.get("max_usd"), "${:.2f}"),
-        _of(f"{minutes:.1f} min", minutes, lim.get("max_minutes"), "{:g} min"),
+        _of(f"{minutes:.1f} min", minutes, lim.get("max_minutes"), "{:.0f} min"),
         f"tokens {_k(s.spend.input_tokens + s.spend.cache_read_input_tokens)} in"
         f" / {_k(s.spend.output_tokens)} out",
     ]
@@ -222,7 +222,7 @@ def _of(used_text: str, used: float, limit: Any, fmt: str) -> str:
     if not limit:
         return used_text
     left = max(limit - used, 0)
-    return f"{used_text} of {fmt.format(limit)} ({fmt.format(round(left, 2))} left)"
+    return f"{used_text} of {fmt.format(limit)} ({fmt.format(left)} left)"
 
 
 def _k(n: int) -> str:

@@ -1,9 +1,10 @@
 """`agent watch RUN [--json]`: follow a run's events.jsonl from another process, live or after
 the run ended. See docs/supervising.md.
 
-Following a file another process appends to: remember the byte offset, keep a trailing partial
-line until its newline arrives, start over when the file is replaced or shrinks (except when only
-a torn partial line was cut off, which is how the writer repairs a crash).
+Following a file another process appends to: remember the byte offset just past the last complete
+line, so a trailing partial line is read again until its newline arrives (and a torn line the
+writer cuts off when it repairs a crash is simply gone); start over when the file is replaced or
+shrinks below that offset.
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ class Line:
 class Follower:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
-        self.partial = b""
+        self.offset = 0  # just past the last complete line
         self.inode: int | None = None
         self.warnings: list[str] = []
 
@@ -49,25 +49,18 @@ class Follower:
             st = os.stat(self.path)
         except FileNotFoundError:
             return False, []
-        reset = False
-        if self.inode is not None and st.st_ino != self.inode:
-            reset = True
-        elif st.st_size < self.offset:
-            if st.st_size == self.offset - len(self.partial):
-                self.offset, self.partial = st.st_size, b""  # only a torn tail was cut off
-            else:
-                reset = True
+        reset = st.st_size < self.offset or self.inode not in (None, st.st_ino)
         if reset:
-            self.offset, self.partial = 0, b""
+            self.offset = 0
         self.inode = st.st_ino
         if st.st_size <= self.offset:
             return reset, []
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             data = f.read(st.st_size - self.offset)
-        self.offset += len(data)
-        chunks = (self.partial + data).split(b"\n")
-        self.partial = chunks.pop()
+        chunks = data.split(b"\n")
+        partial = chunks.pop()
+        self.offset += len(data) - len(partial)
         lines = []
         for raw in chunks:
             if not raw.strip():

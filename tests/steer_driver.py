@@ -127,6 +127,16 @@ class FakeBenchmark(Scripted):
         return ToolResult(text="C=1 92.6 tok/s ...")
 
 
+def plan(active: int, step: int) -> list[dict[str, Any]]:
+    todos = []
+    for n, (i, content, priority) in enumerate(PLAN):
+        status = "completed" if n < active else "in_progress" if n == active else "pending"
+        if i == "wait" and step:
+            content = f"{content} (turn {step})"
+        todos.append({"id": i, "content": content, "priority": priority, "status": status})
+    return todos
+
+
 class SlowBrain:
     name = "scripted"
 
@@ -154,18 +164,17 @@ class SlowBrain:
             return Turn([{"type": "text", "text": (text + " Wrapping up.").strip()}], "end_turn")
         calls: list[tuple[str, dict[str, Any]]]
         if step == 0:
-            todos = [
-                {"id": i, "content": c, "priority": p, "status": "pending"} for i, c, p in PLAN
-            ]
-            todos[0]["status"] = "in_progress"
-            calls, say = [("todowrite", {"todos": todos})], "Planning the campaign."
+            calls, say = [("todowrite", {"todos": plan(0, step)})], "Planning the campaign."
         elif step == 1 and self.server:
             calls, say = [("start_server", {"name": "baseline", "flags": {"--tp": 8}})], "Start."
         elif step == 2 and self.server:
-            calls = [("run_benchmark", {"server": "baseline", "label": "baseline sweep"})]
+            calls = [
+                ("todowrite", {"todos": plan(1, 0)}),
+                ("run_benchmark", {"server": "baseline", "label": "baseline sweep"}),
+            ]
             say = "Sweeping the baseline."
-        else:
-            calls, say = [("todoread", {})], f"Turn {step}: checking the list."
+        else:  # a different list each turn: the same call and result thrice is "stuck"
+            calls, say = [("todowrite", {"todos": plan(2, step)})], f"Turn {step}: still here."
         content: list[dict[str, Any]] = [{"type": "text", "text": f"{text} {say}".strip()}]
         for i, (name, inp) in enumerate(calls):
             content.append({"type": "tool_use", "id": f"t{step}_{i}", "name": name, "input": inp})
@@ -202,6 +211,46 @@ def main(argv: list[str]) -> int:
          "--runs-dir", str(args.runs_dir), "--run-id", args.run_id, "--model", "autopilot",
          "--max-steps", str(args.max_steps)]
     )  # fmt: skip
+
+
+# --- helpers for the tests that drive it -------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spawn(runs_dir: Path, run_id: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start a driven run in its own process; its output goes to a file in runs_dir."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    popen.setdefault("stdout", open(runs_dir / f"{run_id}.out", "wb"))  # noqa: SIM115
+    popen.setdefault("stderr", subprocess.STDOUT)
+    argv = [sys.executable, "-m", "tests.steer_driver", "--runs-dir", str(runs_dir)]
+    return subprocess.Popen([*argv, "--run-id", run_id, *args], cwd=ROOT, **popen)
+
+
+def agent_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """`agent ...` as a user runs it, in another process."""
+    argv = [sys.executable, "-m", "agent.cli", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(run_path: Path, predicate: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Poll the run's events until predicate(events) is true; returns the events."""
+    from state.events import read_events
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = read_events(run_path / "events.jsonl").events
+        if predicate(events):
+            return events
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting on {run_path}")
+
+
+def waiting_at_gate(events: list[dict[str, Any]], step: int) -> bool:
+    """The brain is in its turn `step` (waiting at the gate): `step` turns done and answered."""
+    turns = [e for e in events if e["type"] == "message" and e["role"] == "assistant"]
+    results = [e for e in events if e["type"] == "tool_result"]
+    calls = [e for e in events if e["type"] == "tool_call"]
+    return len(turns) == step and len(results) == len(calls)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,186 @@
+"""The report of a recorded session: report.md, report.html with the chart embedded, every
+section, from the result files or - for a session replayed elsewhere - from the events alone."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.chart import crossing_points
+from agent.report import main, write_report
+from agent.report_data import Contender, Measurement, level_metrics
+from state.run import Run
+from tests.report_session import write_session
+
+SECTIONS = [
+    "## Conclusion",
+    "## Throughput by concurrency",
+    "## All configurations measured",
+    "## Ablation",
+    "## Failed and crashed configurations",
+    "## Noise floor",
+    "## Setup",
+    "## Reproduce",
+    "## Cost",
+    "## Caveats",
+]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def section(md: str, title: str) -> str:
+    start = md.index(title)
+    end = md.find("\n## ", start + 1)
+    return md[start : end if end > 0 else len(md)]
+
+
+def rows(md: str, first_cell: str, title: str | None = None) -> list[list[str]]:
+    out = []
+    for line in (section(md, title) if title else md).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            out.append(cells)
+    return out
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = write_session(tmp_path_factory.mktemp("runs") / "campaign")
+    assert main([str(folder)]) == 0
+    return folder
+
+
+def test_every_section_in_order_conclusion_first(full: Path) -> None:
+    md = (full / "report.md").read_text()
+    positions = [md.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    assert md.startswith("# Campaign report: beat baseline")
+
+
+def test_conclusion_states_the_command_the_gain_and_the_policy(full: Path) -> None:
+    md = (full / "report.md").read_text()
+    conclusion = md[md.index("## Conclusion") : md.index("## Throughput")]
+    assert "**Deploy cg256** (--cuda-graph-max-bs 256)" in conclusion
+    assert "--cuda-graph-max-bs 256 --enable-flashinfer-allreduce-fusion --port 30000" in conclusion
+    assert "1.014x (+1.4 %)" in conclusion and "(288.0 vs 284.0)" in conclusion
+    assert "C=1: **eagle**; C>=2: **cg256** (crossover at C=2)" in conclusion
+
+
+def test_per_level_table_has_throughput_latency_and_ratio(full: Path) -> None:
+    md = (full / "report.md").read_text()
+    at_250 = {r[1].strip("*"): r for r in rows(md, "250", "## Throughput")}
+    assert set(at_250) == {"baseline", "cg256", "eagle"}
+    # the baseline was measured twice (x1.0 and x1.012): the table shows their mean
+    assert at_250["baseline"][2] == f"{(551.0 + 551.0 * 1.012) / 2:,.1f}"
+    assert at_250["cg256"][3] == "1.062x" and at_250["cg256"][1] == "**cg256**"
+    assert at_250["eagle"][3] == "0.536x"
+    assert at_250["eagle"][4:6] == ["310.0", "590.0"]  # TTFT p50/p99 from the result file
+    assert (
+        rows(md, "1", "## Throughput")[2][1] == "**eagle**"
+    )  # eagle is fastest at one stream only
+
+
+def test_the_chart_is_a_png_beside_the_md_and_embedded_in_the_html(full: Path) -> None:
+    md = (full / "report.md").read_text()
+    assert "![output throughput vs concurrency](report-throughput.png)" in md
+    png = (full / "report-throughput.png").read_bytes()
+    assert png.startswith(PNG) and len(png) > 20_000
+    html = (full / "report.html").read_text()
+    embedded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert embedded and base64.b64decode(embedded.group(1)) == png
+    assert "report-throughput.png" not in html  # self-contained: nothing to fetch
+    assert "<h2>Conclusion</h2>" in html and "<table>" in html
+    assert "<strong>Deploy cg256</strong>" in html
+
+
+def test_ablation_failures_noise_reproduce_and_cost(full: Path) -> None:
+    md = (full / "report.md").read_text()
+    ablation = {r[0]: r for r in rows(md, "`--cuda-graph-max-bs`")}
+    row = ablation["`--cuda-graph-max-bs`"]
+    assert row[1:5] == ["128", "256", "1.004x", "1.004x"]
+    backend = rows(md, "`--attention-backend`")[0]
+    assert backend[5] == "triton: 0.919x (alone)"
+    spec = rows(md, "`--speculative-algorithm`")[0]
+    assert spec[5] == "EAGLE3: 0.669x (eagle)"
+    failed = rows(md, "eagle-cg64")[0]
+    assert failed[2] == "out of memory while capturing CUDA graphs"
+    assert "CUDA out of memory" in failed[3]
+    assert "differ by up to **1.2 %**" in md
+    assert "agent bench --url http://127.0.0.1:30000 --concurrency 1,2,5,10,30,70,100,250" in md
+    assert "agent replay" in md and "agent run --goal 'beat baseline' --config" in md
+    cost = {r[0]: r[1] for r in rows(md, "server launches") + rows(md, "model cost")}
+    assert cost["server launches"] == "7 (1 failed to start)"
+    assert cost["model cost"] == "$0.41"
+    assert "At C=1,2,5,10,30,70,100 the difference is within the noise floor." in md
+
+
+def test_a_replayed_session_without_result_files_renders_from_the_events(tmp_path: Path) -> None:
+    folder = write_session(tmp_path / "bare", files=False)
+    assert not list((folder / "results").iterdir())
+    assert not (folder / "recommendation.json").exists()
+    assert main([str(folder)]) == 0
+    md = (folder / "report.md").read_text()
+    assert all(s in md for s in SECTIONS)
+    # the recommendation comes from the recommend tool's result, the latencies from the events
+    assert "C=1: **eagle**; C>=2: **cg256**" in md
+    eagle = next(r for r in rows(md, "250", "## Throughput") if r[1] == "eagle")
+    assert eagle[4:6] == ["310.0", "590.0"]
+    assert "Some result files are missing" in md
+    assert (folder / "report.html").read_text().count("data:image/png;base64,") == 1
+
+
+def test_a_run_without_benchmarks_still_gets_a_report(tmp_path: Path, make_run: object) -> None:
+    run, _ = make_run()  # type: ignore[operator]
+    write_report(run, "stopped")
+    md = (run.path / "report.md").read_text()
+    assert "No benchmark finished" in md and "status **stopped**" in md
+    assert not (run.path / "report-throughput.png").exists()
+    assert "## Cost" in md and "## Caveats" in md
+
+
+def test_write_report_never_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_session(tmp_path / "r")
+    (folder / "report.md").mkdir()  # a folder where the file must go: the write fails
+    run = Run.open(folder)
+    try:
+        write_report(run)
+    finally:
+        run.close()
+    assert "report: not written:" in capsys.readouterr().err
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nope", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agent report: no run 'nope'") and err.count("\n") == 1
+
+
+def test_level_metrics_reads_vllm_keys_and_compact_event_metrics() -> None:
+    event = {
+        "seq": 1,
+        "summary": {"1": 90.0, "10": 400.0},
+        "levels": {"10": {"output_throughput": 400.0, "ttft_p99": 70.0}},
+    }
+    points = [
+        {"max_concurrency": 1, "median_ttft_ms": 50.0, "p99_tpot_ms": 11.0},
+        {"max_concurrency": 100, "output_throughput": 0.0, "failed": True},
+    ]
+    result = {"points": points}
+    m = level_metrics(event, result)
+    assert m[1] == {"output_throughput": 90.0, "ttft_p50": 50.0, "tpot_p99": 11.0}
+    assert m[10] == {"output_throughput": 400.0, "ttft_p99": 70.0}
+    assert m[100]["failed"] is True
+
+
+def test_crossing_points_sit_between_the_levels_where_the_order_flips() -> None:
+    def contender(values: dict[int, float]) -> Contender:
+        levels = {c: {"output_throughput": v} for c, v in values.items()}
+        run = Measurement("x", "", "", {}, "", {}, levels, 1, True)
+        return Contender("x", {}, "", {}, [run])
+
+    spec = contender({1: 96.0, 2: 140.0, 10: 250.0, 100: 300.0})
+    base = contender({1: 92.0, 2: 150.0, 10: 380.0, 100: 560.0})
+    assert crossing_points(spec, base) == [pytest.approx(2**0.5)]
+    assert crossing_points(base, base) == []
