@@ -175,6 +175,7 @@ def _report(
     workload.model = outcome.model
     client = ClientInfo(
         processes=outcome.processes,
+        event_loop="uvloop" if outcome.processes else "asyncio",
         connect_timeout_s=args.connect_timeout,
         stall_timeout_s=args.stall_timeout,
     )

@@ -82,7 +82,7 @@ class RunBenchmark(Tool):
         results_dir = ctx.run.path / "results"
         result_id = results.new_id(results_dir, label)
         client = ClientInfo(where="controller")
-        observer = _Progress(ctx, result_id)
+        observer = _Progress(ctx, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
                 client = ClientInfo(
@@ -107,6 +107,7 @@ class RunBenchmark(Tool):
                 )
                 outcome = await run_sweep(spec, observer)
                 client.processes = outcome.processes
+                client.event_loop = "uvloop" if outcome.processes else "asyncio"
         except BenchError as err:
             raise ToolError(str(err)) from None
         workload.model = outcome.model
@@ -296,29 +297,33 @@ def ledger_entry(result: BenchResult, path: Path) -> dict[str, Any]:
 
 
 class _Progress(Observer):
-    """Forwards sweep progress to ctx.progress("benchmark", ...) when the loop provides one."""
+    """Sweep progress as ctx.progress("bench_level", ...) (agent/progress.py draws it)."""
 
-    def __init__(self, ctx: ToolContext, result_id: str) -> None:
-        self.ctx, self.id, self.total = ctx, result_id, 0
+    def __init__(self, ctx: ToolContext, name: str, levels: int) -> None:
+        self.ctx, self.name, self.levels = ctx, name, levels
+        self.total, self.finished = 0, 0
 
     def level_start(self, level: int, requests: int) -> None:
         self.total = requests
-        self._emit(level=level, done=0, total=requests)
+        self._emit(level=level, done=0)
 
     def progress(self, level: int, done: int) -> None:
-        self._emit(level=level, done=done, total=self.total)
+        self._emit(level=level, done=done)
 
     def level_end(self, level: int, point: dict[str, Any]) -> None:
-        self._emit(
-            level=level,
-            done=self.total,
-            total=self.total,
-            output_throughput=point.get("output_throughput"),
-        )
+        self.finished += 1
+        self._emit(level=level, done=self.total, output_throughput=point.get("output_throughput"))
 
     def _emit(self, **info: Any) -> None:
         if self.ctx.progress is not None:
-            self.ctx.progress("benchmark", id=self.id, **info)
+            self.ctx.progress(
+                "bench_level",
+                name=self.name,
+                total=self.total,
+                levels_done=self.finished,
+                levels_total=self.levels,
+                **info,
+            )
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

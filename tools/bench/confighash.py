@@ -153,5 +153,8 @@ def _is_flag(word: str) -> bool:
 def _url_key(url: str) -> str:
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url if "://" in url else "http://" + url)
-    return f"{parts.hostname}:{parts.port or 80}{parts.path.rstrip('/')}"
+    try:
+        parts = urlsplit(url if "://" in url else "http://" + url)
+        return f"{parts.hostname}:{parts.port or 80}{parts.path.rstrip('/')}"
+    except ValueError:  # not a URL (an imported result's stand-in): the text itself
+        return url

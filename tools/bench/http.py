@@ -344,6 +344,8 @@ def _no_choices(events: bytes, ctype: str) -> tuple[str, str]:
         if isinstance(obj, dict) and "error" in obj:
             return "stream_error", _error_message(payload)
         return "no_choices", f"stream ended without a choices message: {payload[:120]!r}"
+    if "json" in ctype and b'"choices"' in text:
+        return "not_streaming", "the server answered with one JSON body, not a stream"
     if "text/event-stream" not in ctype:
         what = ctype or "no content type"
         return "not_openai", f"expected an SSE stream, got {what}: {text[:120]!r}"

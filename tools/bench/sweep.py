@@ -109,9 +109,9 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
         raise BenchError(f"concurrency levels must be positive integers, got {spec.levels}")
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
     wl = spec.workload.model_copy(update={"model": model})
-    outcome = SweepOutcome(model=model)
     auto = spec.processes is None
     procs = 1 if auto else int(spec.processes or 0)
+    outcome = SweepOutcome(model=model, processes=procs)
     max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
     pool: ShardPool | None = None
     try:
