@@ -6,8 +6,9 @@ bar for the terminal view and mirrors it, throttled, into the run folder's `prog
 belongs to the tool call that made it and is dropped when that call's result arrives.
 
 Kinds the tools send (others are drawn generically from `fraction` or `done`/`total`):
-  ("server_load", name=, fraction=, line=)     fraction of the weights loaded, the log line
-  ("bench_level", level=, done=, total=, ...)  requests done at a concurrency level
+  ("server_load", name=, fraction=, line=)   fraction of the weights loaded, the log line
+  ("benchmark", id=, level=, done=, total=, output_throughput=)   requests done at a level;
+                                             output_throughput when the level has ended
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Bar:
 
 
 def make_bar(kind: str, info: dict[str, Any]) -> Bar:
-    name = str(info.get("name") or info.get("server") or "")
+    name = str(info.get("name") or info.get("server") or info.get("id") or "")
     fraction = _fraction(info)
     if kind == "server_load":
         label, detail = f"load {name}".strip(), str(info.get("line") or "")
@@ -74,12 +75,18 @@ class Progress:
         self.seq = seq  # the run's latest event seq: ties the file's bars to the running tool
         self.lock = threading.Lock()
         self._bars: dict[str, Bar] = {}
+        self._last_level: dict[str, str] = {}  # a sweep's bar shows the level it measured last
         self._written = 0.0
         self._dirty = False
 
     def __call__(self, kind: str, **info: Any) -> None:
         bar = make_bar(kind, info)
+        tput = info.get("output_throughput")
         with self.lock:
+            if isinstance(tput, int | float) and info.get("level") is not None:
+                self._last_level[bar.key] = f"C={info['level']}: {tput:,.0f} tok/s"
+            if bar.key in self._last_level:
+                bar.detail = f"{bar.detail}  (last {self._last_level[bar.key]})".strip()
             self._bars[bar.key] = bar
             self._dirty = True
         self._maybe_write(final=bar.fraction == 1.0)
@@ -96,6 +103,7 @@ class Progress:
     def clear(self) -> None:
         with self.lock:
             self._bars.clear()
+            self._last_level.clear()
             self._dirty = False  # watch ignores a file older than the running tool call
 
     def _maybe_write(self, final: bool = False) -> None:

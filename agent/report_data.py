@@ -48,7 +48,9 @@ def _merge(out: dict[int, dict[str, Any]], level: Any, raw: Any) -> None:
             if value is not None:
                 slot[ours] = value
                 break
-    if raw.get("failed") or (raw.get("output_throughput", 0) is None):
+    # vLLM's `failed` counts failed requests; the level's verdict is `level_failed`
+    verdict = any(raw.get(k) is True for k in ("level_failed", "failed"))  # not a count of 1
+    if verdict or ("output_throughput" in raw and raw["output_throughput"] is None):
         slot["failed"] = True
 
 
@@ -68,6 +70,8 @@ def level_metrics(event: Event, result: dict[str, Any] | None = None) -> dict[in
     for point in (result or {}).get("points") or []:
         if isinstance(point, dict):
             _merge(out, point.get("max_concurrency"), point)
+    for level in event.get("failed_levels") or []:
+        _merge(out, level, {"failed": True})
     return out
 
 

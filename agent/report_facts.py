@@ -109,8 +109,15 @@ def gather(run_path: Path, events: list[Event], status: str | None = None) -> Fa
     return facts
 
 
+def _by_ids(f: Facts, key: str) -> Contender | None:
+    """The contender holding the results recommendation.json names under `key`."""
+    ids = {str(i) for i in (f.recommendation or {}).get(key) or []}
+    found = [c for c in f.contenders if any(r.id in ids for r in c.runs)]
+    return max(found, key=lambda c: len(c.levels), default=None)
+
+
 def pick_baseline(f: Facts) -> Contender | None:
-    found = f.contender_for(f.base_flags)
+    found = _by_ids(f, "baseline_results") or f.contender_for(f.base_flags)
     if found is None:
         named = [c for c in f.contenders if "baseline" in (c.name + c.runs[-1].server).lower()]
         found = max(named, key=lambda c: len(c.levels), default=None)
@@ -119,7 +126,7 @@ def pick_baseline(f: Facts) -> Contender | None:
 
 def pick_winner(f: Facts) -> Contender | None:
     if f.recommendation is not None:
-        found = f.contender_for(f.recommendation.get("config"))
+        found = _by_ids(f, "results") or f.contender_for(f.recommendation.get("config"))
         if found is not None:
             return found
     if f.baseline is None:

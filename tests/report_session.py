@@ -64,6 +64,7 @@ def command_of(flags: dict[str, Any]) -> str:
 class Session:
     def __init__(self, folder: Path, files: bool) -> None:
         self.folder, self.files, self.n = folder, files, 0
+        self.ids: dict[str, list[str]] = {}  # config -> its result ids
         (folder / "results").mkdir(parents=True, exist_ok=True)
         self.log = EventLog(folder / "events.jsonl")
 
@@ -96,6 +97,7 @@ class Session:
 
     def bench(self, name: str, config: str, label: str, scale: float = 1.0) -> None:
         bench_id = f"b{self.n + 1:03d}"
+        self.ids.setdefault(config, []).append(bench_id)
         levels = [c for c, v in zip(LEVELS, TPUT[config], strict=True) if v is not None]
         inp = {"server": name, "concurrency": levels, "label": label}
         self.turn("run_benchmark", inp, f"Benchmarking {label}.", seconds=45.0)
@@ -131,9 +133,10 @@ class Session:
         self.result(f"killed {name}")
 
 
-def recommendation() -> dict[str, Any]:
+def recommendation(s: Session) -> dict[str, Any]:
+    """As tools/recommend.py writes it."""
     return {
-        "objective": "geomean",
+        "objective": {"kind": "geomean", "level": None, "ttft_p99_ms": None, "tpot_p99_ms": None},
         "config": flags_of("cg256"),
         "command": command_of(flags_of("cg256")),
         "value": 288.0,
@@ -144,6 +147,8 @@ def recommendation() -> dict[str, Any]:
             {"from_concurrency": 2, "to_concurrency": None, "config": flags_of("cg256")},
         ],
         "crossover": [2],
+        "results": s.ids["cg256"],
+        "baseline_results": s.ids["base"],
     }
 
 
@@ -180,7 +185,7 @@ def write_session(folder: Path, files: bool = True) -> Path:
     s.result("ready")
     s.bench("cg256-again", "cg256", "cg256", 0.995)
     s.kill("cg256-again")
-    rec = recommendation()
+    rec = recommendation(s)
     s.turn("recommend", {"config": rec["config"]}, "Recommending.", 0.1)
     s.result("recommended", data={"recommendation": rec})
     if files:

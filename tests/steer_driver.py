@@ -2,13 +2,17 @@
 report) driven by a slow scripted brain, in its own process.
 
     python -m tests.steer_driver --runs-dir D --run-id R [--turns N] [--pace S] [--gate-at K]
-                                 [--max-steps N] [--no-server]
+                                 [--max-steps N] [--no-server] [--real]
 
 The brain plans todos, starts a "server" (a real detached process, in its own process group),
 runs a "benchmark" (a benchmark event, with progress), then reads its todos once per turn,
 `--pace` seconds apart, until `--turns`. It acknowledges every supervisor message in its next
 turn's text and ends early on "wrap up". With --gate-at K it waits at turn K until the file
 `gate` exists in the run folder, so a test can act at a known point.
+
+With --real the server is the simulator (the lab's command on a free port) and the tools are the
+real start_server, kill_server and run_benchmark; otherwise small stand-ins that log the same
+events (a `sleep` process as the server), for tests that need speed over fidelity.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,7 +116,14 @@ class FakeBenchmark(Scripted):
     async def run(self, ctx: ToolContext, inp: BenchInput) -> ToolResult:
         for i, level in enumerate(SUMMARY, 1):
             if ctx.progress:
-                ctx.progress("bench_level", name=inp.server, level=int(level), done=i, total=3)
+                ctx.progress(
+                    "benchmark",
+                    id=inp.label,
+                    level=int(level),
+                    done=i,
+                    total=3,
+                    output_throughput=SUMMARY[level],
+                )
             await asyncio.sleep(0.05)
         levels = {
             c: {"output_throughput": v, "ttft_p50": 50.0, "ttft_p99": 80.0, "tpot_p50": 10.0,
@@ -141,10 +153,11 @@ class SlowBrain:
     name = "scripted"
 
     def __init__(
-        self, run_path: Path, turns: int, pace: float, gate_at: int | None, server: bool
-    ) -> None:
+        self, run_path: Path, turns: int, pace: float, gate_at: int | None, server: bool,
+        real: bool = False,
+    ) -> None:  # fmt: skip
         self.run_path, self.turns, self.pace = run_path, turns, pace
-        self.gate_at, self.server = gate_at, server
+        self.gate_at, self.server, self.real = gate_at, server, real
         self.acked: set[int] = set()
 
     async def next_turn(self, req: TurnRequest) -> Turn:
@@ -166,12 +179,13 @@ class SlowBrain:
         if step == 0:
             calls, say = [("todowrite", {"todos": plan(0, step)})], "Planning the campaign."
         elif step == 1 and self.server:
-            calls, say = [("start_server", {"name": "baseline", "flags": {"--tp": 8}})], "Start."
+            flags = {"--cuda-graph-max-bs": 128} if self.real else {"--tp": 8}
+            calls, say = [("start_server", {"name": "baseline", "flags": flags})], "Start."
         elif step == 2 and self.server:
-            calls = [
-                ("todowrite", {"todos": plan(1, 0)}),
-                ("run_benchmark", {"server": "baseline", "label": "baseline sweep"}),
-            ]
+            bench: dict[str, Any] = {"server": "baseline", "label": "baseline sweep"}
+            if self.real:
+                bench.update(concurrency=[1, 4], requests_per_level=8, max_tokens=32)
+            calls = [("todowrite", {"todos": plan(1, 0)}), ("run_benchmark", bench)]
             say = "Sweeping the baseline."
         else:  # a different list each turn: the same call and result thrice is "stuck"
             calls, say = [("todowrite", {"todos": plan(2, step)})], f"Turn {step}: still here."
@@ -180,6 +194,35 @@ class SlowBrain:
             content.append({"type": "tool_use", "id": f"t{step}_{i}", "name": name, "input": inp})
         usage = {"input_tokens": 1200, "output_tokens": 80}
         return Turn(content, "tool_use", usage=usage, cost_usd=0.01)
+
+
+FAKE_LAB = '[server]\nengine = "sglang"\ncommand = "sleep 300"\n'
+LAB = """# the built-in lab's simulator (command and search filled in), on a port of its own
+[server]
+engine = "sim"
+port = {port}
+ready_timeout_s = 60
+[bench]
+max_tokens = 32
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fake_tools() -> list[Tool]:
+    return [TodoWrite(), TodoRead(), FakeStartServer(), FakeKillServer(), FakeBenchmark()]
+
+
+def real_tools() -> list[Tool]:
+    from tools.kill_server import KillServer
+    from tools.run_benchmark import RunBenchmark
+    from tools.start_server import StartServer
+
+    return [TodoWrite(), TodoRead(), StartServer(), KillServer(), RunBenchmark()]
 
 
 def main(argv: list[str]) -> int:
@@ -191,6 +234,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gate-at", type=int)
     p.add_argument("--max-steps", type=int, default=100)
     p.add_argument("--no-server", action="store_true")
+    p.add_argument("--real", action="store_true", help="the simulator and the real tools")
     args = p.parse_args(argv)
 
     import agent.runner
@@ -198,14 +242,12 @@ def main(argv: list[str]) -> int:
     from agent.cli import main as cli_main
 
     run_path = args.runs_dir / args.run_id
-    brain = SlowBrain(run_path, args.turns, args.pace, args.gate_at, not args.no_server)
+    brain = SlowBrain(run_path, args.turns, args.pace, args.gate_at, not args.no_server, args.real)
     agent.runner.make_brain = lambda model, config: brain
-    agent.session.all_tools = lambda: [
-        TodoWrite(), TodoRead(), FakeStartServer(), FakeKillServer(), FakeBenchmark()
-    ]  # fmt: skip
-    config = args.runs_dir / "driver.toml"
+    agent.session.all_tools = real_tools if args.real else fake_tools
+    config = args.runs_dir / f"{args.run_id}.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[server]\nengine = "sglang"\ncommand = "sleep 300"\n')
+    config.write_text(LAB.format(port=free_port()) if args.real else FAKE_LAB)
     return cli_main(
         ["run", "--goal", "beat baseline (scripted)", "--config", str(config),
          "--runs-dir", str(args.runs_dir), "--run-id", args.run_id, "--model", "autopilot",

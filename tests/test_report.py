@@ -165,7 +165,8 @@ def test_level_metrics_reads_vllm_keys_and_compact_event_metrics() -> None:
     }
     points = [
         {"max_concurrency": 1, "median_ttft_ms": 50.0, "p99_tpot_ms": 11.0},
-        {"max_concurrency": 100, "output_throughput": 0.0, "failed": True},
+        {"max_concurrency": 100, "output_throughput": 0.0, "failed": 40, "level_failed": True},
+        {"max_concurrency": 10, "failed": 1},  # one failed request is not a failed level
     ]
     result = {"points": points}
     m = level_metrics(event, result)

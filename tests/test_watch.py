@@ -184,3 +184,16 @@ def test_agent_run_draws_the_live_view_on_a_terminal_and_lines_elsewhere(tmp_pat
     assert "\x1b[" not in plain
     lines = read_events(runs / "tty" / "events.jsonl").events
     assert lines[-1]["type"] == "run_finished"
+
+
+def test_todos_prints_the_list_and_json_prints_exactly_todos_json(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = spawn(runs, "todos", "--turns", "4", "--pace", "0", "--no-server")
+    assert proc.wait(timeout=30) == 0
+    as_json = agent_cli("todos", "todos", "--json", "--runs-dir", str(runs))
+    assert as_json.returncode == 0
+    assert as_json.stdout == (runs / "todos" / "todos.json").read_text()
+    assert json.loads(as_json.stdout)["todos"][2]["status"] == "in_progress"
+    plain = agent_cli("todos", str(runs / "todos"))
+    assert "[x] srv: start the baseline server (high)" in plain.stdout
+    assert "[>] wait: keep an eye on the todo list (turn 3) (medium)" in plain.stdout
