@@ -3,8 +3,32 @@
 from __future__ import annotations
 
 from tools.base import Tool
+from tools.bash import Bash
+from tools.compare import Compare
+from tools.files import GetFile, PutFile
+from tools.jobs import JobStatus, StartJob, StopJob
+from tools.kill_server import KillServer
+from tools.read_log import ReadLog
+from tools.recommend import Recommend
+from tools.run_benchmark import RunBenchmark
+from tools.start_server import StartServer
 from tools.todo import TodoRead, TodoWrite
 
 
 def all_tools() -> list[Tool]:
-    return [TodoWrite(), TodoRead()]
+    return [
+        TodoWrite(),
+        TodoRead(),
+        Bash(),
+        ReadLog(),
+        StartServer(),
+        KillServer(),
+        RunBenchmark(),
+        Compare(),
+        Recommend(),
+        PutFile(),
+        GetFile(),
+        StartJob(),
+        JobStatus(),
+        StopJob(),
+    ]
