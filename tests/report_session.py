@@ -18,13 +18,13 @@ from typing import Any
 from state.events import EventLog
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
-BASE = {
+BASE: dict[str, Any] = {
     "--attention-backend": "flashinfer",
     "--cuda-graph-max-bs": 128,
     "--enable-flashinfer-allreduce-fusion": True,
     "--speculative-algorithm": False,
 }
-EAGLE = {
+EAGLE: dict[str, Any] = {
     "--speculative-algorithm": "EAGLE3",
     "--speculative-num-steps": 3,
     "--speculative-eagle-topk": 1,
@@ -33,7 +33,7 @@ EAGLE = {
 COMMAND = (
     "python -m sim --model-path moonshotai/Kimi-K2-Thinking --tp 8 --disable-custom-all-reduce"
 )
-TPUT = {
+TPUT: dict[str, list[float | None]] = {
     "base": [92.6, 160.0, 285.0, 385.0, 500.0, 548.0, 560.0, 551.0],
     "cg256": [92.9, 160.5, 286.0, 386.0, 502.0, 551.0, 566.0, 590.0],
     "eagle": [96.1, 146.0, 214.0, 254.0, 289.0, 297.0, 297.0, 297.0],
@@ -75,7 +75,7 @@ class Session:
         self.n += 1
         usage = {"input_tokens": 3000, "output_tokens": 150, "cache_read_input_tokens": 1000}
         tool_id = f"toolu_{self.n}"
-        content = [{"type": "text", "text": text}]
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         content.append({"type": "tool_use", "id": tool_id, "name": name, "input": inp})
         self.add("message", role="assistant", content=content, stop_reason="tool_use",
                  usage=usage, cost_usd=0.02, model="autopilot")  # fmt: skip
@@ -169,11 +169,11 @@ def write_session(folder: Path, files: bool = True) -> Path:
         s.result("ready")
         s.bench(f"baseline-{i + 1}", "base", "baseline", scale)
         s.kill(f"baseline-{i + 1}")
-    for name, config in (("triton", "triton"), ("eagle", "eagle"), ("cg256", "cg256")):
-        s.launch(name, config)
+    for name in ("triton", "eagle", "cg256"):
+        s.launch(name, name)
         s.add("server_ready", name=name, seconds=9.0)
         s.result("ready")
-        s.bench(name, config, name)
+        s.bench(name, name, name)
         s.kill(name)
     s.launch("eagle-cg64", "eagle64")
     excerpt = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
