@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,9 @@ class Agent:
             status, code, reason = "error", 1, str(err)
         except asyncio.CancelledError:  # Ctrl-C or SIGTERM: end as a graceful stop would
             status, code, reason = "stopped", 130, "interrupted"
+        except Exception as err:  # a bug of ours: record it, clean up, exit 1 - never lose state
+            traceback.print_exc()
+            status, code, reason = "error", 1, f"internal error: {type(err).__name__}: {err}"
         if self.on_end is not None:
             await self.on_end(status)
         return self.finish(status, code, reason)

@@ -58,7 +58,7 @@ async def test_bad_calls_become_errors_and_the_loop_goes_on(make_run: Any) -> No
     assert await agent_for(run, config, brain).run_loop() == 0
     results = events_of(run, "tool_result")
     assert all(r["is_error"] for r in results)
-    assert "known tools: todoread, todowrite" in results[0]["text"]
+    assert "unknown tool 'nope'; known tools: bash, compare," in results[0]["text"]
     assert 'todos: Input should be a valid list (got "x")' in results[1]["text"]
     assert "extra: Extra inputs are not permitted (got 1)" in results[1]["text"]
     assert "at most one item may be in_progress" in results[2]["text"]

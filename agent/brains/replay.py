@@ -21,8 +21,11 @@ from agent.brains.anthropic import AnthropicBrain
 from agent.brains.base import apply_delta
 
 
-class DriftError(Exception):
-    """The replayed run diverged from the recording; the message holds a readable diff."""
+class DriftError(BaseException):
+    """The replayed run diverged from the recording; the message holds a readable diff.
+
+    A BaseException, like KeyboardInterrupt: the loop's catch-all for internal errors must not
+    swallow it - a drifted replay is over, whatever code it was in."""
 
 
 @dataclass
