@@ -18,19 +18,48 @@ from rich.text import Text
 
 from agent.console import PlainPrinter, describe
 from agent.progress import Progress
-from agent.view_panels import Board, render
+from agent.view_panels import Board, render, short
 from state.events import Event, read_events
 from state.run import Run
 
 __all__ = ["Board", "LiveView", "event_line", "render", "terminal_view"]
 
 
+def _short_line(event: Event) -> str | None:
+    """Events a supervisor reads at a glance, in words rather than JSON."""
+    t, name = event["type"], event.get("name", "")
+    if t == "supervisor_message":
+        return f"supervisor: {short(event.get('text', ''), 200)}"
+    if t == "stop_requested":
+        return "supervisor: stop requested (the tool running finishes first)"
+    if t == "limits_changed":
+        limits = ", ".join(f"{k} -> {v:g}" for k, v in (event.get("limits") or {}).items())
+        return f"supervisor: budget raised: {limits}"
+    if t == "server_started":
+        return f"server {name} starting on {event.get('host')}:{event.get('port')}"
+    if t == "server_ready":
+        return f"server {name} ready after {event.get('seconds', 0):.1f} s"
+    if t == "server_failed":
+        return f"server {name} failed: {short(event.get('diagnosis', ''), 160)}"
+    if t == "server_killed":
+        return f"server {name} killed"
+    if t == "benchmark":
+        summary = event.get("summary") or {}
+        levels = ", ".join(f"C={c} {v:,.1f}" for c, v in list(summary.items())[:8])
+        label = event.get("label") or event.get("server") or event.get("id")
+        return f"benchmark {label}: {levels} tok/s"
+    return None
+
+
 def event_line(event: Event) -> Text | None:
-    line = describe(event)
+    try:
+        line = _short_line(event) or describe(event)
+    except (TypeError, ValueError, AttributeError):  # an event shaped unlike we expect
+        line = describe(event)
     if line is None:
         return None
-    style = "bold magenta" if event["type"] == "supervisor_message" else "dim"
-    return Text(f"[{event['ts'][11:19]}] {line}", style=style)
+    style = "bold magenta" if line.startswith("supervisor:") else "dim"
+    return Text(f"[{event.get('ts', '')[11:19]}] {line}", style=style)
 
 
 class LiveView:

@@ -122,7 +122,7 @@ def test_watch_renders_a_live_run_and_follows_it_to_the_end(tmp_path: Path) -> N
         proc.kill()
     text = console.export_text()
     assert board.state.finished and board.state.finished["status"] == "finished"
-    assert "supervisor_message" in text and "skip speculation" in text  # the event line
+    assert "supervisor: skip speculation" in text  # the event line
     assert "╭─ supervisor" in text and "] skip speculation" in text  # the panel
     assert "Acknowledged supervisor: 'skip speculation'." in text
     assert "finished (exit 0): Wrapping up." in text
@@ -178,7 +178,7 @@ def test_agent_run_draws_the_live_view_on_a_terminal_and_lines_elsewhere(tmp_pat
     text = out.decode("utf-8", "replace")
     assert "\x1b[" in text  # drawn with cursor control: a live view, not lines
     assert "todos" in text and "╭" in text and "load baseline" in text
-    assert "start_server" in text  # event lines scroll above the view
+    assert "server baseline starting on local:30000" in text  # lines scroll above the view
     assert "finished (exit 0)" in text
     plain = (runs / "tty.out").read_text() if (runs / "tty.out").exists() else ""
     assert "\x1b[" not in plain
