@@ -57,7 +57,7 @@ def test_many_messages_at_once_each_arrive_exactly_once(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     proc = spawn(runs, "many", "--turns", "6", "--gate-at", "3", "--no-server")
     run = runs / "many"
-    texts = [f"note {i}" for i in range(8)]
+    texts = [f"note {i}" for i in range(5)]
     try:
         wait_for(run, lambda ev: waiting_at_gate(ev, 3))
         results: list[int] = []
