@@ -201,7 +201,11 @@ def cost(f: Facts) -> list[Block]:
 def caveats(f: Facts) -> list[Block]:
     items = []
     base, win = f.baseline, f.winner
-    if f.status != "finished":
+    if f.status == "running":
+        items.append(
+            "The campaign is still running (or was interrupted): this is an interim report."
+        )
+    elif f.status != "finished":
         items.append(f"The campaign ended with status `{f.status}`: its results may be incomplete.")
     if f.recommendation is None and win is not None:
         items.append("No recommendation.json: the winner is the best measured geometric mean.")

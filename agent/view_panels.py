@@ -40,6 +40,7 @@ class Board:
     tool_seq: int = 0  # seq of the running tool's tool_call event
     events: int = 0
     bars: list[Bar] = field(default_factory=list)
+    gone: int | None = None  # pid of a run process that ended without finishing the run
 
     def apply(self, event: Event) -> None:
         self.state.apply(event)

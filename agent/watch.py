@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,40 @@ from state.events import Event
 from state.run import RunError, resolve_run
 
 HISTORY_LINES = 10  # event lines shown for what happened before watch started
+WRITER_CHECK_S = 2.0  # how often to ask whether the run's process is still there
+
+
+class WriterGone(Exception):
+    """The process writing the run ended without a run_finished event (killed, crashed)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+def process_alive(pid: int) -> bool:
+    """Running on this machine (a zombie waiting to be reaped has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def writer_of(event: Event) -> int | None:
+    """The pid of the process that started or resumed the run, when it runs on this machine."""
+    pid, host = event.get("pid"), event.get("hostname")
+    if isinstance(pid, int) and host == socket.gethostname():
+        return pid
+    return None
 
 
 @dataclass
@@ -84,22 +119,41 @@ def follow(
 ) -> Iterator[tuple[bool, list[Line]]]:
     """Batches of new lines (an empty batch every `interval`, so timers can tick) until the run
     ends: a run_finished with nothing after it for `grace` seconds (`agent resume` appends
-    run_resumed right after), or at once when the log already ended when we started."""
+    run_resumed right after), or at once when the log already ended when we started. Raises
+    WriterGone when the run's process (if the log names it) is gone without finishing."""
     follower = Follower(path)
     reset, lines = follower.poll()
+    writer = _writer(lines, None)
     yield reset, lines
     if once or (lines and lines[-1].event["type"] == "run_finished"):
         return
     ended_at: float | None = None
+    checked = clock()
     while True:
         if ended_at is not None and clock() - ended_at >= grace:
             return
         time.sleep(interval)
         reset, lines = follower.poll()
+        writer = _writer(lines, None if reset else writer)
         if lines or reset:
             ended = lines[-1].event["type"] == "run_finished" if lines else False
             ended_at = clock() if ended else None
+        elif ended_at is None and writer and clock() - checked >= WRITER_CHECK_S:
+            checked = clock()
+            if not process_alive(writer):
+                _, lines = follower.poll()  # its last words, if any, before saying it is gone
+                if not lines or lines[-1].event["type"] != "run_finished":
+                    yield False, lines
+                    raise WriterGone(writer)
+                ended_at = clock()
         yield reset, lines
+
+
+def _writer(lines: list[Line], current: int | None) -> int | None:
+    for line in lines:
+        if line.event["type"] in ("run_started", "run_resumed"):
+            current = writer_of(line.event)
+    return current
 
 
 def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bool) -> int:
@@ -116,7 +170,18 @@ def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bo
     except BrokenPipeError:  # `agent watch --json | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    except WriterGone as gone:
+        out.flush()
+        print(f"agent watch: {gone_message(path, gone.pid)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def gone_message(path: Path, pid: int) -> str:
+    return (
+        f"the run's process (pid {pid}) ended without finishing the run (killed or crashed); "
+        f"go on with `agent resume {path.parent}`"
+    )
 
 
 def watch_view(
@@ -127,7 +192,8 @@ def watch_view(
     once: bool = False,
 ) -> Board:
     """Draw the run: a live view on a terminal; on anything else, one line per event as it
-    arrives and the full view once at the end. Returns the final board."""
+    arrives and the full view once at the end. Returns the final board; `board.gone` is the
+    pid of a run process that ended without finishing the run."""
     board = Board()
     live: Live | None = None
     if console.is_terminal and not once:
@@ -153,11 +219,15 @@ def watch_view(
             )
             if live is not None:
                 live.update(render(board), refresh=True)
+    except WriterGone as gone:
+        board.gone = gone.pid
     finally:
         if live is not None:
             live.stop()
     if live is None:
         console.print(render(board))
+    if board.gone:
+        console.print(f"[bold red]{gone_message(path, board.gone)}[/]")
     return board
 
 
@@ -193,5 +263,5 @@ def main(argv: list[str]) -> int:
         return 2
     if args.json:
         return stream_json(path, sys.stdout, args.interval, args.grace, args.once)
-    watch_view(path, Console(), args.interval, args.grace, args.once)
-    return 0
+    board = watch_view(path, Console(), args.interval, args.grace, args.once)
+    return 1 if board.gone else 0

@@ -7,12 +7,14 @@ import json
 import os
 import pty
 import select
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from agent.watch import Follower, follow, watch_view
@@ -197,3 +199,32 @@ def test_todos_prints_the_list_and_json_prints_exactly_todos_json(tmp_path: Path
     plain = agent_cli("todos", str(runs / "todos"))
     assert "[x] srv: start the baseline server (high)" in plain.stdout
     assert "[>] wait: keep an eye on the todo list (turn 3) (medium)" in plain.stdout
+
+
+def test_watch_says_so_when_the_run_process_dies_without_finishing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.watch
+
+    monkeypatch.setattr(agent.watch, "WRITER_CHECK_S", 0.1)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    path = tmp_path / "run" / "events.jsonl"
+    path.parent.mkdir()
+    host = socket.gethostname()
+    path.write_bytes(line(1, "run_started", goal="g", pid=dead.pid, hostname=host))
+    console = Console(record=True, width=200)
+    board = watch_view(path, console, interval=0.02, grace=0.1)
+    assert board.gone == dead.pid
+    text = console.export_text()
+    assert f"(pid {dead.pid}) ended without finishing the run" in text
+    assert f"agent resume {path.parent}" in text
+    # a live writer (this process) keeps watch following; another host's pid is not checked
+    path.write_bytes(line(1, "run_started", goal="g", pid=os.getpid(), hostname=host))
+    batches = agent.watch.follow(path, interval=0.02)
+    for _ in range(20):
+        next(batches)
+    path.write_bytes(line(1, "run_started", goal="g", pid=dead.pid, hostname=host + "-other"))
+    batches = agent.watch.follow(path, interval=0.02)
+    for _ in range(20):
+        next(batches)
