@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
-from typing import Any
-
 from agent.chart import crossing_points, draw
 from agent.report_data import (
     Contender,
     flags_change,
     geomean_ratio,
     level_ratios,
-    norm_flags,
 )
 from agent.report_facts import Facts
-from agent.report_render import Block, Bullets, Code, Heading, Image, Para, Table
+from agent.report_render import Block, Code, Heading, Image, Para, Table
 from agent.report_sections import (
     ablation,
     caveats,
@@ -207,14 +203,3 @@ def all_configs(f: Facts) -> list[Block]:
     headers = ["configuration", "change from the baseline", "levels", "runs"]
     headers += ["geomean vs baseline", "best level"]
     return [Heading(2, "All configurations measured"), Table(headers, rows, right={3, 4})]
-
-
-def shell_join(argv: list[str]) -> str:
-    return shlex.join(argv)
-
-
-def flag_dict_text(flags: dict[str, Any] | None) -> str:
-    return " ".join(k if v is True else f"{k} {v}" for k, v in norm_flags(flags).items())
-
-
-__all__ = ["CHART_FILE", "Bullets", "build"]

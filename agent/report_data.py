@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,14 @@ METRICS = {
     "tpot_p99": ("p99_tpot_ms", "tpot_p99_ms", "tpot_p99"),
 }
 WORKLOAD_KEYS = ("input_len", "max_tokens", "endpoint")
+
+
+def parse_ts(ts: str) -> datetime | None:
+    """An event's `ts` (UTC ISO-8601 with a Z)."""
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
 
 
 def _number(value: Any) -> float | None:

@@ -15,6 +15,7 @@ from agent.report_data import (
     group,
     measurement,
     norm_flags,
+    parse_ts,
 )
 from state.events import Event
 from state.fold import RunState, fold
@@ -209,8 +210,6 @@ def cost(events: list[Event], state: RunState) -> dict[str, float]:
 
 
 def _seconds(a: str, b: str) -> float:
-    from agent.view_panels import parse_ts
-
     ta, tb = parse_ts(a), parse_ts(b)
     return max((tb - ta).total_seconds(), 0.0) if ta and tb else 0.0
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.progress import Bar
-from agent.report_data import level_metrics
+from agent.report_data import level_metrics, parse_ts
 from state.events import Event
 from state.fold import RunState
 
@@ -53,13 +53,6 @@ class Board:
             self.tool_seq = event["seq"]
         elif kind in ("tool_result", "run_finished"):
             self.bars = []
-
-
-def parse_ts(ts: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except (ValueError, AttributeError):
-        return None
 
 
 def since(ts: str, now: datetime) -> float:
