@@ -21,7 +21,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from tools.hosts.base import CommandResult, Host, HostError, group_alive_sh
+from tools.hosts.base import CommandResult, Host, HostError, group_alive_sh, listening_ports
 from tools.hosts.keys import Client, KeyPolicy
 from tools.hosts.output import MAX_CAPTURE, Capture
 
@@ -250,6 +250,11 @@ class SSHHost(Host):
     async def _abs(self, path: str) -> str:
         return path if path.startswith("/") else f"{await self.workdir()}/{path}"
 
+    def _sftp_broken(self) -> None:
+        self._sftp = None
+        if self._conn is not None and self._conn.is_closed():
+            self._forget()
+
     async def read_bytes(self, path: str, offset: int, length: int) -> bytes:
         full = await self._abs(path)
         try:
@@ -259,8 +264,39 @@ class SSHHost(Host):
         except asyncssh.SFTPError as err:
             raise HostError(f"{full} on {self.name}: {err.reason}") from None
         except (asyncssh.Error, OSError) as err:
-            self._forget()
+            self._sftp_broken()
             raise HostError(f"host {self.name}: reading {full} failed: {err}") from None
+
+    async def _read_proc(self, path: str) -> bytes | None:
+        """A /proc file over SFTP (no shell started: polls stay cheap); b"" when it does not
+        exist, None when SFTP cannot tell (then the shell fallback is used)."""
+        try:
+            async with (await self.sftp()).open(path, "rb") as f:
+                chunks, offset = [], 0
+                while data := await f.read(65536, offset):
+                    chunks.append(data)
+                    offset += len(data)
+                return b"".join(chunks)
+        except asyncssh.SFTPNoSuchFile:
+            return b""
+        except asyncssh.SFTPError:
+            return None
+        except (asyncssh.Error, OSError) as err:
+            self._sftp_broken()
+            raise HostError(f"host {self.name}: reading {path} failed: {err}") from None
+
+    async def alive(self, pid: int) -> bool:
+        stat = await self._read_proc(f"/proc/{int(pid)}/stat")
+        if stat is None:
+            return await super().alive(pid)
+        return bool(stat) and stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
+
+    async def port_in_use(self, port: int) -> bool:
+        tcp = await self._read_proc("/proc/net/tcp")
+        tcp6 = await self._read_proc("/proc/net/tcp6")
+        if tcp is None or tcp6 is None:
+            return await super().port_in_use(port)
+        return port in listening_ports((tcp + tcp6).decode("ascii", "replace"))
 
     async def size(self, path: str) -> int:
         full = await self._abs(path)
@@ -269,7 +305,7 @@ class SSHHost(Host):
         except asyncssh.SFTPError as err:
             raise HostError(f"{full} on {self.name}: {err.reason}") from None
         except (asyncssh.Error, OSError) as err:
-            self._forget()
+            self._sftp_broken()
             raise HostError(f"host {self.name}: stat {full} failed: {err}") from None
         return int(attrs.size or 0)
 

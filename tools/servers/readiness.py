@@ -22,7 +22,7 @@ from tools.servers.diagnose import Diagnosis, diagnose, failure_in
 from tools.servers.engines import Engine
 from tools.servers.progress import parse_line
 
-POLL_S = 0.2  # log and process; health every other poll (>= 2/s)
+POLL_S = 0.2  # log, process and health, together (health: >= 2/s even over a slow SSH link)
 GRACE_S = 0.5  # after a failure line, for the rest of the message
 READ_CHUNK = 1 << 20
 LOG_KEEP = 256 * 1024  # bytes of the newest log kept for the diagnosis
@@ -102,10 +102,9 @@ async def wait_ready(w: Watch) -> Ready:
     timeout = httpx.Timeout(5.0, read=60.0)
     client: httpx.AsyncClient | None = None
     local_port = 0
-    polls, lost_since = 0, None
+    lost_since: float | None = None
     try:
         while True:
-            polls += 1
             try:
                 port = await w.host.forward_port(w.port)
                 if port != local_port or client is None:
@@ -115,11 +114,9 @@ async def wait_ready(w: Watch) -> Ready:
                     client = httpx.AsyncClient(
                         base_url=f"http://127.0.0.1:{port}", timeout=timeout, trust_env=False
                     )
-                check_health = polls % 2 == 0 or w.ready_line is not None
-                alive, healthy = await asyncio.gather(
-                    w.host.alive(w.pid), _health(client, w.engine) if check_health else _false()
+                alive, healthy, _ = await asyncio.gather(
+                    w.host.alive(w.pid), _health(client, w.engine), w.read_log()
                 )
-                await w.read_log()  # after the liveness check: a dead server's last words are in
             except HostError as err:
                 lost_since = lost_since or time.monotonic()
                 if time.monotonic() - lost_since > HOST_LOST_S:
@@ -130,7 +127,7 @@ async def wait_ready(w: Watch) -> Ready:
                 continue
             lost_since = None
             now = time.monotonic()
-            if not alive:
+            if not alive:  # its last words may have come after this poll's read
                 await asyncio.sleep(0.05)
                 await w.read_log()
                 raise StartFailure(w.diagnosis(), now - start)
@@ -160,10 +157,6 @@ async def wait_ready(w: Watch) -> Ready:
     finally:
         if client is not None:
             await client.aclose()
-
-
-async def _false() -> bool:
-    return False
 
 
 async def _health(client: httpx.AsyncClient, engine: Engine) -> bool:
