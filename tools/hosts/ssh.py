@@ -272,7 +272,8 @@ class SSHHost(Host):
         exist, None when SFTP cannot tell (then the shell fallback is used)."""
         try:
             async with (await self.sftp()).open(path, "rb") as f:
-                chunks, offset = [], 0
+                chunks: list[bytes] = []
+                offset = 0
                 while data := await f.read(65536, offset):
                     chunks.append(data)
                     offset += len(data)
