@@ -274,7 +274,10 @@ class SSHHost(Host):
             async with (await self.sftp()).open(path, "rb") as f:
                 chunks: list[bytes] = []
                 offset = 0
-                while data := await f.read(65536, offset):
+                while True:
+                    data: bytes = await f.read(65536, offset)
+                    if not data:
+                        break
                     chunks.append(data)
                     offset += len(data)
                 return b"".join(chunks)
