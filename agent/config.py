@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from state.secrets import MASK, is_secret_name
 
@@ -37,6 +37,13 @@ class HostConfig(Strict):
     keepalive_s: float = 15.0
     connect_timeout_s: float = 15.0
 
+    @field_validator("address")
+    @classmethod
+    def address_form(cls, v: str) -> str:
+        if v != "local" and not (v.startswith("ssh://") and len(v) > len("ssh://")):
+            raise ValueError('use "local" or ssh://[user@]host[:port]')
+        return v
+
 
 class ServerConfig(Strict):
     engine: Literal["sglang", "vllm", "sim"] = "sim"
@@ -47,6 +54,10 @@ class ServerConfig(Strict):
     model: str | None = None  # the model name the API serves; default: from the engine's /v1/models
     ready_timeout_s: float = Field(default=1800, gt=0)
     kill_timeout_s: float = Field(default=30, gt=0)
+    ready_line: str | None = (
+        None  # overrides the engine profile's ready line (docs/configuration.md)
+    )
+    health_path: str | None = None  # overrides the engine profile's health endpoint
 
 
 class BenchConfig(Strict):

@@ -139,9 +139,13 @@ def test_pool_gives_one_host_per_name_and_names_the_unknown(
 
 
 def test_bad_address_is_one_line() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"use \"local\" or ssh://"):
+        HostConfig(name="x", address="gpu-box:22")
     config = Config(
-        hosts=[HostConfig(name="x", address="gpu-box:22")],
+        hosts=[HostConfig(name="x", address="ssh://gpu-box:notaport")],
         server=ServerConfig(command="true", host="x"),
     )
-    with pytest.raises(HostError, match="bad host address 'gpu-box:22'"):
+    with pytest.raises(HostError, match="bad port in host address 'ssh://gpu-box:notaport'"):
         HostPool(config).get("x")
