@@ -59,6 +59,12 @@ class Measurement:
     per_level: dict[int, float]
     label: str = ""
     slo_ok: dict[int, bool] | None = None
+    ids: tuple[str, ...] = ()  # the benchmark results it was read from
+
+    @property
+    def purpose(self) -> str:
+        """The label's first word: baseline, noise, screen, confirm, challenger, validate."""
+        return self.label.split("-", 1)[0]
 
 
 @dataclass

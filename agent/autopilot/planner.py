@@ -87,6 +87,16 @@ class Planner:
 
     # --- the decision ---------------------------------------------------------------------------
     def decide(self, h: History) -> Step:
+        """The next step. A server launched for an experiment and not measured yet is that
+        experiment still: deciding again without its launch names it (the planner is pure)."""
+        if h.running_fresh() and h.running == len(h.launches) - 1:
+            before = History(self.space, h.launches[:-1], h.measurements, None, h.broken)
+            step = self._decide(before)
+            if isinstance(step, Experiment) and h.key(step.config) == h.running_key():
+                return step
+        return self._decide(h)
+
+    def _decide(self, h: History) -> Step:
         s, b, levels = self.settings, self.space.baseline, self.settings.levels
         crashed = h.crashed()
         if not h.swept(b, levels):
@@ -100,7 +110,7 @@ class Planner:
             )
         inc = self.incumbent(h)
         left = s.max_launches - h.launches_used()
-        validating = any(m.label == "validate" for m in h.measurements)
+        validating = any(m.purpose == "validate" for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             step = self.confirm(h, inc)
             if step is None and left > 1:  # one launch is kept for the re-validation

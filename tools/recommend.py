@@ -1,0 +1,323 @@
+"""recommend: the campaign's conclusion, computed from the run's own measurements.
+
+The caller (Claude or the autopilot) states the configuration and, where configurations cross,
+the concurrency policy; the tool looks up every benchmark of those configurations in the run,
+computes the objective for them and for the baseline on the same workload and levels, and writes
+recommendation.json in the run folder:
+
+    {"objective", "config", "command", "value", "baseline_value", "gain",
+     "policy": [{"from_concurrency", "to_concurrency", "config"}], "crossover": [levels], ...}
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agent.search import (
+    SearchError,
+    SearchSpace,
+    describe_objective,
+    objective_value,
+    render_flags,
+)
+from state.atomic import write_json_atomic
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+
+Value = bool | int | float | str
+FILE = "recommendation.json"
+SAME_WORKLOAD = ("endpoint", "input_len", "max_tokens", "ignore_eos", "temperature", "dataset")
+
+
+class PolicyRange(ToolInput):
+    from_concurrency: int = Field(ge=1, description="First concurrency level of this range")
+    to_concurrency: int | None = Field(
+        default=None, ge=1, description="Last level of this range; null for 'and above'"
+    )
+    config: dict[str, Value] = Field(description="The configuration for this range (its flags)")
+
+
+class ObjectiveChoice(ToolInput):
+    kind: Literal["geomean", "level", "peak", "slo"] = Field(
+        description="geomean | level | peak | slo (the SLO limits come from the config)"
+    )
+    level: int | None = Field(default=None, ge=1, description="The level, for kind 'level'")
+
+
+class RecommendInput(ToolInput):
+    config: dict[str, Value] = Field(
+        description="The configuration to deploy, flags as on the command line, e.g. "
+        '{"--attention-backend": "fa3", "--cuda-graph-max-bs": 256} (switches true/false)'
+    )
+    policy: list[PolicyRange] = Field(
+        default=[],
+        description="When configurations cross: the ranges in ascending order, e.g. A from 1 "
+        "to 2, B from 5 (to null). Omit for one configuration everywhere",
+    )
+    reason: str = Field(default="", max_length=600, description="One or two sentences: why")
+    objective: ObjectiveChoice | None = Field(
+        default=None,
+        description="Only when the supervisor changed the goal (e.g. focus on C=10); default: "
+        "the configured objective",
+    )
+
+
+class Recommend(Tool):
+    name = "recommend"
+    Input = RecommendInput
+
+    async def run(self, ctx: ToolContext, inp: RecommendInput) -> ToolResult:
+        config = ctx.config
+        space = _space(config)
+        results = ctx.run.state.results
+        if not results:
+            raise ToolError(
+                "no benchmark in this run yet: measure the baseline and the "
+                "candidates with run_benchmark before you recommend"
+            )
+        want = _norm(inp.config, space)
+        mine = _matching(results, want, space)
+        if not mine:
+            raise ToolError(
+                f"no benchmark of {_show(want)} in this run; measured: {_measured(results, space)}"
+            )
+        workload = _workload(mine[-1])
+        mine = [r for r in mine if _workload(r) == workload]
+        base = _baseline_results(results, space, workload)
+        if not base:
+            raise ToolError(
+                "no benchmark of the baseline on the same workload in this run: "
+                "sweep the baseline first"
+            )
+        ours, theirs = _per_level(mine), _per_level(base)
+        common = sorted(set(ours) & set(theirs))
+        if not common:
+            raise ToolError("the configuration and the baseline share no concurrency level")
+        objective = config.objective
+        if inp.objective is not None:
+            objective = objective.model_copy(update=inp.objective.model_dump())
+        value = _value(ctx, mine, ours, common, objective)
+        base_value = _value(ctx, base, theirs, common, objective)
+        policy, crossover, notes = _policy(inp.policy, results, space, workload)
+        full = space.complete(want) if space else want
+        rec: dict[str, Any] = {
+            "objective": objective.model_dump(),
+            "config": full,
+            "command": _command(config, full),
+            "value": round(value, 3),
+            "baseline_value": round(base_value, 3),
+            "gain": round(value / base_value - 1, 5) if base_value > 0 else None,
+            "policy": policy,
+            "crossover": crossover,
+            "levels": common,
+            "per_level": {str(c): round(ours[c], 2) for c in common},
+            "baseline_per_level": {str(c): round(theirs[c], 2) for c in common},
+            "results": [r.get("id") for r in mine],
+            "baseline_results": [r.get("id") for r in base],
+            "reason": inp.reason,
+            "notes": notes,
+        }
+        write_json_atomic(ctx.run.path / FILE, rec)
+        return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
+
+
+# --- what was measured ----------------------------------------------------------------------------
+def _space(config: Any) -> SearchSpace | None:
+    try:
+        return SearchSpace.parse(config.search) if config.search else None
+    except SearchError:
+        return None
+
+
+def _norm(flags: dict[str, Any], space: SearchSpace | None) -> dict[str, Any]:
+    """A flag dict's identity: omitted flags and false are the same."""
+    full = space.complete(flags) if space else dict(flags)
+    return {k: v for k, v in sorted(full.items()) if v is not False and v is not None}
+
+
+def _key(flags: dict[str, Any], space: SearchSpace | None) -> str:
+    return json.dumps(_norm(flags, space), sort_keys=True)
+
+
+def _matching(
+    results: list[dict[str, Any]], want: dict[str, Any], space: SearchSpace | None
+) -> list[dict[str, Any]]:
+    key = json.dumps(want, sort_keys=True)
+    return [r for r in results if _key(r.get("flags") or {}, space) == key]
+
+
+def _workload(result: dict[str, Any]) -> tuple[Any, ...]:
+    w = result.get("workload") or {}
+    return tuple(w.get(k) for k in SAME_WORKLOAD)
+
+
+def _baseline_results(
+    results: list[dict[str, Any]], space: SearchSpace | None, workload: tuple[Any, ...]
+) -> list[dict[str, Any]]:
+    """The baseline of the search space; without one, the run's first benchmark's config."""
+    base = space.baseline if space else (results[0].get("flags") or {})
+    found = _matching(results, _norm(base, space), space)
+    return [r for r in found if _workload(r) == workload]
+
+
+def _per_level(results: list[dict[str, Any]]) -> dict[int, float]:
+    """Mean output throughput per level over the results (a failed level counts as 0)."""
+    sums: dict[int, list[float]] = {}
+    for r in results:
+        for level, value in (r.get("summary") or {}).items():
+            sums.setdefault(int(level), []).append(float(value or 0.0))
+    return {c: sum(v) / len(v) for c, v in sorted(sums.items())}
+
+
+def _value(
+    ctx: ToolContext,
+    results: list[dict[str, Any]],
+    per_level: dict[int, float],
+    common: list[int],
+    objective: Any,
+) -> float:
+    subset = {c: per_level[c] for c in common}
+    slo_ok = _slo_ok(ctx, results, objective) if objective.kind == "slo" else None
+    if objective.kind == "level" and objective.level not in subset:
+        raise ToolError(
+            f"the objective is the throughput at C={objective.level}, which was not "
+            f"measured for both the configuration and the baseline (common: {common})"
+        )
+    return objective_value(subset, objective.kind, objective.level, slo_ok)
+
+
+def _slo_ok(ctx: ToolContext, results: list[dict[str, Any]], objective: Any) -> dict[int, bool]:
+    """A level meets the SLO when every measurement of it did (p99 TTFT and TPOT)."""
+    ok: dict[int, bool] = {}
+    for r in results:
+        path = ctx.run.path / str(r.get("path", ""))
+        try:
+            points = json.loads(path.read_text())["points"]
+        except (OSError, ValueError, KeyError):
+            raise ToolError(
+                f"cannot read the result file {r.get('path')} for the SLO objective"
+            ) from None
+        for p in points:
+            met = (objective.ttft_p99_ms is None or p["p99_ttft_ms"] <= objective.ttft_p99_ms) and (
+                objective.tpot_p99_ms is None or p["p99_tpot_ms"] <= objective.tpot_p99_ms
+            )
+            level = int(p["max_concurrency"])
+            ok[level] = ok.get(level, True) and bool(met) and not p.get("level_failed")
+    return ok
+
+
+# --- the policy -----------------------------------------------------------------------------------
+def _policy(
+    ranges: list[PolicyRange],
+    results: list[dict[str, Any]],
+    space: SearchSpace | None,
+    workload: tuple[Any, ...],
+) -> tuple[list[dict[str, Any]], list[int], list[str]]:
+    if not ranges:
+        return [], [], []
+    out, crossover, notes = [], [], []
+    for i, r in enumerate(ranges):
+        if r.to_concurrency is not None and r.to_concurrency < r.from_concurrency:
+            raise ToolError(
+                f"policy range {i + 1}: to_concurrency {r.to_concurrency} is below "
+                f"from_concurrency {r.from_concurrency}"
+            )
+        end = ranges[i - 1].to_concurrency if i else 0
+        if end is None or end >= r.from_concurrency:
+            raise ToolError(
+                f"policy range {i + 1} overlaps range {i}: give ascending, "
+                "non-overlapping ranges (only the last may end with null)"
+            )
+        want = _norm(r.config, space)
+        measured = [x for x in _matching(results, want, space) if _workload(x) == workload]
+        if not measured:
+            raise ToolError(
+                f"policy range {i + 1}: no benchmark of {_show(want)} on this workload in the run"
+            )
+        if i:
+            crossover.append(r.from_concurrency)
+            notes += _check_switch(ranges[i - 1], r, results, space, workload)
+        full = space.complete(want) if space else want
+        out.append(
+            {
+                "from_concurrency": r.from_concurrency,
+                "to_concurrency": r.to_concurrency,
+                "config": full,
+            }
+        )
+    return out, crossover, notes
+
+
+def _check_switch(
+    a: PolicyRange,
+    b: PolicyRange,
+    results: list[dict[str, Any]],
+    space: SearchSpace | None,
+    workload: tuple[Any, ...],
+) -> list[str]:
+    """Say so when the measurements do not support the switch where the policy puts it."""
+    pa = _per_level(
+        [x for x in _matching(results, _norm(a.config, space), space) if _workload(x) == workload]
+    )
+    pb = _per_level(
+        [x for x in _matching(results, _norm(b.config, space), space) if _workload(x) == workload]
+    )
+    notes = []
+    for c in sorted(set(pa) & set(pb)):
+        in_a = c <= (a.to_concurrency or c) and c >= a.from_concurrency
+        in_b = c >= b.from_concurrency and (b.to_concurrency is None or c <= b.to_concurrency)
+        if in_a and pb[c] > pa[c]:
+            notes.append(
+                f"at C={c} the later range's config measured higher ({pb[c]:.1f} vs "
+                f"{pa[c]:.1f} tok/s)"
+            )
+        if in_b and pa[c] > pb[c]:
+            notes.append(
+                f"at C={c} the earlier range's config measured higher ({pa[c]:.1f} vs "
+                f"{pb[c]:.1f} tok/s)"
+            )
+    return notes
+
+
+# --- output ---------------------------------------------------------------------------------------
+def _command(config: Any, flags: dict[str, Any]) -> str:
+    words = [*render_flags(flags), "--port", str(config.server.port)]
+    return config.server.command + " " + shlex.join(words)
+
+
+def _show(flags: dict[str, Any]) -> str:
+    return json.dumps(flags) if flags else "{} (no flags)"
+
+
+def _measured(results: list[dict[str, Any]], space: SearchSpace | None) -> str:
+    seen = dict.fromkeys(_key(r.get("flags") or {}, space) for r in results)
+    listed = list(seen)[:6]
+    more = f" and {len(seen) - 6} more" if len(seen) > 6 else ""
+    return "; ".join(listed) + more
+
+
+def _text(rec: dict[str, Any], objective: Any) -> str:
+    what = describe_objective(
+        objective.kind, objective.level, objective.ttft_p99_ms, objective.tpot_p99_ms
+    )
+    gain = rec["gain"]
+    lines = [
+        f"Recommendation ({what}):",
+        f"  deploy: {rec['command']}",
+        f"  value {rec['value']:.1f} vs baseline {rec['baseline_value']:.1f}"
+        + (f" ({gain:+.1%})" if gain is not None else "")
+        + f" over C={','.join(map(str, rec['levels']))}",
+    ]
+    for p in rec["policy"]:
+        hi = p["to_concurrency"]
+        lo = p["from_concurrency"]
+        span = f"C>={lo}" if hi is None else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
+        lines.append(f"  policy {span}: {' '.join(render_flags(p['config'])) or '(no flags)'}")
+    if rec["crossover"]:
+        lines.append(f"  crossover at C={', '.join(map(str, rec['crossover']))}")
+    lines += [f"  note: {n}" for n in rec["notes"]]
+    lines.append(f"Written to {FILE}.")
+    return "\n".join(lines)
