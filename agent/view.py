@@ -72,7 +72,7 @@ class LiveView:
         self.console = console or Console()
         self.progress = progress
         self.lock = threading.Lock()
-        self.board = Board()
+        self.board = Board(run_path=run.path)
         for event in read_events(run.events_path).events:  # a resumed run shows its history
             self.board.apply(event)
         self.live = Live(self, console=self.console, refresh_per_second=4, redirect_stderr=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -20,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.progress import Bar
-from agent.report_data import level_metrics, parse_ts
+from agent.report_data import level_metrics, load_result, parse_ts
 from state.events import Event
 from state.fold import RunState
 
@@ -41,6 +42,16 @@ class Board:
     events: int = 0
     bars: list[Bar] = field(default_factory=list)
     gone: int | None = None  # pid of a run process that ended without finishing the run
+    run_path: Path | None = None  # where result files are, for latencies the event lacks
+    _metrics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+
+    def metrics(self, result: Event) -> dict[int, dict[str, Any]]:
+        """Per-level figures of a benchmark event, completed from its result file once."""
+        key = str(result.get("id", result.get("seq")))
+        if key not in self._metrics:
+            full = load_result(self.run_path, result) if self.run_path else None
+            self._metrics[key] = level_metrics(result, full)
+        return self._metrics[key]
 
     def apply(self, event: Event) -> None:
         self.state.apply(event)
@@ -78,7 +89,7 @@ def render(board: Board, now: datetime | None = None) -> RenderableType:
     if board.state.servers:
         parts.append(_servers(board.state, now))
     if board.state.results:
-        parts.append(_benchmark(board.state))
+        parts.append(_benchmark(board))
     parts.append(_spend(board, now))
     if board.state.supervisor:
         lines = [f"[{m['seq']}] {short(m['text'], 200)}" for m in board.state.supervisor[-3:]]
@@ -110,7 +121,7 @@ def _status(board: Board, now: datetime) -> RenderableType:
             doing = f"thinking · {clock(since(board.last_ts, now))}"
         if s.stop_requested:
             doing += " · stop requested"
-        lines.append(Text(f"step {s.steps} · {doing}"))
+        lines.append(Text(f"step {s.steps} · {doing}", no_wrap=True, overflow="ellipsis"))
     for bar in board.bars:
         lines.append(_bar(bar))
     status = (s.finished or {}).get("status") or "running"
@@ -123,7 +134,7 @@ def _bar(bar: Bar) -> RenderableType:
         Text(bar.label, style="cyan"),
         ProgressBar(total=1.0, completed=bar.fraction or 0.0, width=30, pulse=bar.fraction is None),
         Text("  …" if bar.fraction is None else f"{bar.fraction:4.0%}"),
-        Text(short(bar.detail, 60), style="dim"),
+        Text(short(bar.detail, 70), style="dim", no_wrap=True, overflow="ellipsis"),
     )
     return grid
 
@@ -171,9 +182,10 @@ def _servers(s: RunState, now: datetime) -> RenderableType:
     return Panel(table, title="servers up", title_align="left")
 
 
-def _benchmark(s: RunState) -> RenderableType:
+def _benchmark(board: Board) -> RenderableType:
+    s = board.state
     latest = s.results[-1]
-    metrics = level_metrics(latest)
+    metrics = board.metrics(latest)
     table = Table(box=None, padding=(0, 1), show_edge=False)
     table.add_column("C", justify="right")
     table.add_column("tok/s", justify="right")

@@ -194,7 +194,7 @@ def watch_view(
     """Draw the run: a live view on a terminal; on anything else, one line per event as it
     arrives and the full view once at the end. Returns the final board; `board.gone` is the
     pid of a run process that ended without finishing the run."""
-    board = Board()
+    board = Board(run_path=path.parent)
     live: Live | None = None
     if console.is_terminal and not once:
         live = Live(render(board), console=console, auto_refresh=False, redirect_stderr=False)
@@ -203,7 +203,7 @@ def watch_view(
     try:
         for reset, lines in follow(path, interval, grace, once):
             if reset and not first:
-                board = Board()
+                board = Board(run_path=path.parent)
                 console.print("[yellow]events.jsonl was replaced: reading it again[/]")
             for line in lines:
                 board.apply(line.event)
