@@ -22,7 +22,9 @@ FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class StartServerInput(ToolInput):
-    name: str = Field(default="server", description="A name for this server within the run")
+    name: str | None = Field(
+        default=None, description="A name for this server within the run; default: server.name"
+    )
     flags: dict[str, Any] = Field(
         default={},
         description='Flags added to the configured command: {"--flag": value}; true = the switch '
@@ -55,8 +57,8 @@ class StartServer(Tool):
     Input = StartServerInput
 
     async def run(self, ctx: ToolContext, inp: StartServerInput) -> ToolResult:
-        name = check_name("server", inp.name)
         cfg = ctx.config.server
+        name = check_name("server", inp.name or cfg.name)
         engine = engine_for(ctx.config)
         host = host_for(ctx, inp.host or cfg.host)
         port = inp.port or cfg.port
