@@ -1,0 +1,191 @@
+"""The autopilot brain through the real loop, against a fast stand-in of the lab: every call is
+valid for the real tools, the todo list tells where it stands, and a run is a pure function of its
+events (deterministic, resumable, steerable by the supervisor)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.autopilot import AutopilotBrain
+from agent.brains.base import TurnRequest
+from agent.config import Config
+from agent.session import Limits, make_agent, start
+from sim import truth
+from sim.space import default_space
+from state.run import Run
+from tests.autopilot_world import lab, world
+from tools.compare import Compare
+from tools.kill_server import KillServer
+from tools.recommend import Recommend
+from tools.run_benchmark import RunBenchmark
+from tools.start_server import StartServer
+from tools.todo import TodoRead, TodoWrite
+
+REAL = {
+    t.name: t.Input
+    for t in (TodoWrite, TodoRead, StartServer, KillServer, RunBenchmark, Compare, Recommend)
+}
+MAX_TOKENS = 128
+
+
+async def drive(run: Run, config: Config, seed: int = 0, max_steps: int | None = None) -> int:
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(seed))
+    try:
+        return await agent.run_loop()
+    finally:
+        await agent.ctx.hosts.close()
+
+
+def new_run(runs: Path, config: Config, max_steps: int = 300) -> Run:
+    return start("beat baseline", config, "autopilot", runs, None, Limits(max_steps=max_steps))
+
+
+def calls(run: Run) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in run.state.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+
+
+async def test_a_whole_campaign_through_the_loop(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    assert await drive(run, config) == 0
+    assert run.state.finished and run.state.finished["status"] == "finished"
+    assert {t["status"] for t in run.state.todos} <= {"completed", "cancelled"}
+    assert json.loads((run.path / "todos.json").read_text())["todos"] == run.state.todos
+    rec = json.loads((run.path / "recommendation.json").read_text())
+    _, best = truth.optimum(default_space(), max_tokens=MAX_TOKENS)
+    assert truth.config_value(rec["config"], max_tokens=MAX_TOKENS) >= 0.98 * best
+    assert rec["gain"] > 0 and rec["crossover"] and len(rec["policy"]) >= 2
+    assert rec["policy"][0]["config"]["--speculative-algorithm"] == "EAGLE3"
+    assert run.state.servers == {}, "the autopilot kills what it started"
+    names = [c["name"] for c in calls(run)]
+    assert names[:2] == ["todowrite", "kill_server"] and "compare" in names
+    assert names.count("recommend") == 1
+    final = run.state.messages[-1]["content"]
+    assert final[0]["text"].startswith("Done. deploy")
+
+
+async def test_every_call_is_valid_for_the_real_tools(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    await drive(run, config, seed=1)
+    ids = [c["id"] for c in calls(run)]
+    assert len(set(ids)) == len(ids) and all(i.startswith("toolu_ap_") for i in ids)
+    for call in calls(run):
+        REAL[call["name"]].model_validate(call["input"])  # raises on any mismatch
+    in_progress = [
+        sum(t["status"] == "in_progress" for t in c["input"]["todos"])
+        for c in calls(run)
+        if c["name"] == "todowrite"
+    ]
+    assert max(in_progress) == 1 and in_progress[-1] == 0
+    errors = [e for e in run.log.path.read_text().splitlines() if '"is_error":true' in e]
+    assert all("failed to start" in e for e in errors), "only crashes the lab really has"
+
+
+async def test_the_same_events_give_the_same_campaign(tmp_path: Path) -> None:
+    config = lab()
+    first, second = new_run(tmp_path / "a", config), new_run(tmp_path / "b", config)
+    await drive(first, config, seed=2)
+    await drive(second, config, seed=2)
+    assert [m for m in first.state.messages if m["role"] == "assistant"] == [
+        m for m in second.state.messages if m["role"] == "assistant"
+    ]
+
+
+async def test_resume_after_a_crash_continues_the_same_campaign(tmp_path: Path) -> None:
+    config = lab()
+    whole = new_run(tmp_path / "whole", config)
+    await drive(whole, config, seed=3)
+    cut = new_run(tmp_path / "cut", config)
+    agent = make_agent(cut, AutopilotBrain(config), config, tools=world(3))
+    for _ in range(11):  # then the process dies: nothing but the event log survives
+        await agent.step()
+    await agent.ctx.hosts.close()
+    path = cut.path
+    cut.close()
+    resumed = Run.open(path)
+    resumed.append("run_resumed", repaired=None)
+    assert await drive(resumed, config, seed=3) == 0
+    assert [(c["name"], c["input"]) for c in calls(resumed)] == [
+        (c["name"], c["input"]) for c in calls(whole)
+    ]
+
+
+async def test_the_budget_warning_wraps_up(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config, max_steps=14)
+    assert await drive(run, config, seed=3) in (0, 3)
+    labels = [c["input"].get("label", "") for c in calls(run) if c["name"] == "run_benchmark"]
+    assert labels[-1].startswith("validate"), "after the warning: re-validate, then conclude"
+
+
+async def test_supervisor_directives_are_acknowledged_and_honoured(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(4))
+    for _ in range(6):
+        await agent.step()
+    run.append("supervisor_message", text="Please skip speculation, it is not deployable here")
+    seq = run.state.supervisor[-1]["seq"]
+    before = len(calls(run))
+    await agent.step()
+    reply = run.state.messages[-2]["content"][0]["text"]  # the assistant turn after the message
+    assert reply.startswith(f"Supervisor #{seq}: speculation is dropped")
+    run.append("supervisor_message", text="what is the weather like?")
+    await agent.step()
+    assert "noted; the autopilot acts on" in run.state.messages[-2]["content"][0]["text"]
+    run.append("supervisor_message", text="wrap up now")
+    assert await agent.run_loop() == 0
+    await agent.ctx.hosts.close()
+    later = calls(run)[before:]
+    starts = [c["input"]["flags"] for c in later if c["name"] == "start_server"]
+    assert starts and all(not f["--speculative-algorithm"] for f in starts)
+    assert [c["input"]["label"].split("-")[0] for c in later if c["name"] == "run_benchmark"][
+        -1
+    ] == "validate"
+    texts = [
+        b["text"]
+        for m in run.state.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "text"
+    ]
+    assert sum(t.startswith("Supervisor #") for t in texts) == 3, "each acknowledged once"
+
+
+async def test_compaction_summary_is_built_from_the_state(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(5))
+    for _ in range(5):
+        await agent.step()
+    await agent.ctx.hosts.close()
+    request = TurnRequest(
+        system="",
+        tools=[],
+        messages=run.state.messages,
+        max_tokens=100,
+        state=run.state,
+        config=config,
+        purpose="summary",
+    )
+    turn = await AutopilotBrain(config).next_turn(request)
+    assert turn.stop_reason == "end_turn" and not turn.tool_uses
+    assert "Best so far" in turn.text and "[x] baseline" in turn.text
+
+
+async def test_a_broken_search_space_ends_with_one_clear_line(tmp_path: Path) -> None:
+    config = lab().model_copy(update={"search": {"--x": []}})
+    run = new_run(tmp_path, config)
+    assert await drive(run, config) == 0
+    assert "search space is not usable: search.--x: expected a non-empty list" in (
+        run.state.finished or {}
+    ).get("reason", "")

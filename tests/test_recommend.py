@@ -1,0 +1,174 @@
+"""recommend: the numbers come from the run's own benchmarks, the file is what the issue says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config import ObjectiveConfig
+from agent.session import Limits, start
+from state.run import Run
+from tests.autopilot_world import lab
+from tools.base import ToolBox, ToolContext
+from tools.recommend import Recommend
+
+BASE = {
+    "--attention-backend": "flashinfer",
+    "--cuda-graph-max-bs": 128,
+    "--enable-flashinfer-allreduce-fusion": True,
+}
+FA3 = {**BASE, "--attention-backend": "fa3", "--cuda-graph-max-bs": 256}
+SPEC = {
+    **FA3,
+    "--speculative-algorithm": "EAGLE3",
+    "--speculative-num-steps": 3,
+    "--speculative-eagle-topk": 4,
+    "--speculative-num-draft-tokens": 8,
+}
+WORKLOAD = {"endpoint": "completions", "input_len": 512, "max_tokens": 128}
+
+
+def bench(
+    run: Run,
+    rid: str,
+    flags: dict[str, Any],
+    summary: dict[int, float],
+    workload: dict[str, Any] | None = None,
+    points: list[dict[str, Any]] | None = None,
+) -> None:
+    path = run.path / "results" / f"{rid}.json"
+    path.write_text(json.dumps({"points": points or []}))
+    run.append(
+        "benchmark",
+        id=rid,
+        path=str(path),
+        config_hash=rid,
+        server="server",
+        command="python -m sim",
+        flags=flags,
+        label=rid,
+        workload=workload or WORKLOAD,
+        summary={str(c): v for c, v in summary.items()},
+    )
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    config = lab()
+    run = start("beat baseline", config, "autopilot", tmp_path, None, Limits())
+    bench(run, "b001", BASE, {1: 90.0, 10: 360.0, 100: 520.0})
+    bench(run, "b002", BASE, {1: 92.0, 10: 370.0, 100: 530.0})
+    bench(run, "b003", FA3, {1: 100.0, 10: 380.0, 100: 540.0})
+    bench(run, "b004", SPEC, {1: 120.0, 10: 300.0, 100: 280.0})
+    return ToolContext(run=run, config=config)
+
+
+async def call(ctx: ToolContext, inp: dict[str, Any]) -> Any:
+    result, _ = await ToolBox([Recommend()]).call(ctx, "recommend", inp)
+    return result
+
+
+async def test_writes_the_recommendation_from_the_measurements(ctx: ToolContext) -> None:
+    policy = [
+        {"from_concurrency": 1, "to_concurrency": 1, "config": SPEC},
+        {"from_concurrency": 10, "to_concurrency": None, "config": FA3},
+    ]
+    result = await call(ctx, {"config": FA3, "policy": policy, "reason": "fastest"})
+    assert not result.is_error, result.text
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    assert rec == result.data["recommendation"]
+    base = (91.0 * 365.0 * 525.0) ** (1 / 3)
+    assert rec["baseline_value"] == pytest.approx(base, rel=1e-4)
+    assert rec["value"] == pytest.approx((100.0 * 380.0 * 540.0) ** (1 / 3), rel=1e-4)
+    assert rec["gain"] == pytest.approx(rec["value"] / rec["baseline_value"] - 1, abs=1e-4)
+    assert rec["config"]["--speculative-algorithm"] is False  # complete, as on the command line
+    assert rec["config"]["--cuda-graph-max-bs"] == 256
+    assert rec["command"].endswith(
+        "--attention-backend fa3 --cuda-graph-max-bs 256 "
+        "--enable-flashinfer-allreduce-fusion --port 30999"
+    )
+    assert rec["crossover"] == [10]
+    assert rec["policy"][1]["to_concurrency"] is None and rec["notes"] == []
+    assert rec["objective"]["kind"] == "geomean"
+    assert result.text.startswith("Recommendation (geometric mean")
+
+
+async def test_a_policy_the_numbers_contradict_gets_a_note(ctx: ToolContext) -> None:
+    policy = [
+        {"from_concurrency": 1, "to_concurrency": 10, "config": SPEC},
+        {"from_concurrency": 100, "config": FA3},
+    ]
+    result = await call(ctx, {"config": FA3, "policy": policy})
+    assert any("C=10" in n for n in result.data["recommendation"]["notes"])
+
+
+@pytest.mark.parametrize(
+    ("inp", "message"),
+    [
+        ({"config": {"--attention-backend": "triton"}}, "no benchmark of"),
+        (
+            {
+                "config": FA3,
+                "policy": [
+                    {"from_concurrency": 1, "to_concurrency": 10, "config": SPEC},
+                    {"from_concurrency": 5, "config": FA3},
+                ],
+            },
+            "overlaps",
+        ),
+        (
+            {
+                "config": FA3,
+                "policy": [
+                    {
+                        "from_concurrency": 1,
+                        "to_concurrency": 2,
+                        "config": {"--attention-backend": "triton"},
+                    },
+                    {"from_concurrency": 5, "config": FA3},
+                ],
+            },
+            "policy range 1",
+        ),
+        ({"config": FA3, "objective": {"kind": "level", "level": 5}}, "C=5, which was not"),
+        ({"config": FA3, "extra": 1}, "extra"),
+    ],
+)
+async def test_mistakes_get_one_clear_line(
+    ctx: ToolContext, inp: dict[str, Any], message: str
+) -> None:
+    result = await call(ctx, inp)
+    assert result.is_error and message in result.text
+
+
+async def test_objective_override_and_slo(ctx: ToolContext) -> None:
+    result = await call(ctx, {"config": SPEC, "objective": {"kind": "level", "level": 1}})
+    rec = result.data["recommendation"]
+    assert rec["value"] == 120.0 and rec["baseline_value"] == 91.0
+    config = ctx.config.model_copy(
+        update={"objective": ObjectiveConfig(kind="slo", ttft_p99_ms=100)}
+    )
+    run = ctx.run
+    points = [
+        {"max_concurrency": c, "p99_ttft_ms": t, "p99_tpot_ms": 5.0}
+        for c, t in ((1, 20.0), (10, 50.0), (100, 400.0))
+    ]
+    bench(run, "b005", BASE, {1: 91.0, 10: 365.0, 100: 525.0}, points=points)
+    result = await call(ToolContext(run=run, config=config), {"config": BASE})
+    assert not result.is_error, result.text
+    assert result.data["recommendation"]["value"] == pytest.approx(365.0)  # C=100 misses the SLO
+
+
+async def test_other_workloads_are_not_mixed(ctx: ToolContext) -> None:
+    bench(
+        ctx.run,
+        "b006",
+        FA3,
+        {1: 50.0, 10: 190.0, 100: 270.0},
+        workload={**WORKLOAD, "max_tokens": 512},
+    )
+    result = await call(ctx, {"config": FA3})
+    assert result.is_error and "baseline on the same workload" in result.text
