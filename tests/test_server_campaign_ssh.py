@@ -1,0 +1,126 @@
+"""A whole autopilot campaign with the simulator on a loopback OpenSSH host runs to the end the
+same way as on the local host: same tool calls, same recommendation, nothing left running."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.cli import main
+from state.events import read_events
+
+pytest_plugins = ["tests.ssh_fixtures"]
+
+CONFIG = """
+{hosts}
+
+[server]
+engine = "sim"
+host = "{host}"
+command = "SIM_GPU_DIR={gpus} {python} -m sim {flags}"
+port = {port}
+ready_timeout_s = 60
+kill_timeout_s = 5
+
+[bench]
+concurrency = [1, 30]
+input_len = 64
+max_tokens = 64
+
+[search]
+"--attention-backend" = ["flashinfer", "triton"]
+"--speculative-algorithm" = [false, "EAGLE3"]
+
+[search.baseline]
+"--attention-backend" = "triton"
+
+[model]
+name = "autopilot"
+"""
+
+
+FLAGS = (
+    "--time-scale 50 --model-path m --tp 8 --disable-custom-all-reduce --load-seconds 0.3 "
+    "--noise 0 --seed 1"
+)
+
+
+def same_call(name: str, inp: dict[str, Any]) -> tuple[str, Any]:
+    """A call without the free text that quotes measured numbers (they differ run to run)."""
+    if name == "todowrite":
+        return name, [(t["id"], t["status"]) for t in inp["todos"]]
+    return name, {k: v for k, v in inp.items() if k != "reason"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def campaign(tmp: Path, run_id: str, hosts: str, host: str) -> dict[str, Any]:
+    gpus = tmp / f"gpus-{run_id}"
+    gpus.mkdir()
+    cfg = tmp / f"{run_id}.toml"
+    cfg.write_text(
+        CONFIG.format(
+            hosts=hosts, host=host, gpus=gpus, python=sys.executable, flags=FLAGS, port=free_port()
+        )
+    )
+    code = main(
+        [
+            "run",
+            "--goal",
+            "beat baseline",
+            "--config",
+            str(cfg),
+            "--runs-dir",
+            str(tmp / "runs"),
+            "--run-id",
+            run_id,
+        ]
+    )
+    run = tmp / "runs" / run_id
+    events = read_events(run / "events.jsonl").events
+    calls = [
+        same_call(b["name"], b["input"])
+        for e in events
+        if e["type"] == "message" and e["role"] == "assistant"
+        for b in e["content"]
+        if b["type"] == "tool_use"
+    ]
+    return {
+        "code": code,
+        "calls": calls,
+        "events": events,
+        "recommendation": json.loads((run / "recommendation.json").read_text())["config"],
+        "gpus": list(gpus.glob("*.json")),
+    }
+
+
+def test_campaign_over_ssh_matches_the_local_one(sshd_server: Any, tmp_path: Path) -> None:
+    local = campaign(tmp_path, "local", '[[hosts]]\nname = "local"', "local")
+    box = sshd_server.host_config("lab", workdir=str(tmp_path / "remote"))
+    hosts = (
+        f'[[hosts]]\nname = "lab"\naddress = "{box.address}"\n'
+        f'identity_file = "{box.identity_file}"\nknown_hosts = "{box.known_hosts}"\n'
+        f'workdir = "{box.workdir}"'
+    )
+    remote = campaign(tmp_path, "ssh", hosts, "lab")
+
+    assert local["code"] == remote["code"] == 0
+    assert remote["calls"] == local["calls"]
+    assert remote["recommendation"] == local["recommendation"]
+    for result in (local, remote):
+        kinds = [e["type"] for e in result["events"]]
+        assert kinds.count("server_started") == kinds.count("server_ready") >= 2
+        for e in result["events"]:
+            if e["type"] == "server_killed":
+                assert all(e["verified"].values()), e
+        assert result["gpus"] == []  # every simulated GPU reservation released
+    started = [e for e in remote["events"] if e["type"] == "server_started"]
+    assert {e["host"] for e in started} == {"lab"}
+    assert all(e["log"].startswith(str(tmp_path / "remote" / "logs" / "ssh")) for e in started)
