@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agent.config import HostConfig
 from tools.base import ToolBox, ToolContext
 from tools.bash import Bash
 from tools.read_log import ReadLog
@@ -94,3 +96,32 @@ async def test_read_log_errors_are_one_line(ctx: ToolContext) -> None:
     assert is_error and "no server named 'server'" in text
     text, is_error, _ = await call(ctx, "read_log")
     assert is_error and "either path or server" in text
+
+
+async def test_read_log_of_a_multi_gigabyte_file_reads_only_what_it_shows(
+    ctx: ToolContext,
+) -> None:
+    # a sparse 4 GiB file: reading it whole would take seconds and gigabytes
+    await call(
+        ctx, "bash", command="truncate -s 4G huge.log && printf 'x\\nlast line\\n' >> huge.log"
+    )
+    text, is_error, data = await call(ctx, "read_log", path="huge.log", lines=1)
+    assert not is_error and text.splitlines()[1:] == ["last line"]
+    assert data["size"] == 4 * 1024**3 + 12
+    text, _, _ = await call(ctx, "read_log", path="huge.log", mode="range", offset=-10, length=10)
+    assert text.splitlines()[1:] == ["last line"]
+
+
+async def test_each_call_names_its_host(asyncssh_server: Any, tmp_path: Path) -> None:
+    from tests.ssh_fixtures import close_context, make_context
+
+    local = HostConfig(name="here", workdir=str(tmp_path / "here"))
+    remote = asyncssh_server.host_config("there", workdir=str(tmp_path / "there"))
+    ctx = make_context(tmp_path / "runs", local, extra_hosts=[remote])
+    try:
+        _, _, here = await call(ctx, "bash", command="pwd")
+        text, _, there = await call(ctx, "bash", command="pwd", host="there")
+        assert here["host"] == "here" and there["host"] == "there"
+        assert text.endswith(str(tmp_path / "there"))
+    finally:
+        await close_context(ctx)

@@ -149,3 +149,23 @@ def test_bad_address_is_one_line() -> None:
     )
     with pytest.raises(HostError, match="bad port in host address 'ssh://gpu-box:notaport'"):
         HostPool(config).get("x")
+
+
+async def test_ssh_config_alias_is_honoured(
+    asyncssh_server: AsyncSSHServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh/config").write_text(
+        f"Host gpu-alias\n  HostName 127.0.0.1\n  Port {asyncssh_server.port}\n"
+        f"  User {asyncssh_server.user}\n  IdentityFile {asyncssh_server.client_key}\n"
+    )
+    cfg = HostConfig(
+        name="gpu",
+        address="ssh://gpu-alias",
+        known_hosts=str(asyncssh_server.known_hosts),
+        workdir=str(tmp_path / "w"),
+    )
+    host = SSHHost(cfg)
+    assert (await host.run("echo via-alias")).stdout == "via-alias\n"
+    await host.close()
