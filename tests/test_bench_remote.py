@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.config import lab_config
 from state.run import Run
 from tools.base import ToolBox, ToolContext
@@ -55,6 +57,15 @@ class LocalHost:
         return proc.returncode or 0, out.decode(), err.decode(), 0.0
 
 
+class SftpHost(LocalHost):
+    """A host that can also fetch files (the SSH host does it over SFTP)."""
+
+    async def get(self, remote_path: str, local_path: str) -> int:
+        data = (self.workdir / remote_path).read_bytes()
+        Path(local_path).write_bytes(data)
+        return len(data)
+
+
 class Pool:
     def __init__(self, host: LocalHost) -> None:
         self.host = host
@@ -63,7 +74,10 @@ class Pool:
         return self.host
 
 
-async def test_remote_command_per_level_read_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("host_kind", [LocalHost, SftpHost])
+async def test_remote_command_per_level_read_back(
+    tmp_path: Path, host_kind: type[LocalHost]
+) -> None:
     (tmp_path / "fake_vllm.py").write_text(FAKE_VLLM)
     template = (
         f"{sys.executable} fake_vllm.py --base-url {{url}} --model {{model}} "
@@ -86,7 +100,7 @@ async def test_remote_command_per_level_read_back(tmp_path: Path) -> None:
         flags={},
         log="x",
     )
-    host = LocalHost(tmp_path)
+    host = host_kind(tmp_path)
     ctx = ToolContext(run=run, config=config, hosts=Pool(host))
     res, _ = await ToolBox([RunBenchmark()]).call(
         ctx, "run_benchmark", {"concurrency": [2, 8], "requests_per_level": 10, "max_tokens": 64}

@@ -9,7 +9,10 @@ Placeholders in bench.remote_command: {url} (the server as the host sees it), {m
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,8 +37,23 @@ async def host_run(host: Any, command: str, timeout: float) -> tuple[int, str, s
     res = await host.run(command, timeout=timeout)
     if isinstance(res, tuple):
         return int(res[0]), str(res[1]), str(res[2])
-    code = getattr(res, "exit_code", getattr(res, "exit_status", getattr(res, "returncode", 1)))
+    if getattr(res, "timed_out", False):
+        return 124, str(res.stdout), f"timed out after {timeout:g} s"
+    code = getattr(res, "exit_code", 1)
     return int(code if code is not None else 1), str(res.stdout), str(res.stderr)
+
+
+async def fetch(host: Any, path: str) -> str:
+    """The result file's text: over SFTP when the host can (no size limit), else with cat."""
+    if hasattr(host, "get"):
+        with tempfile.TemporaryDirectory(prefix="bench-remote-") as tmp:
+            local = os.path.join(tmp, "result.json")
+            await host.get(path, local)
+            return Path(local).read_text()
+    code, text, stderr = await host_run(host, f"cat {shlex.quote(path)}", 60)
+    if code != 0:
+        raise OSError(stderr.strip()[:200] or f"cat exited {code}")
+    return text
 
 
 def check_template(template: str) -> None:
@@ -94,16 +112,7 @@ async def run_remote(
                 tail = stderr.strip().splitlines()[-1:] or ["(no stderr)"]
                 point = _failed(level, n, "remote_command", f"exit {code}: {tail[0][:200]}")
             else:
-                code, text, stderr = await host_run(host, f"cat {shlex.quote(out)}", 60)
-                if code != 0:
-                    point = _failed(
-                        level, n, "remote_command", f"no result file {out}: {stderr.strip()[:200]}"
-                    )
-                else:
-                    try:
-                        point = point_from_vllm(orjson.loads(text), level, max_tokens)
-                    except (orjson.JSONDecodeError, TypeError, ValueError) as err:
-                        point = _failed(level, n, "remote_command", f"unreadable {out}: {err}")
+                point = await _read_point(host, out, level, n, max_tokens)
         except asyncio.CancelledError:
             outcome.interrupted = True
             break
@@ -112,6 +121,17 @@ async def run_remote(
             outcome.notes.append(f"C={level}: {next(iter(point['error_samples'].values()), '')}")
         obs.level_end(level, point)
     return outcome
+
+
+async def _read_point(host: Any, out: str, level: int, n: int, max_tokens: int) -> dict[str, Any]:
+    try:
+        text = await fetch(host, out)
+    except Exception as err:  # whatever the host says (SFTP, cat), it is one line
+        return _failed(level, n, "remote_command", f"no result file {out}: {err}")
+    try:
+        return point_from_vllm(orjson.loads(text), level, max_tokens)
+    except (orjson.JSONDecodeError, TypeError, ValueError) as err:
+        return _failed(level, n, "remote_command", f"unreadable {out}: {err}")
 
 
 def _failed(level: int, n: int, kind: str, message: str) -> dict[str, Any]:
