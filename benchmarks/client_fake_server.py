@@ -17,6 +17,8 @@ per ITL); ignore_eos is honoured only in that the server always sends max_tokens
   stall        headers, one message, then nothing (the client's stall timeout must fire)
   dropmid      closes the connection after 3 messages
   spaced       JSON with ", " and ": " separators (json.dumps defaults)
+  dropsecond   closes a kept-alive connection when its second request arrives, unanswered
+               (the race of a server closing an idle connection as the client sends)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Handler(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.task: asyncio.Future[None] | None = None
+        self.served = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -104,6 +107,11 @@ class Handler(asyncio.Protocol):
             return
         req = orjson.loads(body)
         model = req.get("model", "ideal")
+        self.served += 1
+        if model == "dropsecond" and self.served > 1:
+            assert self.transport is not None
+            self.transport.close()
+            return
         chat = path.endswith("chat/completions")
         max_tokens = int(req.get("max_tokens") or 16)
         if model == "http500":

@@ -84,6 +84,11 @@ async def test_ideal_and_speculative_like_streams(fake: str) -> None:
     assert eos.points[0]["early_eos"] == 6 and any("early EOS" in n for n in eos.notes)
 
 
+async def test_a_keep_alive_connection_closed_as_we_send_is_retried_once(fake: str) -> None:
+    out = await run_sweep(spec(fake, "dropsecond", [2], n=8))
+    assert out.points[0]["completed"] == 8 and out.points[0]["failed"] == 0
+
+
 async def test_a_stalled_stream_times_out(fake: str) -> None:
     t0 = time.monotonic()
     out = await run_sweep(spec(fake, "stall", [2], n=2, stall_timeout_s=0.5))

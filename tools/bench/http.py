@@ -96,6 +96,8 @@ class StreamConn(asyncio.Protocol):
         self.fut: asyncio.Future[None] | None = None
         self.state = IDLE
         self.last_rx = 0.0
+        self.requests = 0  # sent on this connection so far
+        self.answered = False  # any byte of the current response received
         # per request (reset by send)
         self.head = bytearray()
         self.raw = b""  # chunked framing not yet cut
@@ -124,6 +126,7 @@ class StreamConn(asyncio.Protocol):
         if self.rec is None:
             return  # bytes after a finished response (or after an abort): ignore
         if self.state == HEAD:
+            self.answered = True
             self.head += data
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
@@ -154,6 +157,8 @@ class StreamConn(asyncio.Protocol):
     # --- one request ---------------------------------------------------------------------------
     def send(self, request: bytes, rec: RequestRecord, fut: asyncio.Future[None]) -> None:
         self.rec, self.fut = rec, fut
+        self.requests += 1
+        self.answered = False
         self.state, self.head, self.raw, self.sse = HEAD, bytearray(), b"", b""
         self.status, self.ctype, self.keep_alive = 0, "", True
         self.remaining, self.last_t, self.crlf = 0, 0.0, False

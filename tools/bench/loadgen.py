@@ -149,6 +149,17 @@ async def _worker(
         conn.send(requests[i], rec, fut)
         rec.queue_time = rec.start - free_since
         await fut
+        if rec.error_kind == "disconnect" and not conn.answered and conn.requests > 1:
+            # the server closed an idle keep-alive connection as we sent: once more, fresh
+            rec = records[i] = RequestRecord()
+            try:
+                conn = conns[w] = await target.connect(connect_timeout)
+                fut = loop.create_future()
+                conn.send(requests[i], rec, fut)
+                await fut
+            except (OSError, TimeoutError) as err:
+                rec.start = rec.end = perf_counter()
+                rec.fail("connect", connect_error(target, err, connect_timeout))
         free_since = perf_counter()
         tick()
 

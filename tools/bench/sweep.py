@@ -141,9 +141,8 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                         stall_s=spec.stall_timeout_s,
                     )
             except asyncio.CancelledError:
-                outcome.interrupted = True
                 done = [r for r in run.done if r.error_kind != "cancelled"]
-                if done:
+                if done:  # the requests of this level that finished before Ctrl-C
                     point = compute_point(
                         done,
                         run.duration,
@@ -156,7 +155,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                     point["interrupted"] = True
                     outcome.points.append(point)
                     obs.level_end(level, point)
-                break
+                raise
             except ShardError as err:
                 raise BenchError(str(err)) from None
             point = compute_point(
@@ -176,6 +175,8 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
             if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
                 procs = min(procs * 2, max_procs)  # more client cores for the next levels
+    except asyncio.CancelledError:
+        outcome.interrupted = True  # Ctrl-C: the caller gets what was measured
     finally:
         if pool is not None:
             with contextlib.suppress(Exception):
