@@ -219,6 +219,11 @@ class SSHHost(Host):
                 proc.stdin.write_eof()  # nothing to read: a command waiting on stdin ends at once
                 return proc
             except CHANNEL_ERRORS as err:
+                if not conn.is_closed():  # refused, not dropped: the other channels live on
+                    raise HostError(
+                        f"host {self.name} refused a new channel: {err} (too many at once? "
+                        "see sshd's MaxSessions)"
+                    ) from None
                 self._forget()
                 if attempt == 2:
                     raise HostError(f"host {self.name}: cannot open a channel: {err}") from None
