@@ -80,4 +80,7 @@ def sweep_table(result: BenchResult) -> str:
     text = head + "\n" + render(SWEEP_HEADERS, rows)
     if result.notes:
         text += "\n" + "\n".join(f"note: {n}" for n in result.notes)
+    if result.interrupted:
+        done = len([p for p in result.points if not p.interrupted])
+        text += f"\ninterrupted after {done} of {len(result.levels)} levels"
     return text
