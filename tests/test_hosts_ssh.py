@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import Config, HostConfig, ServerConfig
 from tools.hosts import HostError, HostPool, LocalHost, SSHHost
-from tools.hosts import ssh as ssh_module
+from tools.hosts import connect as connect_module
 
 if TYPE_CHECKING:
     from tests.ssh_fixtures import AsyncSSHServer, Proxy, SSHServerBase
@@ -82,7 +82,7 @@ async def test_wrong_key_is_a_clear_login_refusal(
 async def test_unreachable_host_fails_after_bounded_retries(
     asyncssh_server: AsyncSSHServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ssh_module, "CONNECT_ATTEMPTS", 2)
+    monkeypatch.setattr(connect_module, "CONNECT_ATTEMPTS", 2)
     host = SSHHost(asyncssh_server.host_config("box", port=free_port()))
     with pytest.raises(HostError, match=r"cannot connect to host box .* after 2 tries"):
         await host.run("true")

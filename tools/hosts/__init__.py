@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from tools.hosts.base import CommandResult, Host, HostError, Proc
+from tools.hosts.connect import parse_address
 from tools.hosts.local import LocalHost
-from tools.hosts.ssh import SSHHost, parse_address
+from tools.hosts.ssh import SSHHost
 
 __all__ = [
     "CommandResult",

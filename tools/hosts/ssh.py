@@ -5,24 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
 import asyncssh
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
 
 from tools.hosts.base import CommandResult, Host, HostError, group_alive_sh, listening_ports
-from tools.hosts.keys import Client, KeyPolicy
+from tools.hosts.connect import connect, parse_address
 from tools.hosts.output import MAX_CAPTURE, Capture
 
 if TYPE_CHECKING:
@@ -30,8 +20,6 @@ if TYPE_CHECKING:
 
 MARK = b"__campaign_pgid="
 BASH = "bash --norc --noprofile -c"
-CONNECT_ATTEMPTS = 4
-CONNECT_MAX_DELAY_S = 30.0
 # errors on opening a channel: the connection is gone, the command never started (safe to retry)
 CHANNEL_ERRORS = (
     asyncssh.ChannelOpenError,
@@ -39,35 +27,6 @@ CHANNEL_ERRORS = (
     BrokenPipeError,
     ConnectionError,
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    host: str
-    port: int | None
-    user: str | None
-
-    def __str__(self) -> str:
-        user = f"{self.user}@" if self.user else ""
-        return f"ssh://{user}{self.host}" + (f":{self.port}" if self.port else "")
-
-
-def parse_address(address: str) -> Target:
-    """ssh://[user@]host[:port]; host may be a ~/.ssh/config alias."""
-    parts = urlsplit(address)
-    try:
-        port = parts.port
-    except ValueError:
-        raise HostError(f"bad port in host address {address!r}") from None
-    if parts.scheme != "ssh" or not parts.hostname or parts.path not in ("", "/"):
-        raise HostError(f'bad host address {address!r}: use "local" or ssh://[user@]host[:port]')
-    return Target(parts.hostname, port, parts.username)
-
-
-def _retryable(err: BaseException) -> bool:
-    if isinstance(err, asyncssh.PermissionDenied | asyncssh.HostKeyNotVerifiable | socket.gaierror):
-        return False
-    return isinstance(err, OSError | asyncssh.Error | TimeoutError)
 
 
 class SSHHost(Host):
@@ -86,7 +45,7 @@ class SSHHost(Host):
         async with self._lock:
             if self._conn is None or self._conn.is_closed():
                 self._forget()
-                self._conn = await self._connect()
+                self._conn = await connect(self.config, self.target)
                 self.connects += 1
             return self._conn
 
@@ -95,54 +54,6 @@ class SSHHost(Host):
             self._conn.abort()
         self._conn, self._sftp = None, None
         self._forwards.clear()
-
-    async def _connect(self) -> asyncssh.SSHClientConnection:
-        cfg = self.config
-        policy = KeyPolicy(cfg.known_hosts, self.name)
-        kwargs: dict[str, Any] = {
-            "known_hosts": policy.known_hosts_arg(),
-            "client_factory": lambda: Client(policy),
-            "keepalive_interval": cfg.keepalive_s,
-            "keepalive_count_max": 3,
-            "connect_timeout": cfg.connect_timeout_s,
-        }
-        if self.target.port:
-            kwargs["port"] = self.target.port
-        if self.target.user:
-            kwargs["username"] = self.target.user
-        if cfg.identity_file:
-            key = Path(cfg.identity_file).expanduser()
-            if not key.is_file():
-                raise HostError(f"host {self.name}: identity_file {cfg.identity_file} not found")
-            kwargs["client_keys"] = [str(key)]
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception(_retryable),
-                stop=stop_after_attempt(CONNECT_ATTEMPTS) | stop_after_delay(CONNECT_MAX_DELAY_S),
-                wait=wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5),
-                reraise=True,
-            ):
-                with attempt:
-                    return await asyncssh.connect(self.target.host, **kwargs)
-        except asyncssh.HostKeyNotVerifiable as err:
-            raise HostError(
-                policy.refusal or f"host {self.name}: host key refused: {err}"
-            ) from None
-        except asyncssh.PermissionDenied:
-            keys = cfg.identity_file or "the default keys / ssh-agent"
-            raise HostError(
-                f"host {self.name} ({self.target}) refused the login: check the user and "
-                f"identity_file ({keys}) and the box's authorized_keys"
-            ) from None
-        except socket.gaierror:
-            raise HostError(f"host {self.name}: cannot resolve {self.target.host!r}") from None
-        except (OSError, asyncssh.Error, TimeoutError) as err:
-            why = str(err) or type(err).__name__
-            raise HostError(
-                f"cannot connect to host {self.name} ({self.target}) after "
-                f"{CONNECT_ATTEMPTS} tries: {why}"
-            ) from None
-        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         conn = self._conn
