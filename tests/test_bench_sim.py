@@ -120,8 +120,10 @@ def test_agent_bench_json_has_vllm_keys(
         assert set(p) >= VLLM_KEYS, VLLM_KEYS - set(p)
         assert p["completed"] == 8 and p["failed"] == 0 and p["errors"] == {}
         assert p["total_output_tokens"] == 8 * 16 and p["early_eos"] == 0
-        # the server cannot answer faster than its fixed latencies
-        assert p["mean_ttft_ms"] >= 0.9 * TTFT_MS and p["median_tpot_ms"] >= 0.9 * ITL_MS
+        # the server cannot answer faster than its fixed latencies (a late server may catch up
+        # on its schedule, so per-token gaps can be shorter - but not the whole request)
+        assert p["mean_ttft_ms"] >= 0.9 * TTFT_MS
+        assert p["mean_e2el_ms"] >= 0.9 * (TTFT_MS + 15 * ITL_MS)
         assert p["total_input_tokens"] >= 8 * 32
     assert result["workload"]["model"] and result["config_hash"]
 
@@ -185,7 +187,7 @@ async def test_run_benchmark_saves_logs_and_remembers(
         Ledger.in_runs_dir(tmp_path / "runs").lookup(saved["config_hash"])[0]["id"]
         == "b001-baseline"
     )
-    bars = [i for k, i in seen if k == "bench_level"]
+    bars = [i for k, i in seen if k == "benchmark"]
     assert bars and bars[-1]["levels_done"] == 2 and bars[-1]["levels_total"] == 2
 
     again, _ = await box.call(ctx, "run_benchmark", {**inp, "label": "repeat"})

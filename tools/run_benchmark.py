@@ -7,17 +7,16 @@ and a `benchmark` event to the run's log; the model gets a compact table and the
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from state.ledger import Ledger
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
+from tools.bench.record import BenchProgress, record
 from tools.bench.remote import run_remote
-from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
+from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.bench.sweep import (
     BenchError,
     Observer,
@@ -26,7 +25,6 @@ from tools.bench.sweep import (
     discover_model,
     run_sweep,
 )
-from tools.bench.table import sweep_table
 
 MAX_LEVEL = 4096
 
@@ -82,7 +80,7 @@ class RunBenchmark(Tool):
         results_dir = ctx.run.path / "results"
         result_id = results.new_id(results_dir, label)
         client = ClientInfo(where="controller")
-        observer = _Progress(ctx, server.name or result_id, len(levels))
+        observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
                 client = ClientInfo(
@@ -231,99 +229,6 @@ class RunBenchmark(Tool):
             tag,
             observer=observer,
         )
-
-
-def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[str, dict[str, Any]]:
-    """Save the result, append the ledger line and the `benchmark` event; the model's text."""
-    ledger = Ledger.in_runs_dir(ctx.run.path.parent)
-    before = [
-        e
-        for e in ledger.lookup(result.config_hash)
-        if e.get("id") != result.id or e.get("run_id") != ctx.run.id
-    ]
-    path = results.save(result, results_dir)
-    failed = [p.max_concurrency for p in result.points if p.level_failed]
-    entry = ledger_entry(result, path)
-    ledger.append(entry)
-    ctx.run.append(
-        "benchmark",
-        id=result.id,
-        path=str(path),
-        config_hash=result.config_hash,
-        server=result.server.name,
-        command=result.server.command,
-        flags=result.server.flags,
-        label=result.label,
-        workload=result.workload.model_dump(),
-        summary=result.summary(),
-        url=result.server.url,
-        failed_levels=failed,
-        interrupted=result.interrupted,
-    )
-    text = sweep_table(result) + f"\nsaved {path} (id {result.id}, config {result.config_hash})"
-    if before:
-        prev = before[-1]
-        text += (
-            f"\nthis configuration was measured {len(before)} time(s) before; latest: "
-            f"{prev.get('id')} in run {prev.get('run_id')}: {prev.get('summary')}"
-        )
-    if result.interrupted:
-        text += "\ninterrupted: the levels measured so far are saved"
-    data = {
-        "id": result.id,
-        "path": str(path),
-        "config_hash": result.config_hash,
-        "summary": result.summary(),
-        "failed_levels": failed,
-        "previous": len(before),
-    }
-    return text, data
-
-
-def ledger_entry(result: BenchResult, path: Path) -> dict[str, Any]:
-    return {
-        "config_hash": result.config_hash,
-        "id": result.id,
-        "run_id": result.run_id,
-        "path": str(path.resolve()),
-        "label": result.label,
-        "server": result.server.model_dump(exclude={"url"}),
-        "url": result.server.url,
-        "workload": result.workload.model_dump(),
-        "summary": result.summary(),
-        "failed_levels": [p.max_concurrency for p in result.points if p.level_failed],
-        "interrupted": result.interrupted,
-    }
-
-
-class _Progress(Observer):
-    """Sweep progress as ctx.progress("bench_level", ...) (agent/progress.py draws it)."""
-
-    def __init__(self, ctx: ToolContext, name: str, levels: int) -> None:
-        self.ctx, self.name, self.levels = ctx, name, levels
-        self.total, self.finished = 0, 0
-
-    def level_start(self, level: int, requests: int) -> None:
-        self.total = requests
-        self._emit(level=level, done=0)
-
-    def progress(self, level: int, done: int) -> None:
-        self._emit(level=level, done=done)
-
-    def level_end(self, level: int, point: dict[str, Any]) -> None:
-        self.finished += 1
-        self._emit(level=level, done=self.total, output_throughput=point.get("output_throughput"))
-
-    def _emit(self, **info: Any) -> None:
-        if self.ctx.progress is not None:
-            self.ctx.progress(
-                "bench_level",
-                name=self.name,
-                total=self.total,
-                levels_done=self.finished,
-                levels_total=self.levels,
-                **info,
-            )
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from tools.bench.diagnose import error_message, no_choices
 from tools.bench.records import RequestRecord
 
 # A message with non-empty choices: `"choices":[{` (vLLM, SGLang: compact JSON) or with a space
@@ -277,7 +278,7 @@ class StreamConn(asyncio.Protocol):
         self.rec, self.fut, self.state = None, None, IDLE
         rec.end = perf_counter()
         if self.status != 200:
-            rec.fail(f"http_{self.status}", _error_message(bytes(self.error_body)) or "(no body)")
+            rec.fail(f"http_{self.status}", error_message(bytes(self.error_body)) or "(no body)")
         elif self.sse.strip() and rec.chunks == 0 and not self.other_event:
             self.other_event = self.sse[:4096]  # a body without blank-line framing
         if self.status == 200:
@@ -285,7 +286,7 @@ class StreamConn(asyncio.Protocol):
                 rec.latency = self.last_t - rec.start
                 self._usage(rec)
             else:
-                rec.fail(*_no_choices(self.other_event, self.ctype))
+                rec.fail(*no_choices(self.other_event, self.ctype))
         if not self.keep_alive:
             self.close()
         if not fut.done():
@@ -321,37 +322,3 @@ class StreamConn(asyncio.Protocol):
         self.close()
         if fut is not None and not fut.done():
             fut.set_result(None)
-
-
-def _error_message(body: bytes) -> str:
-    """One line from an error body: OpenAI's {"error": {"message"}}, FastAPI's detail, or text."""
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body.decode("utf-8", "replace").strip().splitlines()[0][:200] if body.strip() else ""
-    if isinstance(obj, dict):
-        err = obj.get("error", obj.get("detail", obj.get("message", obj)))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        return str(err)[:200]
-    return str(obj)[:200]
-
-
-def _no_choices(events: bytes, ctype: str) -> tuple[str, str]:
-    """Why a 200 response carried no `choices` message: the error kind and one line."""
-    text = events.strip()
-    if b"data:" in text:
-        payload = text.split(b"data:", 1)[1].split(b"\n", 1)[0].strip()
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return "bad_response", f"unparsable SSE message: {payload[:120]!r}"
-        if isinstance(obj, dict) and "error" in obj:
-            return "stream_error", _error_message(payload)
-        return "no_choices", f"stream ended without a choices message: {payload[:120]!r}"
-    if "json" in ctype and b'"choices"' in text:
-        return "not_streaming", "the server answered with one JSON body, not a stream"
-    if "text/event-stream" not in ctype:
-        what = ctype or "no content type"
-        return "not_openai", f"expected an SSE stream, got {what}: {text[:120]!r}"
-    return "no_choices", "stream ended without a choices message"
