@@ -13,15 +13,20 @@ from agent.report_data import Contender
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
 
 
-def crossing_points(a: Contender, b: Contender) -> list[float]:
-    """Where `a` and `b` swap places: between two measured levels, at the geometric midpoint."""
+def crossing_pairs(a: Contender, b: Contender) -> list[tuple[int, int]]:
+    """The pairs of neighbouring measured levels between which `a` and `b` swap places."""
     ta, tb = a.throughput(), b.throughput()
     common = sorted(set(ta) & set(tb))
-    out = []
-    for lo, hi in itertools.pairwise(common):
-        if (ta[lo] - tb[lo]) * (ta[hi] - tb[hi]) < 0:
-            out.append(math.sqrt(lo * hi))
-    return out
+    return [
+        (lo, hi)
+        for lo, hi in itertools.pairwise(common)
+        if (ta[lo] - tb[lo]) * (ta[hi] - tb[hi]) < 0
+    ]
+
+
+def crossing_points(a: Contender, b: Contender) -> list[float]:
+    """Where `a` and `b` swap places, drawn at the geometric midpoint of the two levels."""
+    return [math.sqrt(lo * hi) for lo, hi in crossing_pairs(a, b)]
 
 
 def draw(
@@ -29,7 +34,8 @@ def draw(
     crossover: list[float],
     title: str,
 ) -> bytes:
-    """PNG bytes. `curves` is (legend label, contender, role) with role baseline|winner|other."""
+    """PNG bytes. `curves` is (legend label, contender, role), role baseline | winner | other |
+    screened (measured on a few levels only: dotted, so the eye does not read a curve into it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
@@ -47,6 +53,7 @@ def draw(
         style = {
             "baseline": {"color": "#444444", "linestyle": "--", "linewidth": 2.0, "marker": "s"},
             "winner": {"color": "#1a9850", "linewidth": 2.8, "marker": "o", "zorder": 5},
+            "screened": {"linewidth": 1.0, "linestyle": ":", "marker": "D", "markersize": 4},
         }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
         ax.plot(xs, [points[x] for x in xs], label=label, **style)  # type: ignore[arg-type]
     ax.set_xscale("log")
@@ -63,19 +70,20 @@ def draw(
             label="crossover" if i == 0 else None,
         )  # fmt: skip
         ax.annotate(
-            f"crossover\nC≈{x:.3g}",
-            xy=(x, 0.0), xycoords=("data", "axes fraction"),
-            xytext=(4, 4), textcoords="offset points", va="bottom", color="#d73027", fontsize=8,
+            f"crossover\nC≈{x:.0f}",
+            xy=(x, 1.0), xycoords=("data", "axes fraction"),
+            xytext=(4, -4), textcoords="offset points", va="top", color="#d73027", fontsize=8,
         )  # fmt: skip
     ax.set_xlabel("concurrency (requests in flight, log scale)")
     ax.set_ylabel("output throughput (tokens/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    # below the axes: a legend inside would hide the curves it names
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
     return buf.getvalue()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.chart import crossing_points, draw
+from agent.chart import crossing_pairs, crossing_points, draw
 from agent.report_data import (
     Contender,
     flags_change,
@@ -103,30 +103,41 @@ def _policy(f: Facts) -> str:
         text = "; ".join(parts)
         return text + (f" (crossover at C={', '.join(map(str, crossover))})." if crossover else ".")
     assert f.winner is not None and f.baseline is not None
-    cross = crossing_points(f.winner, f.baseline) if f.winner is not f.baseline else []
-    if crossover or cross:
+    pairs = crossing_pairs(f.winner, f.baseline) if f.winner is not f.baseline else []
+    if crossover or pairs:
         where = (
-            ", ".join(map(str, crossover)) if crossover else ", ".join(f"{x:.3g}" for x in cross)
+            f"at C={', '.join(map(str, crossover))}"
+            if crossover
+            else " and ".join(f"between C={lo} and C={hi}" for lo, hi in pairs)
         )
         return (
-            f"one configuration everywhere, but it crosses the baseline near C={where}: "
+            f"one configuration everywhere, but it crosses the baseline {where}: "
             "see the per-level table."
         )
     return "one configuration at every concurrency level measured (no crossover)."
+
+
+def legend(f: Facts, c: Contender, prefix: str = "") -> str:
+    change = "" if c is f.baseline else f" ({short_text(flags_change(c.flags, f.base_flags), 48)})"
+    return f"{prefix}{c.name}{change}"
+
+
+def short_text(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def chart_curves(f: Facts) -> list[tuple[str, Contender, str]]:
     base, win = f.baseline, f.winner
     chosen: list[tuple[str, Contender, str]] = []
     if base is not None:
-        chosen.append((f"baseline: {base.name}", base, "baseline"))
+        chosen.append((legend(f, base, "baseline: "), base, "baseline"))
     if win is not None and win is not base:
-        chosen.append((f"winner: {win.name}", win, "winner"))
+        chosen.append((legend(f, win, "winner: "), win, "winner"))
     seen = {id(c) for _, c, _ in chosen}
     for p in (f.recommendation or {}).get("policy") or []:
         c = f.contender_for(p.get("config") if isinstance(p, dict) else None)
         if c is not None and id(c) not in seen:
-            chosen.append((f"policy: {c.name}", c, "other"))
+            chosen.append((legend(f, c, "policy: "), c, "other"))
             seen.add(id(c))
     if base is not None:
         others = [
@@ -135,7 +146,9 @@ def chart_curves(f: Facts) -> list[tuple[str, Contender, str]]:
             if id(c) not in seen and len(c.levels) >= 3 and (r := geomean_ratio(c, base))
         ]
         for _, c in sorted(others, key=lambda rc: -rc[0])[:MAX_OTHERS]:
-            chosen.append((c.name, c, "other"))
+            screened = len(c.levels) * 2 < len(base.levels)
+            role = "screened" if screened else "other"
+            chosen.append((legend(f, c, "screened: " if screened else ""), c, role))
     return chosen
 
 
@@ -153,12 +166,14 @@ def curves(f: Facts) -> list[Block]:
     out: list[Block] = [Heading(2, "Throughput by concurrency")]
     marks = crossover_marks(f)
     title = "Output throughput vs concurrency" + (
-        f" (crossover near C={', '.join(f'{x:.3g}' for x in marks)})" if marks else ""
+        f" (crossover near C={', '.join(f'{x:.0f}' for x in marks)})" if marks else ""
     )
     png = draw(chart_curves(f), marks, title)
     out.append(Image(CHART_FILE, png, "output throughput vs concurrency"))
     rows = []
-    shown = [c for _, c, role in chart_curves(f) if role != "other" or _in_policy(f, c)]
+    shown = [
+        c for _, c, role in chart_curves(f) if role in ("baseline", "winner") or _in_policy(f, c)
+    ]
     levels = sorted({c for k in shown for c in k.levels})
     for level in levels:
         here = [c for c in shown if c.value(level) is not None]

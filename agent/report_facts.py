@@ -62,6 +62,10 @@ class Facts:
         return max(full, key=lambda c: len(c.levels), default=None)
 
     def command_of(self, c: Contender) -> str:
+        """Its launch command: as its latest benchmark recorded it, else its server's launch."""
+        for run in reversed(c.runs):
+            if run.command:
+                return run.command
         for run in reversed(c.runs):
             if run.server in self.launches:
                 return self.launches[run.server]

@@ -121,13 +121,18 @@ def noise(f: Facts) -> list[Block]:
     worst = max(f.noise.values())
     out.append(
         Para(
-            f"Repeated measurements of {', '.join(f.noise_source)} differ by up to "
+            f"Repeated measurements of {_names(f.noise_source)} differ by up to "
             f"**{worst * 100:.1f} %**: a difference smaller than this is not a win."
         )
     )
     rows = [[str(c), f"{v * 100:.2f} %"] for c, v in f.noise.items()]
     out.append(Table(["C", "spread (max - min) / mean"], rows, right={0, 1}))
     return out
+
+
+def _names(names: list[str], most: int = 4) -> str:
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def setup(f: Facts) -> list[Block]:
@@ -190,7 +195,7 @@ def cost(f: Facts) -> list[Block]:
         ["wall-clock", f"{c['wall_minutes']:.1f} minutes"],
         ["model turns", f"{c['steps']:g}"],
         [
-            "model tokens",
+            "model tokens" if f.state.brain != "autopilot" else "model tokens (autopilot: none)",
             f"{c['input_tokens']:,.0f} in (cache included), {c['output_tokens']:,.0f} out",
         ],
         ["model cost", f"${c['usd']:.2f}"],
