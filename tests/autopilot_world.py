@@ -24,9 +24,18 @@ class FakeStart(Tool):
     name = StartServer.name
     Input = StartServer.Input
 
+    def __init__(self, busy: tuple[int, ...] = ()) -> None:
+        self.busy = busy  # ports a stranger holds
+
     async def run(self, ctx: ToolContext, inp: Any) -> ToolResult:
         cfg = ctx.config.server
-        command = " ".join([cfg.command, *render_flags(inp.flags), "--port", str(cfg.port)])
+        port = inp.port or cfg.port
+        if port in self.busy:
+            raise ToolError(
+                f"port {port} on host local is in use by pid 1 (nc -l), not by a "
+                "server of this run; stop it (bash) if it is a leftover"
+            )
+        command = " ".join([cfg.command, *render_flags(inp.flags), "--port", str(port)])
         pid = 1000 + len(ctx.run.state.results) + ctx.run.state.steps
         ctx.run.append(
             "server_started",
@@ -126,12 +135,12 @@ class FakeCompare(Tool):
         return ToolResult(text=f"compared {inp.results}")
 
 
-def world(seed: int = 0, noise: float = 0.01) -> ToolBox:
+def world(seed: int = 0, noise: float = 0.01, busy: tuple[int, ...] = ()) -> ToolBox:
     return ToolBox(
         [
             TodoWrite(),
             TodoRead(),
-            FakeStart(),
+            FakeStart(busy),
             FakeKill(),
             FakeBench(seed, noise),
             FakeCompare(),

@@ -30,8 +30,8 @@ REAL = {
 MAX_TOKENS = 128
 
 
-async def drive(run: Run, config: Config, seed: int = 0, max_steps: int | None = None) -> int:
-    agent = make_agent(run, AutopilotBrain(config), config, tools=world(seed))
+async def drive(run: Run, config: Config, seed: int = 0, busy: tuple[int, ...] = ()) -> int:
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(seed, busy=busy))
     try:
         return await agent.run_loop()
     finally:
@@ -189,3 +189,14 @@ async def test_a_broken_search_space_ends_with_one_clear_line(tmp_path: Path) ->
     assert "search space is not usable: search.--x: expected a non-empty list" in (
         run.state.finished or {}
     ).get("reason", "")
+
+
+async def test_a_port_taken_by_a_stranger_moves_the_server_not_the_verdict(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    assert await drive(run, config, seed=6, busy=(30999, 31000)) == 0
+    starts = [c["input"] for c in calls(run) if c["name"] == "start_server"]
+    assert "port" not in starts[0] and starts[1]["port"] == 31000
+    assert all(s["port"] == 31001 for s in starts[2:])
+    assert starts[2]["flags"] == starts[0]["flags"], "the baseline was not marked as crashed"
+    assert json.loads((run.path / "recommendation.json").read_text())["gain"] > 0

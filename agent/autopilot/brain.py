@@ -12,7 +12,7 @@ from typing import Any
 from agent.autopilot import directives, narrate
 from agent.autopilot.engine import space_of
 from agent.autopilot.history import History, Objective
-from agent.autopilot.observe import observe, tool_exchanges
+from agent.autopilot.observe import busy_port, observe, tool_exchanges
 from agent.autopilot.planner import Experiment, Finish, Planner, Settings
 from agent.autopilot.todos import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
@@ -23,6 +23,7 @@ from state.fold import RunState
 # a few waves there keep their noise down)
 WAVES_SWEEP, WAVES_SCREEN = 2, 1
 FLOOR_SWEEP, FLOOR_SCREEN = 30, 10
+MAX_PORT_MOVES = 20
 
 
 class AutopilotBrain:
@@ -133,7 +134,22 @@ class Campaign:
         launch = h.running_key() != key or (step.fresh and not h.running_fresh())
         if launch:
             self.say(narrate.launch(self.space, step, len(h.launches) + 1))
-            self.call("start_server", {"name": self.server, "flags": dict(step.config)})
+            start: dict[str, Any] = {"name": self.server, "flags": dict(step.config)}
+            busy, port = self.busy_ports(), self.config.server.port
+            if busy >= MAX_PORT_MOVES:
+                self.say(
+                    f"{narrate.CONCLUSION} no recommendation - {busy} ports from {port} up "
+                    "are all taken by processes that are not ours; free one and resume."
+                )
+                self.call("kill_server", {})
+                return
+            if busy:
+                self.say(
+                    f"Port {port + busy - 1} is taken by a process that is not ours: this "
+                    f"server goes to {port + busy}."
+                )
+                start["port"] = port + busy
+            self.call("start_server", start)
             return
         self.say(narrate.measure(self.space, step, h))
         label = f"{step.purpose}-L{h.running + 1 if h.running is not None else 0:02d}"
@@ -148,6 +164,14 @@ class Campaign:
             if requests is not None:
                 inp["requests_per_level"] = requests
             self.call("run_benchmark", inp)
+
+    def busy_ports(self) -> int:
+        """How many ports were found taken by strangers: each start moves one port up."""
+        return sum(
+            1
+            for name, _, block in tool_exchanges(self.state)
+            if name == "start_server" and block.get("is_error") and busy_port(block)
+        )
 
     def finish(self, step: Finish) -> None:
         self.write_todos(todos(self.planner, self.h, "report"))

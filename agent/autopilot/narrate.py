@@ -108,9 +108,14 @@ def concluded(state: RunState) -> bool:
 
 
 def closing(h: History, planner: Planner, recommended: bool) -> str:
-    step = planner.finish(h)
-    text = conclusion(planner.space, step, h, planner) if step.best is not None else step.why
-    if step.best is not None and not recommended:
+    step = planner.decide(h)
+    if not isinstance(step, Finish):
+        step = planner.finish(h)
+    if step.best is None or step.failed or not h.measurements:
+        why = step.why if step.failed else "nothing was measured"
+        return f"Done. No recommendation: {why}."
+    text = conclusion(planner.space, step, h, planner)
+    if not recommended:
         text += "\n(recommend failed: see its error above; the numbers here are the autopilot's)"
     return text.replace(CONCLUSION, "Done.", 1) + "\nrecommendation.json and the report say more."
 

@@ -19,6 +19,8 @@ from agent.search import SearchSpace
 from state.fold import RunState
 
 RESULT_ID = re.compile(r"\(id ([^,\s)]+)")
+# a port someone else holds says nothing about the configuration: the brain moves to another port
+PORT_BUSY = re.compile(r"port \d+ .*\bin use\b|address already in use", re.IGNORECASE)
 
 
 def tool_exchanges(state: RunState) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -31,6 +33,11 @@ def tool_exchanges(state: RunState) -> Iterator[tuple[str, dict[str, Any], dict[
             elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
                 name, inp = calls.pop(block["tool_use_id"])
                 yield name, inp, block
+
+
+def busy_port(block: dict[str, Any]) -> bool:
+    content = block.get("content")
+    return bool(PORT_BUSY.search(content if isinstance(content, str) else json.dumps(content)))
 
 
 def first_line(block: dict[str, Any]) -> str:
@@ -50,6 +57,9 @@ def observe(
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
         if name == "start_server" and inp.get("name", "server") == server:
+            if error and busy_port(block):
+                h.running = None
+                continue
             flags = space.complete(inp.get("flags") or {})
             h.launches.append(
                 Launch(flags, ok=not error, reason=first_line(block) if error else "")

@@ -147,21 +147,29 @@ class Planner:
 
     # --- screening and confirmation -------------------------------------------------------------
     def confirm(self, h: History, inc: Flags) -> Experiment | None:
-        """The latest measurement was a screen: sweep it fully if it might win somewhere."""
+        """The latest measurement was a screen: sweep it fully if it may beat the best on the
+        objective (within the objective's noise of it, or above), or - for the policy - if it
+        wins some level beyond the noise and is the best of its family there so far."""
         if not h.measurements:
             return None
         last = h.measurements[-1]
         levels = self.settings.levels
         if h.swept(last.config, levels) or not self.allowed(last.config):
             return None
-        ratio, wins = self.compare(h, last.config, inc, tuple(last.per_level))
-        noise, _ = self.noise(h)
-        if ratio >= 1 - noise:
+        screened = tuple(last.per_level)
+        ratio, wins = self.compare(h, last.config, inc, screened)
+        _, noise_obj = self.noise(h)
+        if ratio >= 1 - noise_obj:
             why = f"the screen is within the noise of the best or above ({ratio:.3f}x): confirm"
-        elif wins and self.settings.challenger:
-            why = f"it wins at C={_levels(wins)}: confirm, it may set the concurrency policy"
-        else:
+            return Experiment(last.config, levels, "confirm", why, base=inc)
+        if not wins or not self.settings.challenger:
             return None
+        rival = self.challenger(h, inc)
+        if rival is not None and last.purpose == "challenger":
+            rival_ratio, _ = self.compare(h, last.config, rival[0], screened)
+            if rival_ratio <= 1:
+                return None  # it wins there, but the family already has a better member
+        why = f"it wins at C={_levels(wins)}: confirm, it may set the concurrency policy"
         return Experiment(last.config, levels, "confirm", why, base=inc)
 
     def compare(
