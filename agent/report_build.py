@@ -60,7 +60,7 @@ def conclusion(f: Facts) -> list[Block]:
     else:
         ratio, measured = geomean_ratio(win, base), ""
     if len(f.contenders) == 1:
-        out.append(Para("**Only the baseline was measured**: nothing to compare it with yet."))
+        out.append(Para("**Keep the baseline**: it is the only configuration measured."))
         out.append(Code(f.command_of(base)))
     elif win is base or (ratio is not None and ratio <= 1.0):
         out.append(
@@ -188,7 +188,8 @@ def curves(f: Facts) -> list[Block]:
     headers = ["C", "configuration", "tok/s", "vs baseline"]
     headers += ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]
     out.append(Table(headers, rows, right={0, 2, 3, 4, 5, 6, 7}))
-    out.append(Para("The fastest configuration at each level is in bold."))
+    if len(shown) > 1:
+        out.append(Para("The fastest configuration at each level is in bold."))
     return out
 
 

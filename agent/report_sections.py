@@ -226,4 +226,6 @@ def caveats(f: Facts) -> list[Block]:
         items.append(f"The winner was not measured at C={','.join(map(str, missing))}.")
     if any(not r.from_file for c in f.contenders for r in c.runs):
         items.append("Some result files are missing (a replayed session): figures are the events'.")
+    for m in f.state.supervisor:  # steering changes what was explored: the reader must know
+        items.append(f'The supervisor said (event {m["seq"]}): "{m["text"]}".')
     return [Heading(2, "Caveats"), Bullets(items or ["None noted."])]
