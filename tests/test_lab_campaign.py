@@ -1,0 +1,117 @@
+"""`agent run --goal "beat baseline"` end to end: the CLI, the autopilot, the real tools and the
+simulator as real processes. The small campaign runs in about a minute; the default lab (the
+issue's acceptance run, about 5 minutes on 2 cores) runs when AGENT_LAB_E2E=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim import truth
+from sim.space import default_space
+
+SMALL = """
+[server]
+engine = "sim"
+port = {port}
+
+[bench]
+concurrency = [1, 10, 100]
+max_tokens = 64
+
+[search]
+"--attention-backend" = ["flashinfer", "fa3"]
+"--cuda-graph-max-bs" = [128, 256]
+"--speculative-algorithm" = [false, "EAGLE3"]
+"--speculative-num-steps" = [1, 3]
+"--speculative-eagle-topk" = [1]
+"--speculative-num-draft-tokens" = [2, 4]
+
+[search.requires]
+"--speculative-num-steps" = {{"--speculative-algorithm" = "EAGLE3"}}
+"--speculative-eagle-topk" = {{"--speculative-algorithm" = "EAGLE3"}}
+"--speculative-num-draft-tokens" = {{"--speculative-algorithm" = "EAGLE3"}}
+
+[search.baseline]
+"--attention-backend" = "flashinfer"
+"--cuda-graph-max-bs" = 128
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def agent_run(
+    tmp_path: Path, *args: str, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "run",
+            "--goal",
+            "beat baseline",
+            "--runs-dir",
+            str(runs),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=tmp_path,
+    )
+    folders = [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
+    assert len(folders) == 1, proc.stderr[-2000:]
+    return proc, folders[0]
+
+
+def check_run(proc: subprocess.CompletedProcess[str], run: Path) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "using the autopilot brain" in proc.stderr
+    todos = json.loads((run / "todos.json").read_text())["todos"]
+    assert todos and {t["status"] for t in todos} <= {"completed", "cancelled"}
+    assert (run / "report.md").is_file()
+    rec: dict[str, Any] = json.loads((run / "recommendation.json").read_text())
+    assert rec["value"] > 0 and rec["baseline_value"] > 0
+    assert "--port" in rec["command"]
+    return rec
+
+
+def test_a_small_lab_campaign_end_to_end(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(SMALL.format(port=free_port()))
+    proc, run = agent_run(tmp_path, "--config", "agent.toml", timeout=280)
+    rec = check_run(proc, run)
+    import tomllib
+
+    space = tomllib.loads(SMALL.format(port=1))["search"]
+    levels = [1, 10, 100]
+    _, best = truth.optimum(space, levels=levels, max_tokens=64)
+    assert truth.config_value(rec["config"], levels=levels, max_tokens=64) >= 0.98 * best
+
+
+@pytest.mark.skipif(os.environ.get("AGENT_LAB_E2E") != "1", reason="5 minutes: AGENT_LAB_E2E=1")
+def test_the_default_lab_campaign(tmp_path: Path) -> None:
+    proc, run = agent_run(tmp_path, timeout=900)
+    rec = check_run(proc, run)
+    _, best = truth.optimum(default_space())
+    assert truth.config_value(rec["config"]) >= 0.98 * best
+    if len(rec["policy"]) >= 2:  # the crossover between the policy's configurations
+        low, high = rec["policy"][0]["config"], rec["policy"][-1]["config"]
+        levels = [1, 2, 5, 10, 30, 70, 100, 250]
+        a, b = truth.throughput(low, levels), truth.throughput(high, levels)
+        real = next(c for c in levels if b[c] >= a[c])
+        assert abs(levels.index(rec["crossover"][-1]) - levels.index(real)) <= 1
