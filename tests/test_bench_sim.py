@@ -191,7 +191,10 @@ async def test_run_benchmark_saves_logs_and_remembers(
     assert bars and bars[-1]["levels_done"] == 2 and bars[-1]["levels_total"] == 2
 
     again, _ = await box.call(ctx, "run_benchmark", {**inp, "label": "repeat"})
-    assert "measured 1 time(s) before; latest: b001-baseline" in again.text
+    assert "measured before at these levels (tok/s): b001-baseline (run r1): C=1 " in again.text
+    assert again.data["previous"] == ["b001-baseline"]
+    other, _ = await box.call(ctx, "run_benchmark", {**inp, "concurrency": [2], "label": "c2"})
+    assert "measured before" not in other.text  # no level in common
     cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
     assert not cmp.is_error, cmp.text
     assert set(cmp.data["noise_floor"]) == {"1", "3"}  # an A/A pair: the noise floor is known

@@ -42,11 +42,10 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         interrupted=result.interrupted,
     )
     text = sweep_table(result) + f"\nsaved {path} (id {result.id}, config {result.config_hash})"
-    if before:
-        prev = before[-1]
-        text += (
-            f"\nthis configuration was measured {len(before)} time(s) before; latest: "
-            f"{prev.get('id')} in run {prev.get('run_id')}: {prev.get('summary')}"
+    earlier = earlier_at_levels(before, result.summary())
+    if earlier:
+        text += "\nthis configuration was measured before at these levels (tok/s): " + "; ".join(
+            earlier[-3:]
         )
     if result.interrupted:
         text += "\ninterrupted: the levels measured so far are saved"
@@ -56,9 +55,24 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         "config_hash": result.config_hash,
         "summary": result.summary(),
         "failed_levels": failed,
-        "previous": len(before),
+        "previous": [str(e.get("id")) for e in before],
     }
     return text, data
+
+
+def earlier_at_levels(before: list[dict[str, Any]], summary: dict[str, float]) -> list[str]:
+    """Earlier results of the configuration that share a level with this one, one line each."""
+    lines = []
+    for e in before:
+        failed = {str(x) for x in e.get("failed_levels") or []}
+        shared = [
+            f"C={lv} {'FAILED' if lv in failed else f'{v:.1f}'}"
+            for lv, v in (e.get("summary") or {}).items()
+            if lv in summary
+        ]
+        if shared:
+            lines.append(f"{e.get('id')} (run {e.get('run_id')}): {', '.join(shared)}")
+    return lines
 
 
 def ledger_entry(result: BenchResult, path: Path) -> dict[str, Any]:
