@@ -127,6 +127,17 @@ def test_noise_floor_from_repeats_marks_small_differences() -> None:
     assert any("within the noise floor at C=1" in w for w in cmp.warnings)
     assert "1.010~" in render_comparison(cmp)
     assert compare([a1, a2]).noise  # the same config hash among the results compared
+    # a crossover whose sides lie inside the noise is not established
+    d = result(
+        "b004",
+        {1: 101.0, 10: 795.0},
+        command=BASE + " --cuda-graph-max-bs 64",
+        flags={"--cuda-graph-max-bs": 64},
+    )
+    cross = compare([a1, d], repeats=[{"1": [100.0, 103.0], "10": [800.0, 808.0]}]).crossovers
+    assert cross["b004"][0].endswith("(within the noise floor: not established)")
+    only = compare([a1, d], repeats=[{"1": [100.0, 103.0], "250": [1.0, 2.0]}])
+    assert set(only.noise) == {1}  # levels outside the comparison are not shown
 
 
 def make_ctx(tmp_path: Path) -> ToolContext:

@@ -121,12 +121,14 @@ def compare(
         }
         ratios[r.id] = rr
         geomean[r.id] = math.exp(sum(math.log(x) for x in rr.values()) / len(rr)) if rr else None
-        crossovers[r.id] = _crossovers(r.id, base.id, rr)
     noise = noise_floor(list(repeats or []) + _repeats_among(results))
+    noise = {lv: v for lv, v in noise.items() if lv in levels}
     within = {
         rid: [lv for lv, x in rr.items() if lv in noise and abs(x - 1) <= noise[lv]]
         for rid, rr in ratios.items()
     }
+    for r in others:
+        crossovers[r.id] = _crossovers(r.id, base.id, ratios[r.id], within[r.id])
     cmp = Comparison(
         ids, base.id, levels, values, ratios, winners, geomean, crossovers, noise, within
     )
@@ -150,13 +152,18 @@ def compare(
     return cmp
 
 
-def _crossovers(rid: str, bid: str, ratios: dict[int, float]) -> list[str]:
+def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) -> list[str]:
+    """Where the ratio crosses 1 between consecutive levels; one inside the noise on either side
+    is said to be not established."""
     out = []
     pts = sorted(ratios.items())
     for (l1, r1), (l2, r2) in itertools.pairwise(pts):
         if (r1 - 1) * (r2 - 1) < 0:
             ahead, behind = (rid, bid) if r1 > 1 else (bid, rid)
-            out.append(f"between C={l1} and C={l2}: {ahead} ahead at C<={l1}, {behind} at C>={l2}")
+            line = f"between C={l1} and C={l2}: {ahead} ahead at C<={l1}, {behind} at C>={l2}"
+            if l1 in noisy or l2 in noisy:
+                line += " (within the noise floor: not established)"
+            out.append(line)
     return out
 
 
