@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools.guard import check
@@ -45,6 +47,11 @@ REFUSED = [
     "chown -R nobody /etc",
     "find / -name '*.log' -delete",
     "$(rm -rf /)",
+    # prefixes whose options take a value
+    "sudo -u root rm -rf /",
+    "nice -n 19 rm -rf /",
+    "timeout -s KILL 5 rm -rf /home",
+    "ionice -c 3 mkfs.ext4 /dev/sda",
 ]
 
 ALLOWED = [
@@ -65,6 +72,8 @@ ALLOWED = [
     "echo 'rm -rf /' > notes.txt",
     "grep -r 'shutdown' /var/log",
     "systemctl status sshd",
+    "sudo -u bob ls /",
+    "nice -n 19 python train.py",
 ]
 
 
@@ -91,3 +100,37 @@ def test_allow_list_lets_a_matching_command_through() -> None:
 def test_reason_is_one_line() -> None:
     reason = check("rm -rf /", [])
     assert reason and "\n" not in reason and "/" in reason
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_command_is_judged_without_wedging() -> None:
+    # a 2 MB command once took the fork-bomb regex (and shlex) hours: the guard must stay linear
+    pad = "x" * 2_000_000
+    assert check("echo " + pad, []) is None
+    assert check("f()" + pad, []) is None
+    assert check(f"rm -rf / {pad}", []) is not None
+    assert check(f"echo {pad}; reboot", []) is not None
+
+
+async def test_allow_list_from_the_config_reaches_the_bash_tool(tmp_path: Path) -> None:
+    from agent.config import Config, GuardConfig, HostConfig, ServerConfig
+    from state.run import Run
+    from tools.base import ToolBox, ToolContext
+    from tools.bash import Bash
+    from tools.hosts import HostPool
+
+    # `kill -0 1` only asks whether init exists: harmless, yet refused unless allowed
+    box = ToolBox([Bash()])
+    for allow, refused in (([], True), ([r"^kill -0 1$"], False)):
+        config = Config(
+            hosts=[HostConfig(name="local", workdir=str(tmp_path / "work"))],
+            server=ServerConfig(command="true"),
+            guard=GuardConfig(allow=allow),
+        )
+        ctx = ToolContext(run=Run.create(tmp_path / "runs"), config=config, hosts=HostPool(config))
+        result, _ = await box.call(ctx, "bash", {"command": "kill -0 1"})
+        ctx.run.close()
+        await ctx.hosts.close()
+        assert result.is_error is refused, result.text
+        assert ("[guard] allow" in result.text) is refused
+        assert result.text.startswith("exit ") is not refused

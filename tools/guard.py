@@ -54,7 +54,24 @@ PREFIXES = {
     "stdbuf",
     "setsid",
 }
-FORK_BOMB = re.compile(r"(\S+)\s*\(\)\s*\{[^}]*\1\s*\|\s*\1\s*&[^}]*\}")
+# the name starts at a word boundary and is bounded: an unanchored (\S+) backtracks
+# quadratically, and a 2 MB command wedged the guard for hours
+# options of the prefixes that take a separate value: `sudo -u root rm -rf /` is still rm
+VALUE_OPTIONS = {
+    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R"},
+    "doas": {"-u", "-C"},
+    "nice": {"-n", "--adjustment"},
+    "ionice": {"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"},
+    "env": {"-u", "-C", "--unset", "--chdir"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "exec": {"-a"},
+    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s"},
+    "timeout": {"-s", "-k", "--signal", "--kill-after"},
+}
+FORK_BOMB = re.compile(
+    r"(?<![^\s;&|(){}])([^\s;&|(){}]{1,64})\s*\(\)\s*\{[^}]*\1\s*\|\s*\1\s*&[^}]*\}"
+)
+SHLEX_MAX = 65_536  # shlex builds tokens by string concatenation: quadratic on huge words
 POWER = {"shutdown", "reboot", "poweroff", "halt"}
 
 
@@ -75,6 +92,8 @@ def check(command: str, allow: list[str] | None = None) -> str | None:
 
 
 def _words(text: str) -> list[str]:
+    if len(text) > SHLEX_MAX:
+        return text.split()
     try:
         return shlex.split(text, comments=True)
     except ValueError:  # unbalanced quotes: judge the plain words
@@ -87,17 +106,19 @@ def _unwrap(argv: list[str]) -> list[str]:
         head = argv[0].rsplit("/", 1)[-1]
         if "=" in argv[0] and not argv[0].startswith("-"):
             argv = argv[1:]
-        elif head in PREFIXES:
-            argv = argv[1:]
-            while argv and argv[0].startswith("-"):
-                argv = argv[1:]
-        elif head == "timeout":
-            argv = argv[1:]
-            while argv and argv[0].startswith("-"):
-                argv = argv[1:]
-            argv = argv[1:]  # the duration
+        elif head in PREFIXES or head == "timeout":
+            argv = _skip_options(argv[1:], VALUE_OPTIONS.get(head, set()))
+            if head == "timeout":
+                argv = argv[1:]  # the duration
         else:
             break
+    return argv
+
+
+def _skip_options(argv: list[str], with_value: set[str]) -> list[str]:
+    """Drop leading options; those that take a value (`sudo -u root`) take the next word too."""
+    while argv and argv[0].startswith("-"):
+        argv = argv[2:] if argv[0] in with_value else argv[1:]
     return argv
 
 
