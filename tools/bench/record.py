@@ -37,6 +37,7 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         label=result.label,
         workload=result.workload.model_dump(),
         summary=result.summary(),
+        points=compact_points(result),
         url=result.server.url,
         failed_levels=failed,
         interrupted=result.interrupted,
@@ -58,6 +59,31 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         "previous": [str(e.get("id")) for e in before],
     }
     return text, data
+
+
+COMPACT = (
+    "output_throughput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "completed",
+    "failed",
+    "level_failed",
+)
+
+
+def compact_points(result: BenchResult) -> dict[str, dict[str, Any]]:
+    """The per-level figures a report needs, in the event itself: a recorded session replayed
+    elsewhere has the events but not the result files."""
+    return {
+        str(p.max_concurrency): {
+            k: round(v, 3) if isinstance(v, float) else v
+            for k in COMPACT
+            if (v := getattr(p, k)) is not None
+        }
+        for p in result.points
+    }
 
 
 def earlier_at_levels(before: list[dict[str, Any]], summary: dict[str, float]) -> list[str]:

@@ -23,6 +23,7 @@ from tools.bench.loadgen import LevelRun, connect_error, run_level
 from tools.bench.metrics import DEFAULT_PERCENTILES, compute_point
 from tools.bench.schema import Workload
 from tools.bench.shard import ShardError, ShardPool, level_requests
+from tools.bench.timescale import server_time_scale, to_model_time
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
 
@@ -108,10 +109,16 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     if not spec.levels or any(c < 1 for c in spec.levels):
         raise BenchError(f"concurrency levels must be positive integers, got {spec.levels}")
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
+    scale = await server_time_scale(spec.url)
     wl = spec.workload.model_copy(update={"model": model})
     auto = spec.processes is None
     procs = 1 if auto else int(spec.processes or 0)
     outcome = SweepOutcome(model=model, processes=procs)
+    if scale != 1.0:
+        outcome.notes.append(
+            f"the server runs {scale:g}x faster than the box it models (a "
+            "simulator): every figure is converted to the modelled box's time"
+        )
     max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
     pool: ShardPool | None = None
     try:
@@ -153,6 +160,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                         run.cpu_seconds or None,
                     )
                     point["interrupted"] = True
+                    point = to_model_time(point, scale)
                     outcome.points.append(point)
                     obs.level_end(level, point)
                 raise
@@ -168,6 +176,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                 run.cpu_seconds,
             )
             point["client_processes"] = max(procs, 1)
+            point = to_model_time(point, scale)
             outcome.points.append(point)
             outcome.processes = max(outcome.processes, procs)
             _check(point, level, procs, outcome.notes)

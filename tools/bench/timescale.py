@@ -1,0 +1,39 @@
+"""The simulator runs its physics `time_scale` times faster than the box it models, so a client
+measures time_scale x the modelled throughput and 1/time_scale the latencies. Sweeps against it
+are converted back to model time, so every figure the agent sees is the modelled box's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+RATES = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
+KEEP = ("max_concurrency", "achieved_concurrency", "client_cpu_percent", "client_processes")
+
+
+async def server_time_scale(url: str, timeout: float = 5.0) -> float:
+    """The simulator's time scale from GET /server_info; 1.0 for any other server."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            resp = await client.get(f"{url.rstrip('/')}/server_info")
+        scale = float(resp.json()["sim"]["time_scale"]) if resp.status_code == 200 else 1.0
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return 1.0
+    return scale if scale > 0 else 1.0
+
+
+def to_model_time(point: dict[str, Any], scale: float) -> dict[str, Any]:
+    """A point measured against a time-scaled server, in the modelled box's time."""
+    if scale == 1.0:
+        return point
+    out = dict(point)
+    for key, value in point.items():
+        if not isinstance(value, int | float) or isinstance(value, bool) or key in KEEP:
+            continue
+        if key in RATES:
+            out[key] = value / scale
+        elif key.endswith("_ms") or key == "duration":
+            out[key] = value * scale
+    out["time_scale"] = scale
+    return out
