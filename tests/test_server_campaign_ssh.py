@@ -1,5 +1,9 @@
 """A whole autopilot campaign with the simulator on a loopback OpenSSH host runs to the end the
-same way as on the local host: same tool calls, same recommendation, nothing left running."""
+same way as on the local host: same tool calls, same recommendation, nothing left running.
+
+The space is small and its differences wide (cuda-graph-max-bs 16 vs 128 is 38 % at C=40,
+EAGLE-3 loses 40 % or more at both levels) so that measurement noise on a busy 2-core machine
+cannot change a decision; the tool calls are compared without the free text quoting numbers."""
 
 from __future__ import annotations
 
@@ -26,16 +30,16 @@ ready_timeout_s = 60
 kill_timeout_s = 5
 
 [bench]
-concurrency = [1, 30]
-input_len = 64
-max_tokens = 64
+concurrency = [10, 40]
+input_len = 32
+max_tokens = 32
 
 [search]
-"--attention-backend" = ["flashinfer", "triton"]
+"--cuda-graph-max-bs" = [16, 128]
 "--speculative-algorithm" = [false, "EAGLE3"]
 
 [search.baseline]
-"--attention-backend" = "triton"
+"--cuda-graph-max-bs" = 16
 
 [model]
 name = "autopilot"
@@ -43,7 +47,7 @@ name = "autopilot"
 
 
 FLAGS = (
-    "--time-scale 50 --model-path m --tp 8 --disable-custom-all-reduce --load-seconds 0.3 "
+    "--time-scale 10 --model-path m --tp 8 --disable-custom-all-reduce --load-seconds 0.3 "
     "--noise 0 --seed 1"
 )
 
