@@ -11,6 +11,7 @@ from pathlib import Path
 from agent.report_data import Contender
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
+OTHERS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # no green, grey
 
 
 def crossing_pairs(a: Contender, b: Contender) -> list[tuple[int, int]]:
@@ -44,6 +45,7 @@ def draw(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     levels: set[int] = set()
+    others = iter(OTHERS * 4)
     for label, contender, role in curves:
         points = contender.throughput()
         if not points:
@@ -55,6 +57,8 @@ def draw(
             "winner": {"color": "#1a9850", "linewidth": 2.8, "marker": "o", "zorder": 5},
             "screened": {"linewidth": 1.0, "linestyle": ":", "marker": "D", "markersize": 4},
         }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
+        if role not in ("baseline", "winner"):
+            style = {**style, "color": next(others)}
         ax.plot(xs, [points[x] for x in xs], label=label, **style)  # type: ignore[arg-type]
     ax.set_xscale("log")
     if levels:

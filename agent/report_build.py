@@ -98,8 +98,8 @@ def _policy(f: Facts) -> str:
             lo, hi = p.get("from_concurrency"), p.get("to_concurrency")
             span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
             c = f.contender_for(p.get("config"))
-            name = c.name if c else flags_change(p.get("config"), f.base_flags)
-            parts.append(f"{span}: **{name}**")
+            change = flags_change(p.get("config"), f.base_flags)
+            parts.append(f"{span}: **{c.name}** ({change})" if c else f"{span}: {change}")
         text = "; ".join(parts)
         return text + (f" (crossover at C={', '.join(map(str, crossover))})." if crossover else ".")
     assert f.winner is not None and f.baseline is not None

@@ -65,7 +65,10 @@ def test_conclusion_states_the_command_the_gain_and_the_policy(full: Path) -> No
     assert "**Deploy cg256** (--cuda-graph-max-bs 256)" in conclusion
     assert "--cuda-graph-max-bs 256 --enable-flashinfer-allreduce-fusion --port 30000" in conclusion
     assert "1.014x (+1.4 %)" in conclusion and "(288.0 vs 284.0)" in conclusion
-    assert "C=1: **eagle**; C>=2: **cg256** (crossover at C=2)" in conclusion
+    assert "C=1: **eagle** (--speculative-algorithm EAGLE3, --speculative-eagle-topk 1," in (
+        conclusion
+    )
+    assert "C>=2: **cg256** (--cuda-graph-max-bs 256) (crossover at C=2)" in conclusion
 
 
 def test_per_level_table_has_throughput_latency_and_ratio(full: Path) -> None:
@@ -124,7 +127,8 @@ def test_a_replayed_session_without_result_files_renders_from_the_events(tmp_pat
     md = (folder / "report.md").read_text()
     assert all(s in md for s in SECTIONS)
     # the recommendation comes from the recommend tool's result, the latencies from the events
-    assert "C=1: **eagle**; C>=2: **cg256**" in md
+    assert "C=1: **eagle** (--speculative-algorithm EAGLE3" in md
+    assert "C>=2: **cg256** (--cuda-graph-max-bs 256)" in md
     eagle = next(r for r in rows(md, "250", "## Throughput") if r[1] == "eagle")
     assert eagle[4:6] == ["310.0", "590.0"]
     assert "Some result files are missing" in md
