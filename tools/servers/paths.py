@@ -14,7 +14,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def check_name(kind: str, name: str) -> str:
     if not NAME.match(name):
-        raise ToolError(f"bad {kind} name {name!r}: use letters, digits, '.', '_' and '-'")
+        shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+        raise ToolError(f"bad {kind} name {shown}: use up to 64 letters, digits, '.', '_' and '-'")
     return name
 
 
