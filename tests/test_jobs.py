@@ -49,7 +49,7 @@ async def test_job_runs_detached_shows_progress_and_exit(host_ctx: ToolContext) 
     )
     text, data = await wait_ended(host_ctx, "gen")
     assert "finished OK" in text and data["exit_code"] == 0 and data["fraction"] == 1.0
-    assert "step 4/4" in text
+    assert "step 6/6" in text
     ended = [e for e in read_events(host_ctx.run.events_path).events if e["type"] == "job_ended"]
     assert [e["exit_code"] for e in ended] == [0]
     await call(host_ctx, "job_status", name="gen")  # asking again logs nothing new
