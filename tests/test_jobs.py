@@ -35,7 +35,7 @@ async def wait_ended(
 
 
 async def test_job_runs_detached_shows_progress_and_exit(host_ctx: ToolContext) -> None:
-    cmd = 'for i in 1 2 3 4; do echo "step $i/4 (2.0 it/s)"; sleep 0.4; done'
+    cmd = 'for i in 1 2 3 4 5 6; do echo "step $i/6 (2.0 it/s)"; sleep 0.5; done'
     text, is_error, data = await call(host_ctx, "start_job", name="gen", command=cmd)
     assert not is_error, text
     assert "started" in text and data["pid"]
