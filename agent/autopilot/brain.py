@@ -152,7 +152,8 @@ class Campaign:
             self.call("start_server", start)
             return
         self.say(narrate.measure(self.space, step, h))
-        label = f"{step.purpose}-L{h.running + 1 if h.running is not None else 0:02d}"
+        number = h.running + 1 if h.running is not None else 0
+        label = f"{step.purpose}-L{number:02d}-{narrate.tag(self.space, step.config)}"
         waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
         fixed = self.config.bench.requests_per_level
         for levels, requests in groups(step.levels, waves, floor, fixed):

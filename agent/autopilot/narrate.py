@@ -28,6 +28,22 @@ def short(space: SearchSpace, config: dict[str, Any]) -> str:
     return " ".join(words)
 
 
+def tag(space: SearchSpace, config: dict[str, Any]) -> str:
+    """Words for a result label: the changed values ("fa3-256", "nofusion", "EAGLE3-3-4-8")."""
+    change = space.diff(space.baseline, config)
+    words = []
+    for flag, value in change.items():
+        name = flag.lstrip("-").split("-")[-1]
+        if value is True:
+            words.append(name)
+        elif value is False:
+            if not any(f in change for f in space.requires.get(flag, {})):
+                words.append("no" + name)
+        else:
+            words.append(str(value))
+    return "-".join(words)[:40].strip("-") or "baseline"
+
+
 def span(lo: int, hi: int | None) -> str:
     return f"C>={lo}" if hi is None else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
 
@@ -90,6 +106,8 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
             + f" (crossover at C={','.join(map(str, step.crossover))})."
         )
     crashed = h.crashed()
+    for config, reason in crashed.values():
+        lines.append(f"Failed to start (not retried): {short(space, config)}: {reason[:160]}")
     lines.append(
         f"Cost: {h.launches_used()} launches ({len(crashed)} failed), {len(h.measurements)} "
         f"benchmarks; noise floor {noise_level:.1%} per level, {noise_obj:.1%} on the objective."
