@@ -3,7 +3,6 @@ beside it, and a self-contained report.html (the chart embedded). See docs/repor
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -42,7 +41,9 @@ def write_report(run: Run, status: str | None = None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    from agent.cli import Parser  # bad usage: one line on stderr, exit 2
+
+    parser = Parser(
         prog="agent report", description="Write a run's report (report.md, report.html, chart)."
     )
     parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")

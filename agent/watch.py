@@ -9,7 +9,6 @@ shrinks below that offset.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -232,7 +231,9 @@ def watch_view(
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    from agent.cli import Parser  # bad usage: one line on stderr, exit 2
+
+    parser = Parser(
         prog="agent watch",
         description="Follow a run live: todos, the running tool, servers, benchmarks, spend.",
     )
