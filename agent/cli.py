@@ -32,6 +32,21 @@ def runs_dir_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def positive(kind: type[int] | type[float], zero: bool = False) -> Callable[[str], float]:
+    """An argparse type for a budget: a negative one would never run out."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be {'>= 0' if zero else '> 0'}, got {text}")
+        return value
+
+    return parse
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="agent", description="Run ML-serving optimization campaigns unattended.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -42,9 +57,9 @@ def build_parser() -> Parser:
     p.add_argument("--model", help="a Claude model id, or 'autopilot' (the offline brain)")
     runs_dir_arg(p)
     p.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
-    p.add_argument("--max-steps", type=int, help="budget: model turns")
-    p.add_argument("--max-cost", type=float, help="budget: USD of model usage")
-    p.add_argument("--max-minutes", type=float, help="budget: wall-clock minutes")
+    p.add_argument("--max-steps", type=positive(int), help="budget: model turns")
+    p.add_argument("--max-cost", type=positive(float, zero=True), help="budget: USD of model usage")
+    p.add_argument("--max-minutes", type=positive(float), help="budget: wall-clock minutes")
 
     p = sub.add_parser("resume", help="continue a run from its event log")
     p.add_argument("run", metavar="RUN")
@@ -162,7 +177,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise RunError(f"runs folder {args.runs_dir} does not exist")
     for path in sorted(args.runs_dir.iterdir()):
         if (path / "events.jsonl").is_file():
-            state = fold(read_events(path / "events.jsonl").events)
+            try:
+                state = fold(read_events(path / "events.jsonl").events)
+            except ValueError as err:  # corrupt in the middle: list it, do not stop the listing
+                print(f"{path.name}  unreadable: {err}")
+                continue
             end = state.finished["status"] if state.finished else "running or interrupted"
             print(f"{path.name}  {state.brain:<9}  steps {state.steps:<4} {end:<22} {state.goal}")
     return 0

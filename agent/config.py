@@ -144,6 +144,12 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(f"config file {path} not found") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: malformed TOML: {err}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file (agent.toml is UTF-8 TOML)") from None
+    except OSError as err:  # a folder, no permission, ...
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    if not isinstance(raw.get("server", {}), dict):
+        raise ConfigError(f"{path}: server must be a table ([server]), got {raw['server']!r}")
     lab = lab_config()
     raw.setdefault("server", {}).setdefault("command", lab.server.command)
     raw.setdefault("search", lab.search if raw["server"].get("engine", "sim") == "sim" else {})
@@ -183,9 +189,7 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
     """The built-in lab: the simulator on this machine, as the reference box."""
     from sim.space import DEFAULT_BASE_FLAGS, default_space  # the lab's truth lives with the sim
 
-    scale = (
-        time_scale if time_scale is not None else float(os.environ.get("AGENT_LAB_TIME_SCALE", 20))
-    )
+    scale = time_scale if time_scale is not None else _env_scale()
     command = shlex.join(
         [sys.executable, "-m", "sim", "--time-scale", f"{scale:g}", *DEFAULT_BASE_FLAGS]
     )
@@ -199,6 +203,17 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
         bench=BenchConfig(max_tokens=128),
         search=default_space(),
     )
+
+
+def _env_scale() -> float:
+    text = os.environ.get("AGENT_LAB_TIME_SCALE", "20")
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = 0.0
+    if not scale > 0:
+        raise ConfigError(f"AGENT_LAB_TIME_SCALE must be a number > 0, got {text!r}")
+    return scale
 
 
 def redact(obj: Any, under_secret: bool = False) -> Any:

@@ -44,7 +44,10 @@ class Run:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        contents = read_events(self.events_path)
+        try:
+            contents = read_events(self.events_path)
+        except ValueError as err:  # not a torn tail: a line in the middle was damaged
+            raise RunError(f"{self.events_path}: {err}; the log was damaged, not torn") from None
         self.state = RunState()
         for event in contents.events:
             self.state.apply(event)
