@@ -10,9 +10,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.config import ConfigError, load_config
-from agent.session import Limits, UsageError, choose_model
-from state.run import Run, RunError, resolve_run
+from agent.config import ConfigError, UsageError, load_config
+from state.run import RunError, read_state, resolve_run
+
+# subcommands that parse their own arguments (options may come before RUN)
+DELEGATED = ("watch", "report", "bench", "sim")
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -108,6 +110,11 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in DELEGATED:  # everything after the name is the delegate's
+        try:
+            return delegate(argv[0], argv[1:])
+        except KeyboardInterrupt:
+            return 130
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = HANDLERS[args.command]
     try:
@@ -121,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.runner import run_campaign
+    from agent.session import Limits, choose_model
 
     if not args.goal.strip():
         raise UsageError("the goal is empty: say what to achieve, e.g. --goal 'beat baseline'")
@@ -146,7 +154,7 @@ def cmd_todos(args: argparse.Namespace) -> int:
         todos_file = path / "todos.json"
         sys.stdout.write(todos_file.read_text() if todos_file.exists() else '{"todos": []}\n')
     else:
-        print(render(Run.open(path).state.todos))
+        print(render(read_state(path).todos))
     return 0
 
 
@@ -191,6 +199,11 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     from state.inbox import send
 
     path = resolve_run(args.run, args.runs_dir)
+    if read_state(path).finished:
+        print(
+            f"note: run {path.name} has ended; the message waits for `agent resume`",
+            file=sys.stderr,
+        )
     if args.command == "say":
         if not args.text.strip():
             raise UsageError("the message is empty")
@@ -206,23 +219,27 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_delegate(args: argparse.Namespace) -> int:
+def delegate(command: str, argv: list[str]) -> int:
     """Subcommands that own their argument parsing."""
-    if args.command == "sim":
+    if command == "sim":
         from sim.cli import main as sim_main
 
-        return sim_main(args.rest)
-    if args.command == "bench":
+        return sim_main(argv)
+    if command == "bench":
         from agent.bench_cli import main as bench_main
 
-        return bench_main(args.rest)
-    if args.command == "watch":
+        return bench_main(argv)
+    if command == "watch":
         from agent.watch import main as watch_main
 
-        return watch_main(args.rest)
+        return watch_main(argv)
     from agent.report import main as report_main
 
-    return report_main(args.rest)
+    return report_main(argv)
+
+
+def cmd_delegate(args: argparse.Namespace) -> int:
+    return delegate(args.command, args.rest)
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -135,6 +135,10 @@ class ConfigError(Exception):
     """A config the user must fix; the message is one line naming the offending key."""
 
 
+class UsageError(Exception):
+    """Bad usage: one line on stderr, exit 2."""
+
+
 def load_config(path: Path | None) -> Config:
     if path is None:
         return lab_config()

@@ -11,7 +11,7 @@ from typing import Any
 from agent.config import Config
 from agent.loop import Agent
 from agent.progress import Progress
-from agent.session import Limits, config_of, make_agent, make_brain, start
+from agent.session import Limits, config_of, make_agent, make_brain, process_fields, start
 from state.run import Run
 
 
@@ -31,7 +31,7 @@ def resume_campaign(path: Path) -> int:
         return 0
     if run.log.repaired:
         print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
-    run.append("run_resumed", repaired=run.log.repaired)
+    run.append("run_resumed", repaired=run.log.repaired, **process_fields())
     run.sync_todos_file()  # the log wins over a todos.json a crash left behind
     return drive(run, config_of(run))
 

@@ -4,6 +4,7 @@ and replay alike."""
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 from agent.brains.base import Brain
 from agent.brains.pricing import known_models
 from agent.briefing import briefing
-from agent.config import Config, ConfigError, redact, to_toml
+from agent.config import Config, ConfigError, UsageError, redact, to_toml
 from agent.loop import Agent
 from state.run import Run
 from state.secrets import config_secrets, secret_values
@@ -20,10 +21,6 @@ from tools.base import ToolBox, ToolContext
 from tools.registry import all_tools
 
 AUTOPILOT = "autopilot"
-
-
-class UsageError(Exception):
-    """Bad usage: one line on stderr, exit 2."""
 
 
 def system_prompt() -> str:
@@ -110,12 +107,18 @@ def start(
         model=model,
         limits=limits.resolve(config),
         config=resolved,
+        **process_fields(),
         **extra,
     )
     text = briefing(goal.strip(), config)
     run.append("message", role="user", content=[{"type": "text", "text": text}])
     run.sync_todos_file()
     return run
+
+
+def process_fields() -> dict[str, Any]:
+    """Who is writing the run: `watch` tells a live run from one whose process died."""
+    return {"pid": os.getpid(), "hostname": socket.gethostname()}
 
 
 def config_of(run: Run) -> Config:

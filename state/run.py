@@ -123,6 +123,15 @@ class Run:
         self.log.close()
 
 
+def read_state(path: Path) -> RunState:
+    """The fold of a run's log, read-only: for readers in other processes while a run may be
+    writing (opening a Run would cut what looks like a torn line - the live writer's)."""
+    state = RunState()
+    for event in read_events(path / "events.jsonl").events:
+        state.apply(event)
+    return state
+
+
 def resolve_run(ref: str, runs_dir: Path) -> Path:
     """RUN is a run id under the runs folder or a path to a run folder."""
     for candidate in (Path(ref), runs_dir / ref):
