@@ -30,11 +30,14 @@ class Core:
         return [c for c in h.configs() if h.swept(c, self.settings.levels) and self.allowed(c)]
 
     def incumbent(self, h: History) -> Flags:
-        """The best configuration swept over every level (the baseline until one beats it)."""
-        best, best_value = self.space.baseline, self.value(h, self.space.baseline)
+        """The best configuration swept over every level. The baseline stays the best until a
+        configuration beats it by more than the noise floor: no win smaller than the noise."""
+        base = self.space.baseline
+        _, noise = self.noise(h)
+        best, best_value = base, self.value(h, base) * (1 + noise)
         for config in self.swept_configs(h):
             value = self.value(h, config)
-            if value > best_value:
+            if value > best_value and h.key(config) != h.key(base):
                 best, best_value = config, value
         return best
 
