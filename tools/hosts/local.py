@@ -179,18 +179,27 @@ def _read_range(path: str, offset: int, length: int) -> bytes:
         raise HostError(f"{path}: {err.strerror}") from None
 
 
+TAIL_MAX_BYTES = 8 * 1024 * 1024  # a log of \r-only progress bars has no lines to stop at
+
+
 def _tail(path: str, lines: int) -> str:
-    """The last `lines` lines, reading blocks backwards from the end (multi-GB logs are fine)."""
+    """The last `lines` lines, reading blocks backwards from the end (multi-GB logs are fine),
+    at most TAIL_MAX_BYTES of them: a 100 MB log without a newline once took a minute and 500 MB
+    (each block was prepended to the whole, and all of it counted again)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             pos = f.tell()
-            data = b""
-            while pos > 0 and data.count(b"\n") <= lines:
+            blocks: list[bytes] = []
+            newlines = read = 0
+            while pos > 0 and newlines <= lines and read < TAIL_MAX_BYTES:
                 step = min(65536, pos)
                 pos -= step
                 f.seek(pos)
-                data = f.read(step) + data
+                blocks.append(f.read(step))
+                newlines += blocks[-1].count(b"\n")
+                read += step
+            data = b"".join(reversed(blocks))
     except OSError as err:
         raise HostError(f"{path}: {err.strerror}") from None
     body = data[:-1] if data.endswith(b"\n") else data
