@@ -153,7 +153,8 @@ class Campaign:
             return
         self.say(narrate.measure(self.space, step, h))
         number = h.running + 1 if h.running is not None else 0
-        label = f"{step.purpose}-L{number:02d}-{narrate.tag(self.space, step.config)}"
+        words = narrate.tag(self.space, step.config)
+        label = f"{step.purpose}-L{number:02d}" + ("" if words == "baseline" else f"-{words}")
         waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
         fixed = self.config.bench.requests_per_level
         for levels, requests in groups(step.levels, waves, floor, fixed):
