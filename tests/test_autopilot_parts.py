@@ -1,0 +1,92 @@
+"""The autopilot's small parts: request sizing, directives, labels, the noise floor."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.autopilot.brain import groups
+from agent.autopilot.directives import read
+from agent.autopilot.engine import engine_check, sim_base_argv
+from agent.autopilot.history import NOISE_DEFAULT, History, Launch, Measurement, Objective
+from agent.autopilot.narrate import short, tag
+from agent.search import SearchSpace
+from sim.space import DEFAULT_BASE_FLAGS, default_space
+
+LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
+
+
+def test_levels_are_grouped_so_each_runs_a_few_waves() -> None:
+    assert groups(LEVELS, 2, 30, None) == [
+        ((1, 2), 30),
+        ((5, 10), 30),
+        ((30, 70, 100), 200),
+        ((250,), 500),
+    ]
+    assert groups((1, 10, 250), 1, 10, None) == [((1,), 10), ((10,), 10), ((250,), 250)]
+    assert groups(LEVELS, 2, 30, 64) == [(LEVELS, 64)], "a configured count is used as given"
+
+
+@pytest.mark.parametrize(
+    ("text", "skip", "focus", "wrap"),
+    [
+        ("skip speculation please", True, None, False),
+        ("No EAGLE on this box.", True, None, False),
+        ("focus on C=8", False, 10, False),
+        ("Focus on concurrency 100 and wrap up", False, 100, True),
+        ("ok, finish now", False, None, True),
+        ("nice work", False, None, False),
+    ],
+)
+def test_directives(text: str, skip: bool, focus: int | None, wrap: bool) -> None:
+    directives, replies = read([{"seq": 7, "text": text}], SPACE, LEVELS)
+    assert bool(directives.skip) == skip and directives.focus == focus
+    assert directives.wrap_up == wrap
+    assert set(replies) == {7} and replies[7]
+    if skip:
+        assert "--speculative-algorithm" in directives.skip
+    if focus == 10:
+        assert "nearest sweep level to C=8" in replies[7]
+    if not (skip or focus or wrap):
+        assert replies[7].startswith("noted; the autopilot acts on")
+
+
+def test_words_for_a_configuration() -> None:
+    base = SPACE.baseline
+    spec = SPACE.repair({**base, "--speculative-algorithm": "EAGLE3"})
+    assert short(SPACE, base) == "the baseline" and tag(SPACE, base) == "baseline"
+    off = {**base, "--enable-flashinfer-allreduce-fusion": False}
+    assert short(SPACE, off) == "no --enable-flashinfer-allreduce-fusion"
+    assert tag(SPACE, off) == "nofusion"
+    assert tag(SPACE, spec) == "EAGLE3-1-1-2"
+    assert short(SPACE, spec).startswith("--speculative-algorithm EAGLE3")
+
+
+def test_the_noise_floor_comes_from_repeated_sweeps() -> None:
+    h = History(SPACE, [Launch(SPACE.baseline)], running=0)
+    h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0)))
+    assert h.noise(LEVELS, Objective()) == (NOISE_DEFAULT, NOISE_DEFAULT, False)
+    h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 102.0)))
+    per_level, objective, measured = h.noise(LEVELS, Objective())
+    assert measured and per_level == pytest.approx(2 * 2 / 101)
+    assert objective == pytest.approx(per_level / len(LEVELS) ** 0.5)
+    _, level_objective, _ = h.noise(LEVELS, Objective("level", 10))
+    assert level_objective == pytest.approx(per_level)
+
+
+def test_the_simulators_own_flags_are_found_in_the_command() -> None:
+    assert sim_base_argv("python -m sim --time-scale 20 --tp 8") == [
+        "--time-scale",
+        "20",
+        "--tp",
+        "8",
+    ]
+    assert sim_base_argv("agent sim serve --tp 4") == ["--tp", "4"]
+    assert sim_base_argv("vllm serve m") == list(DEFAULT_BASE_FLAGS)
+    check = engine_check("sim")
+    assert check is not None and engine_check("vllm") is None
+    bad = SPACE.repair(
+        {**SPACE.baseline, "--speculative-algorithm": "EAGLE3"},
+        {"--speculative-num-steps": 3, "--speculative-num-draft-tokens": 2},
+    )
+    assert "must equal" in (check(bad) or "")
