@@ -81,8 +81,8 @@ class FakeBench(Tool):
     name = RunBenchmark.name
     Input = RunBenchmark.Input
 
-    def __init__(self, seed: int = 0, noise: float = 0.01) -> None:
-        self.seed, self.noise = seed, noise
+    def __init__(self, seed: int = 0, noise: float = 0.01, fail_first: int = 0) -> None:
+        self.seed, self.noise, self.fail_first = seed, noise, fail_first
 
     async def run(self, ctx: ToolContext, inp: Any) -> ToolResult:
         servers = ctx.run.state.servers
@@ -90,6 +90,9 @@ class FakeBench(Tool):
         if name not in servers:
             raise ToolError(f"no running server named {name!r}")
         flags = servers[name]["flags"]
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            raise ToolError("every request of level 1 failed: connection reset by peer")
         bench = ctx.config.bench
         levels = inp.concurrency or list(bench.concurrency)
         per = throughput_of(model_of(flags), levels, bench.input_len, bench.max_tokens)
@@ -135,14 +138,16 @@ class FakeCompare(Tool):
         return ToolResult(text=f"compared {inp.results}")
 
 
-def world(seed: int = 0, noise: float = 0.01, busy: tuple[int, ...] = ()) -> ToolBox:
+def world(
+    seed: int = 0, noise: float = 0.01, busy: tuple[int, ...] = (), fail_first: int = 0
+) -> ToolBox:
     return ToolBox(
         [
             TodoWrite(),
             TodoRead(),
             FakeStart(busy),
             FakeKill(),
-            FakeBench(seed, noise),
+            FakeBench(seed, noise, fail_first),
             FakeCompare(),
             Recommend(),
         ]

@@ -200,3 +200,22 @@ async def test_a_port_taken_by_a_stranger_moves_the_server_not_the_verdict(tmp_p
     assert all(s["port"] == 31001 for s in starts[2:])
     assert starts[2]["flags"] == starts[0]["flags"], "the baseline was not marked as crashed"
     assert json.loads((run.path / "recommendation.json").read_text())["gain"] > 0
+
+
+async def test_a_failing_benchmark_is_retried_then_the_server_relaunched(tmp_path: Path) -> None:
+    config = lab()
+    run = new_run(tmp_path, config)
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(7, fail_first=2))
+    assert await agent.run_loop() == 0
+    await agent.ctx.hosts.close()
+    texts = [
+        b["text"]
+        for m in run.state.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "text"
+    ]
+    assert any(t.startswith("The benchmark failed: every request") for t in texts)
+    starts = [c["input"]["flags"] for c in calls(run) if c["name"] == "start_server"]
+    assert starts[0] == starts[1], "the baseline's server was relaunched, not given up"
+    assert (run.path / "recommendation.json").is_file()

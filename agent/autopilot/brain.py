@@ -129,8 +129,16 @@ class Campaign:
         crash = next(
             (r for r in last if r.get("name") == "start_server" and r.get("is_error")), None
         )
-        if crash is not None:
+        if crash is not None and not busy_port({"content": crash.get("text", "")}):
             self.say(narrate.crash(crash))
+        failed = next(
+            (r for r in last if r.get("name") == "run_benchmark" and r.get("is_error")), None
+        )
+        if failed is not None:
+            self.say(
+                f"The benchmark failed: {(str(failed.get('text', '')).splitlines() or [''])[0]} - "
+                "measuring again (a second failure on this server relaunches it)."
+            )
         launch = h.running_key() != key or (step.fresh and not h.running_fresh())
         if launch:
             self.say(narrate.launch(self.space, step, len(h.launches) + 1))

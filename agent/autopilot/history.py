@@ -73,7 +73,7 @@ class History:
     launches: list[Launch] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
     running: int | None = None  # the launch whose server is up now
-    broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmark failed
+    broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmarks failed
 
     # --- identity -------------------------------------------------------------------------------
     def key(self, config: Mapping[str, object]) -> str:
@@ -84,12 +84,19 @@ class History:
         return any(self.key(launch.config) == k for launch in self.launches)
 
     def crashed(self) -> dict[str, tuple[Flags, str]]:
-        """Configurations that failed to start, or whose server could not be measured."""
+        """Configurations that failed to start, or whose server could not be measured (the
+        baseline gets a second launch first: without it there is no campaign)."""
         out: dict[str, tuple[Flags, str]] = {}
+        base = self.key(self.space.baseline)
+        broken: dict[str, int] = {}
         for i, launch in enumerate(self.launches):
-            reason = launch.reason if not launch.ok else self.broken.get(i)
-            if reason is not None and not self._measured_launch(i):
-                out.setdefault(self.key(launch.config), (launch.config, reason))
+            key = self.key(launch.config)
+            if not launch.ok:
+                out.setdefault(key, (launch.config, launch.reason))
+            elif i in self.broken and not self._measured_launch(i):
+                broken[key] = broken.get(key, 0) + 1
+                if key != base or broken[key] >= 2:
+                    out.setdefault(key, (launch.config, self.broken[i]))
         return out
 
     def _measured_launch(self, index: int) -> bool:

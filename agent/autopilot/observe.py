@@ -54,6 +54,7 @@ def observe(
     by_id = {str(r.get("id")): r for r in state.results}
     unmatched = list(state.results)
     merged: dict[tuple[int, str], int] = {}  # (launch, label) -> index in h.measurements
+    failures: dict[int, int] = {}  # launch -> failed run_benchmark calls
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
         if name == "start_server" and inp.get("name", "server") == server:
@@ -68,8 +69,11 @@ def observe(
         elif name == "kill_server" and inp.get("name") in (None, server):
             h.running = None
         elif name == "run_benchmark" and h.running is not None:
-            if error:
-                h.broken.setdefault(h.running, first_line(block))
+            if error:  # twice on one launch: that server is no good, the next try relaunches
+                failures[h.running] = failures.get(h.running, 0) + 1
+                if failures[h.running] >= 2:
+                    h.broken.setdefault(h.running, first_line(block))
+                    h.running = None
                 continue
             event = _event_for(block, by_id, unmatched)
             if event is None:
