@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,15 @@ class Ledger:
     def in_runs_dir(cls, runs_dir: Path) -> Ledger:
         return cls(runs_dir / LEDGER_NAME)
 
-    def append(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """Append one entry (a `ts` is added when missing); durable when this returns."""
+    def append(
+        self, entry: dict[str, Any], scrub: Callable[[str], str] | None = None
+    ) -> dict[str, Any]:
+        """Append one entry (a `ts` is added when missing); durable when this returns. `scrub`
+        (the run's) takes secrets out of the line: the ledger sits beside the run folders."""
         line = {"ts": utc_now(), **entry}
         data = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        if scrub is not None:
+            data = scrub(data)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:

@@ -8,6 +8,7 @@ A secret is the value of any variable whose name contains KEY, TOKEN, SECRET or 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,32 @@ def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[str] = (
     return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
 
 
+# NAME=value and --flag value / --flag=value inside a string (a server command, say)
+ASSIGNMENT = re.compile(r"""(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|\S+)""")
+FLAG_VALUE = re.compile(
+    r"""(?:^|\s)(--?[A-Za-z][A-Za-z0-9_.-]*)(?:=|\s+)("[^"]*"|'[^']*'|[^\s-]\S*)"""
+)
+
+
+def is_secret_word(name: str) -> bool:
+    """Stricter than is_secret_name, for names inside commands: a part of the name (split on
+    - and _) ends with a secret word, so HF_TOKEN and --api-key count but --max-tokens and
+    --tokenizer do not."""
+    return any(part.endswith(WORDS) for part in re.split(r"[^A-Z0-9]+", name.upper()) if part)
+
+
+def command_secrets(text: str) -> list[str]:
+    """Values given to secret-looking variables or flags inside a command line:
+    `HF_TOKEN=hf_x vllm serve m --api-key abc` -> ["hf_x", "abc"]."""
+    pairs = ASSIGNMENT.findall(text) + FLAG_VALUE.findall(text)
+    return [value.strip("'\"") for name, value in pairs if is_secret_word(name)]
+
+
 def config_secrets(obj: Any, under_secret: bool = False) -> list[str]:
-    """Every string under a secret-looking name anywhere in a config mapping."""
+    """Every string under a secret-looking name anywhere in a config mapping, and the secret
+    values written inside its strings (a token in the server command)."""
     if isinstance(obj, str):
-        return [obj] if under_secret else []
+        return [obj] if under_secret else command_secrets(obj)
     if isinstance(obj, dict):
         return [
             s

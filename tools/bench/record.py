@@ -22,10 +22,10 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         for e in ledger.lookup(result.config_hash)
         if e.get("id") != result.id or e.get("run_id") != ctx.run.id
     ]
-    path = results.save(result, results_dir)
+    path = results.save(result, results_dir, scrub=ctx.run.scrub)
     failed = [p.max_concurrency for p in result.points if p.level_failed]
     entry = ledger_entry(result, path)
-    ledger.append(entry)
+    ledger.append(entry, scrub=ctx.run.scrub)
     ctx.run.append(
         "benchmark",
         id=result.id,

@@ -7,12 +7,13 @@ import json
 import os
 import platform
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from state.atomic import write_json_atomic
+from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
 from tools.bench.confighash import config_hash
 from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
@@ -73,10 +74,15 @@ def build_result(
     )
 
 
-def save(result: BenchResult, results_dir: Path) -> Path:
+def save(result: BenchResult, results_dir: Path, scrub: Callable[[str], str] | None = None) -> Path:
+    """Write the result file; `scrub` (the run's) takes secrets out of it first."""
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{result.id}.json"
-    write_json_atomic(path, result.dump())
+    if scrub is None:
+        write_json_atomic(path, result.dump())
+    else:
+        text = json.dumps(result.dump(), indent=2, ensure_ascii=False) + "\n"
+        write_atomic(path, scrub(text).encode())
     return path
 
 
