@@ -49,6 +49,9 @@ def build_command(base: str, flags: dict[str, Any], engine: Engine, port: int) -
             text = json.dumps(value) if isinstance(value, dict | list) else str(value)
             parts.append(f"{flag} {shlex.quote(text)}")
     parts.append(f"{engine.port_flag} {port}")
+    given = [*flags, *shlex.split(base)]
+    if engine.loopback and not any(a == "--host" or a.startswith("--host=") for a in given):
+        parts.append(engine.loopback)
     return " ".join(parts)
 
 

@@ -64,6 +64,10 @@ class Engine:
     workers: tuple[str, ...]  # process names of its workers (they may outlive the main process)
     failures: tuple[tuple[re.Pattern[str], str], ...]
     port_flag: str = "--port"
+    # added unless the command sets --host: vLLM binds every interface by default, and an
+    # unauthenticated API on the box's network is not ours to open (SGLang and the sim default
+    # to 127.0.0.1 already)
+    loopback: str = ""
 
 
 def _compile(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], str], ...]:
@@ -83,6 +87,7 @@ VLLM = Engine(
     ready_lines=("Application startup complete.",),
     workers=("VLLM::EngineCore", "VLLM::Worker", "Worker_TP", "VllmWorker"),
     failures=_compile(COMMON_FAILURES),
+    loopback="--host 127.0.0.1",
 )
 SIM = Engine(
     name="sim",
@@ -109,4 +114,5 @@ def engine_for(config: object) -> Engine:
         workers=base.workers,
         failures=base.failures,
         port_flag=base.port_flag,
+        loopback=base.loopback,
     )
