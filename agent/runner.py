@@ -33,28 +33,33 @@ def resume_campaign(path: Path) -> int:
         print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
     run.append("run_resumed", repaired=run.log.repaired, **process_fields())
     run.sync_todos_file()  # the log wins over a todos.json a crash left behind
-    return drive(run, config_of(run))
+    return drive(run, config_of(run), recovering=True)
 
 
-def drive(run: Run, config: Config) -> int:
+def drive(run: Run, config: Config, recovering: bool = False) -> int:
     progress = Progress(run.path, lambda: run.state.last_seq)  # ctx.progress for the tools
     agent = make_agent(run, make_brain(run.state.model, config), config, progress=progress)
     view = terminal_view(run, progress)
     run.listeners += [progress.on_event, view]
     agent.on_end = lambda status: wrap_up(agent, status)
     try:
-        return asyncio.run(_main(agent))
+        return asyncio.run(_main(agent, recovering))
     finally:
         view.close()
         run.close()
 
 
-async def _main(agent: Agent) -> int:
+async def _main(agent: Agent, recovering: bool = False) -> int:
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
+        if recovering:  # after a crash: answer cut tool calls, adopt or kill surviving servers
+            from agent.recover import recover
+
+            for line in await recover(agent.ctx):
+                print(f"run {agent.run.id}: {line}", file=sys.stderr)
         return await agent.run_loop()
     finally:
         if agent.ctx.hosts is not None:

@@ -163,6 +163,12 @@ class RunState:
         if e["name"] in self.servers:
             self.servers[e["name"]]["ready"] = True
 
+    def _on_server_adopted(self, e: Event) -> None:
+        """A resume found the server still serving (agent/recover.py): it is ready, as before."""
+        if e["name"] in self.servers:
+            self.servers[e["name"]]["ready"] = True
+            self.servers[e["name"]]["adopted_seq"] = e["seq"]
+
     def _on_server_stopped(self, e: Event) -> None:
         self.servers.pop(e["name"], None)
 
