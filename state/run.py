@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from state.atomic import write_atomic
-from state.events import Event, EventLog, read_events
-from state.fold import RunState
+from state.events import Event, EventLog, LogContents, read_events
+from state.fold import RunState, fold
 from state.secrets import Scrubber, secret_values
 from state.todos import Todo, check_rules, diff
 
@@ -44,13 +44,8 @@ class Run:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            contents = read_events(self.events_path)
-        except ValueError as err:  # not a torn tail: a line in the middle was damaged
-            raise RunError(f"{self.events_path}: {err}; the log was damaged, not torn") from None
-        self.state = RunState()
-        for event in contents.events:
-            self.state.apply(event)
+        contents = _read(self.events_path)
+        self.state = fold(contents.events)
         self.scrub = Scrubber(secret_values())
         self.log = EventLog(self.events_path, contents, self.scrub)
         self.listeners: list[Callable[[Event], None]] = []  # e.g. the terminal view
@@ -126,10 +121,14 @@ class Run:
 def read_state(path: Path) -> RunState:
     """The fold of a run's log, read-only: for readers in other processes while a run may be
     writing (opening a Run would cut what looks like a torn line - the live writer's)."""
-    state = RunState()
-    for event in read_events(path / "events.jsonl").events:
-        state.apply(event)
-    return state
+    return fold(_read(path / "events.jsonl").events)
+
+
+def _read(events_path: Path) -> LogContents:
+    try:
+        return read_events(events_path)
+    except ValueError as err:  # not a torn tail: a line in the middle was damaged
+        raise RunError(f"{events_path}: {err}; the log was damaged, not torn") from None
 
 
 def resolve_run(ref: str, runs_dir: Path) -> Path:
