@@ -1,0 +1,64 @@
+"""Re-record tests/sessions/autopilot_lab.jsonl: the default lab campaign, run for real (the
+simulator as real server processes, the real tools, the autopilot), about 5 minutes. Run it after
+changing the planner, the brain or a tool the autopilot calls:
+
+    .venv/bin/python -m tests.sessions.record_autopilot
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+OUT = HERE / "autopilot_lab.jsonl"
+
+
+def main() -> int:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs"
+        cmd = [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "run",
+            "--goal",
+            "beat baseline",
+            "--runs-dir",
+            str(runs),
+            "--run-id",
+            "autopilot-lab",
+        ]
+        code = subprocess.call(cmd, env=env)
+        if code != 0:
+            print(f"the campaign exited {code}; nothing recorded", file=sys.stderr)
+            return code
+        shutil.copyfile(runs / "autopilot-lab" / "events.jsonl", OUT)
+    restore_search(OUT)
+    print(f"recorded {OUT} ({OUT.stat().st_size // 1024} KiB)")
+    return 0
+
+
+def restore_search(path: Path) -> None:
+    """The run_started event's config is redacted by key name, and a flag such as
+    --speculative-num-draft-tokens contains TOKEN: its rule's "EAGLE3" comes out "[redacted]".
+    The campaign itself ran on the live config; put the lab's search space (no secret in it)
+    back, so that a replay runs on what the campaign ran on. A no-op once redaction spares it."""
+    from agent.config import lab_config
+
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    if "[redacted]" in json.dumps(first["config"]["search"]):
+        first["config"]["search"] = json.loads(json.dumps(lab_config().search))
+        lines[0] = json.dumps(first, separators=(",", ":"), ensure_ascii=False)
+        path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
