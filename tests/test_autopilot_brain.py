@@ -219,3 +219,45 @@ async def test_a_failing_benchmark_is_retried_then_the_server_relaunched(tmp_pat
     starts = [c["input"]["flags"] for c in calls(run) if c["name"] == "start_server"]
     assert starts[0] == starts[1], "the baseline's server was relaunched, not given up"
     assert (run.path / "recommendation.json").is_file()
+
+
+async def cut_before(run: Run, config: Config, seed: int, tool: str, nth: int = 1) -> None:
+    """Play the campaign until the nth turn that calls `tool` is decided; the agent dies before
+    running it, and resume's recovery answers its calls as interrupted."""
+    from agent.recover import close_dangling_calls
+
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(seed))
+    seen = 0
+    while True:
+        turn = await agent.query()
+        if any(b["name"] == tool for b in turn.tool_uses):
+            seen += 1
+            if seen == nth:
+                run.append(
+                    "message",
+                    role="assistant",
+                    content=turn.content,
+                    stop_reason=turn.stop_reason,
+                    usage={},
+                    cost_usd=0.0,
+                    model="x",
+                )
+                break
+        await agent.execute(turn)
+    await agent.ctx.hosts.close()
+    assert close_dangling_calls(run)
+
+
+async def test_calls_a_crash_cut_short_are_made_again(tmp_path: Path) -> None:
+    config = lab()
+    whole = new_run(tmp_path / "whole", config)
+    await drive(whole, config, seed=8)
+    expected = json.loads((whole.path / "recommendation.json").read_text())["config"]
+    for tool, nth in (("start_server", 3), ("run_benchmark", 2), ("recommend", 1)):
+        run = new_run(tmp_path / tool, config)
+        await cut_before(run, config, 8, tool, nth)
+        run.append("run_resumed", repaired=None)
+        assert await drive(run, config, seed=8) == 0, tool
+        rec = json.loads((run.path / "recommendation.json").read_text())
+        assert rec["config"] == expected, tool
+        assert {t["status"] for t in run.state.todos} <= {"completed", "cancelled"}

@@ -12,7 +12,7 @@ from typing import Any
 from agent.autopilot import directives, narrate
 from agent.autopilot.engine import space_of
 from agent.autopilot.history import History, Objective
-from agent.autopilot.observe import busy_port, observe, tool_exchanges
+from agent.autopilot.observe import busy_port, interrupted, observe, tool_exchanges
 from agent.autopilot.planner import Experiment, Finish, Planner, Settings
 from agent.autopilot.todos import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
@@ -95,9 +95,10 @@ class Campaign:
                 self.say(f"Supervisor #{seq}: {reply}.")
         exchanges = [(name, block) for name, _, block in tool_exchanges(self.state)]
         recommended = any(n == "recommend" and not b.get("is_error") for n, b in exchanges)
+        cut = any(n == "recommend" and interrupted(b) for n, b in exchanges)
         if not exchanges:
             self.start()
-        elif narrate.concluded(self.state):
+        elif narrate.concluded(self.state) and (recommended or not cut):
             final = todos(self.planner, self.h, None, done=True)
             if self.state.todos == final:
                 self.say(narrate.closing(self.h, self.planner, recommended))

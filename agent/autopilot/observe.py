@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.autopilot.history import History, Launch, Measurement
+from agent.recover import INTERRUPTED_PREFIX
 from agent.search import SearchSpace
 from state.fold import RunState
 
@@ -40,6 +41,11 @@ def busy_port(block: dict[str, Any]) -> bool:
     return bool(PORT_BUSY.search(content if isinstance(content, str) else json.dumps(content)))
 
 
+def interrupted(block: dict[str, Any]) -> bool:
+    """A result that agent/recover.py wrote for a call a crash of the agent cut short."""
+    return bool(block.get("is_error")) and first_line(block).startswith(INTERRUPTED_PREFIX)
+
+
 def first_line(block: dict[str, Any]) -> str:
     content = block.get("content")
     if isinstance(content, list):  # API form: a list of text blocks
@@ -57,6 +63,11 @@ def observe(
     failures: dict[int, int] = {}  # launch -> failed run_benchmark calls
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
+        if error and interrupted(block):
+            # cut by a crash of the agent (agent/recover.py): no verdict on the configuration
+            if name == "start_server" and inp.get("name", "server") == server:
+                h.running = None  # the launch never finished: launch it again
+            continue
         if name == "start_server" and inp.get("name", "server") == server:
             if error and busy_port(block):
                 h.running = None
