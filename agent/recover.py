@@ -2,6 +2,7 @@
 cut of the controller): the run's servers outlived the agent, and its last turn may have been cut
 in the middle.
 
+0. A kill right after `run_started` left no briefing: it is written again.
 1. Every tool call of the last turn that has no result gets one: an is_error that says the call
    was interrupted and may have run in part (the model API refuses a tool_use without a result,
    and the model must not believe a half-done call finished).
@@ -23,8 +24,9 @@ from tools.kill_server import kill_recorded
 from tools.servers.engines import ENGINES, engine_for
 
 HEALTH_TIMEOUT_S = 5.0
+INTERRUPTED_PREFIX = "interrupted: the agent process stopped"
 INTERRUPTED = (
-    "interrupted: the agent process stopped while this {name} call ran (a crash or a kill), so "
+    INTERRUPTED_PREFIX + " while this {name} call ran (a crash or a kill), so "
     "it may have run in part; the run was resumed. Check what it did before you repeat it."
 )
 
@@ -110,8 +112,20 @@ async def _unfit(host: Host, record: dict[str, Any], ctx: ToolContext) -> str | 
     return None
 
 
+def restore_briefing(ctx: ToolContext) -> bool:
+    """A kill right after `run_started` leaves no first message: write the briefing again."""
+    if ctx.run.state.messages:
+        return False
+    from agent.briefing import briefing
+
+    text = briefing(ctx.run.state.goal, ctx.config)
+    ctx.run.append("message", role="user", content=[{"type": "text", "text": text}])
+    return True
+
+
 async def recover(ctx: ToolContext) -> list[str]:
-    """Both steps, in order; the lines to show."""
+    """The steps, in order; the lines to show."""
+    lines = ["wrote the briefing that a crash cut off"] if restore_briefing(ctx) else []
     closed = close_dangling_calls(ctx.run)
-    lines = [f"answered {len(closed)} interrupted tool call(s)"] if closed else []
+    lines += [f"answered {len(closed)} interrupted tool call(s)"] if closed else []
     return lines + await recover_servers(ctx)
