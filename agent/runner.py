@@ -12,7 +12,7 @@ from agent.config import Config
 from agent.loop import Agent
 from agent.progress import Progress
 from agent.session import Limits, config_of, make_agent, make_brain, process_fields, start
-from state.run import Run
+from state.run import Run, RunError
 
 
 def run_campaign(
@@ -25,6 +25,12 @@ def run_campaign(
 
 def resume_campaign(path: Path) -> int:
     run = Run.open(path)
+    if not run.state.goal:  # killed between creating the folder and its first event
+        run.close()
+        raise RunError(
+            f"run {run.id} was cut off before it started (no run_started event): "
+            f"delete {path} and start it again with `agent run`"
+        )
     finished = run.state.finished
     if finished and finished["status"] == "finished":
         print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)
