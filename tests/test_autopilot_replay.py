@@ -1,4 +1,4 @@
-"""The recorded autopilot session (a real lab campaign, tests/sessions/autopilot_lab.jsonl) replays
+"""The recorded autopilot session (a real lab campaign, tests/sessions/autopilot/lab.jsonl) replays
 identically - and only because the autopilot decides from the recorded numbers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from agent.replay import replay
 from sim import truth
 from sim.space import default_space
 
-SESSION = Path(__file__).parent / "sessions" / "autopilot_lab.jsonl"
+SESSION = Path(__file__).parent / "sessions" / "autopilot" / "lab.jsonl"
 
 
 def test_agent_replay_check_passes(tmp_path: Path) -> None:

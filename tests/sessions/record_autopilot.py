@@ -1,4 +1,4 @@
-"""Re-record tests/sessions/autopilot_lab.jsonl: the default lab campaign, run for real (the
+"""Re-record tests/sessions/autopilot/lab.jsonl: the default lab campaign, run for real (the
 simulator as real server processes, the real tools, the autopilot), about 5 minutes. Run it after
 changing the planner, the brain or a tool the autopilot calls:
 
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-OUT = HERE / "autopilot_lab.jsonl"
+OUT = HERE / "autopilot" / "lab.jsonl"  # apart from the Claude sessions test_replay.py globs
 
 
 def main() -> int:
