@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from state.secrets import MASK, is_secret_name
+from state.secrets import MASK, is_secret_word
 
 Scalar = bool | int | float | str
 
@@ -224,7 +224,7 @@ def redact(obj: Any, under_secret: bool = False) -> Any:
     """A copy with every string under a secret-looking name replaced (numbers such as
     max_tokens are counts, not secrets)."""
     if isinstance(obj, dict):
-        return {k: redact(v, under_secret or is_secret_name(str(k))) for k, v in obj.items()}
+        return {k: redact(v, under_secret or is_secret_word(str(k))) for k, v in obj.items()}
     if isinstance(obj, list):
         return [redact(v, under_secret) for v in obj]
     return MASK if under_secret and isinstance(obj, str) and obj else obj

@@ -59,7 +59,7 @@ def config_secrets(obj: Any, under_secret: bool = False) -> list[str]:
         return [
             s
             for k, v in obj.items()
-            for s in config_secrets(v, under_secret or is_secret_name(str(k)))
+            for s in config_secrets(v, under_secret or is_secret_word(str(k)))
         ]
     if isinstance(obj, list):
         return [s for v in obj for s in config_secrets(v, under_secret)]

@@ -18,8 +18,12 @@ PASSWORD = "correct-horse-battery-staple"
 
 
 def test_secret_values_come_from_secret_names_only() -> None:
-    env = {"ANTHROPIC_API_KEY": KEY, "HF_TOKEN": TOKEN, "PATH": "/usr/bin:/bin:/sbin",
-           "MY_SECRET": "short"}
+    env = {
+        "ANTHROPIC_API_KEY": KEY,
+        "HF_TOKEN": TOKEN,
+        "PATH": "/usr/bin:/bin:/sbin",
+        "MY_SECRET": "short",
+    }
     assert secret_values(env) == [KEY, TOKEN]
     scrub = Scrubber(secret_values(env))
     assert scrub(f"key={KEY} token={TOKEN}") == "key=[redacted] token=[redacted]"
@@ -30,8 +34,7 @@ async def test_a_run_with_secrets_set_writes_none_of_them(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    config = Config(server=ServerConfig(command="true"),
-                    search={"--db-password": [PASSWORD]})
+    config = Config(server=ServerConfig(command="true"), search={"--db-password": [PASSWORD]})
     run = start("beat baseline", config, "autopilot", tmp_path, "r", Limits())
     leaky = f"env: ANTHROPIC_API_KEY={KEY} HF_TOKEN={TOKEN} pw={PASSWORD}"
     todo = {"id": "a", "content": f"remember {TOKEN}", "status": "pending", "priority": "low"}
@@ -48,3 +51,14 @@ async def test_a_run_with_secrets_set_writes_none_of_them(
             found += [(path.name, s) for s in (KEY, TOKEN, PASSWORD) if s.encode() in data]
     assert found == []
     assert "[redacted]" in (run.path / "todos.json").read_text()
+
+
+def test_redaction_spares_flags_that_only_mention_tokens() -> None:
+    from agent.config import lab_config, redact
+
+    search = lab_config().model_dump(mode="json")["search"]
+    assert redact(search) == search  # --speculative-num-draft-tokens is not a secret
+    assert redact({"api_key": "abcdefgh12", "max_tokens": "512"}) == {
+        "api_key": "[redacted]",
+        "max_tokens": "512",
+    }

@@ -7,7 +7,6 @@ changing the planner, the brain or a tool the autopilot calls:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -40,24 +39,8 @@ def main() -> int:
             print(f"the campaign exited {code}; nothing recorded", file=sys.stderr)
             return code
         shutil.copyfile(runs / "autopilot-lab" / "events.jsonl", OUT)
-    restore_search(OUT)
     print(f"recorded {OUT} ({OUT.stat().st_size // 1024} KiB)")
     return 0
-
-
-def restore_search(path: Path) -> None:
-    """The run_started event's config is redacted by key name, and a flag such as
-    --speculative-num-draft-tokens contains TOKEN: its rule's "EAGLE3" comes out "[redacted]".
-    The campaign itself ran on the live config; put the lab's search space (no secret in it)
-    back, so that a replay runs on what the campaign ran on. A no-op once redaction spares it."""
-    from agent.config import lab_config
-
-    lines = path.read_text().splitlines()
-    first = json.loads(lines[0])
-    if "[redacted]" in json.dumps(first["config"]["search"]):
-        first["config"]["search"] = json.loads(json.dumps(lab_config().search))
-        lines[0] = json.dumps(first, separators=(",", ":"), ensure_ascii=False)
-        path.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
