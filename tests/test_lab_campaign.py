@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sim import truth
 from sim.space import default_space
 
@@ -103,7 +101,6 @@ def test_a_small_lab_campaign_end_to_end(tmp_path: Path) -> None:
     assert truth.config_value(rec["config"], levels=levels, max_tokens=64) >= 0.98 * best
 
 
-@pytest.mark.skipif(os.environ.get("AGENT_LAB_E2E") != "1", reason="5 minutes: AGENT_LAB_E2E=1")
 def test_the_default_lab_campaign(tmp_path: Path) -> None:
     proc, run = agent_run(tmp_path, timeout=900)
     rec = check_run(proc, run)
