@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ from benchmarks.kill_resume_lab import (
     SPACES,
     Report,
     TodosWatcher,
+    Workload,
     leftover_processes,
+    regret,
     valid_result,
     write_config,
 )
@@ -59,16 +62,20 @@ class Trial:
         kills: int,
         space: str = "small",
         plan: list[KillPoint] | None = None,
+        workload: Workload | None = None,
     ) -> None:
+        root.mkdir(parents=True, exist_ok=True)
         self.root, self.rng, self.plan = root, random.Random(seed), plan
         self.kills = len(plan) if plan is not None else kills
         self.runs = root / "runs"
         self.run_id = f"kr{seed}"
         self.path = self.runs / self.run_id
-        self.config = write_config(root, space)
+        self.workload = workload = workload or Workload()
+        self.config = write_config(root, space, workload=workload)
         self.report = Report()
         self.pending: dict[str, int] = {}  # server running at a kill -> last seq seen then
-        self.env = {**os.environ, "AGENT_LAB_TIME_SCALE": "50", "PYTHONUNBUFFERED": "1"}
+        scale = f"{workload.time_scale:g}"
+        self.env = {**os.environ, "AGENT_LAB_TIME_SCALE": scale, "PYTHONUNBUFFERED": "1"}
 
     def session(self, first: bool) -> list[str]:
         common = ["--runs-dir", str(self.runs)]
@@ -198,6 +205,12 @@ class Trial:
         )
         ports = {int(e["port"]) for e in events if e["type"] == "server_started"}
         r.leftovers = leftover_processes(ports)
+        try:
+            r.recommendation = json.loads((self.path / "recommendation.json").read_text())["config"]
+        except (OSError, ValueError, KeyError):
+            r.recommendation = None
+        space = tomllib.loads(self.config.read_text())["search"]
+        r.regret = regret(r.recommendation, space, self.workload)
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -219,39 +232,53 @@ def main() -> None:
     p.add_argument("--per-trial", type=int, default=4, help="kills per campaign")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--space", choices=sorted(SPACES), default="medium")
+    p.add_argument("--max-tokens", type=int, default=64, help="per request")
+    p.add_argument("--requests", type=int, default=8, help="per level")
+    p.add_argument("--time-scale", type=float, default=20, help="AGENT_LAB_TIME_SCALE")
     p.add_argument("--keep", type=Path, help="keep the run folders here")
     args = p.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="kill-resume-"))
-    totals: dict[str, int] = {"trials": 0, "completed": 0, "kills": 0, "lost": 0, "torn": 0}
-    seed = args.seed
+    w = Workload(args.max_tokens, args.requests, args.time_scale)
+    ref = Trial(base / "reference", 0, 0, args.space, plan=[], workload=w).run()
+    print(
+        f"uninterrupted: exit {ref.exit_code} in {ref.seconds:.1f} s, {len(ref.reported)} "
+        f"results, recommends {ref.recommendation} ({ref.regret:.1%} below the optimum)"
+    )
     print(
         f"{'trial':>5} {'kills':>5} {'torn':>4} {'sess':>4} {'exit':>4} {'results':>7} "
         f"{'lost':>4} {'todos reads':>11} {'bad':>3} {'srv@kill':>8} {'adopted':>7} "
-        f"{'killed':>6} {'left':>4} {'s':>6}  kill points"
+        f"{'killed':>6} {'left':>4} {'regret':>6} {'s':>6}  kill points"
     )
+    totals = dict.fromkeys(("trials", "completed", "passed", "kills", "lost", "torn", "near"), 0)
+    seed = args.seed
     while totals["kills"] < args.kills:
-        folder = base / f"trial-{seed}"
-        folder.mkdir(parents=True, exist_ok=True)
-        r = Trial(folder, seed, args.per_trial, args.space).run()
-        totals["trials"] += 1
-        totals["completed"] += r.ok
-        totals["kills"] += r.kills
-        totals["lost"] += len(r.lost)
-        totals["torn"] += r.torn
+        r = Trial(base / f"trial-{seed}", seed, args.per_trial, args.space, workload=w).run()
+        for key, value in (
+            ("trials", 1),
+            ("completed", r.exit_code == 0),
+            ("passed", r.ok),
+            ("kills", r.kills),
+            ("lost", len(r.lost)),
+            ("torn", r.torn),
+            ("near", r.regret <= 0.02),
+        ):
+            totals[key] += int(value)
         print(
             f"{seed:>5} {r.kills:>5} {r.torn:>4} {r.sessions:>4} {r.exit_code!s:>4} "
             f"{len(r.reported):>7} {len(r.lost):>4} {r.todos_reads:>11} {len(r.todos_bad):>3} "
             f"{r.servers_at_kills:>8} {r.adopted:>7} {r.killed_on_resume:>6} "
-            f"{len(r.leftovers):>4} {r.seconds:>6.1f}  {', '.join(r.triggers)}",
+            f"{len(r.leftovers):>4} {r.regret:>6.1%} {r.seconds:>6.1f}  {', '.join(r.triggers)}",
             flush=True,
         )
         for problem in (*r.lost, *r.todos_bad, *r.unreadable_log, *r.unrecovered, *r.leftovers):
             print(f"      problem: {problem}")
         seed += 1
+    t = totals
     print(
-        f"trials {totals['trials']}, completed {totals['completed']}, kills survived "
-        f"{totals['kills']} ({totals['torn']} with a torn log line), results lost "
-        f"{totals['lost']}; run folders under {base}"
+        f"trials {t['trials']}, completed {t['completed']}, all checks passed {t['passed']}; "
+        f"kills survived {t['kills']} ({t['torn']} with a torn log line); results lost "
+        f"{t['lost']}; recommendation within 2 % of the true optimum {t['near']}/{t['trials']}; "
+        f"run folders under {base}"
     )
 
 

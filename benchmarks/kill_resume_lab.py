@@ -27,19 +27,47 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What each benchmark level runs. The test's default is quick and noisy; the benchmark's
+    (max_tokens 64, 8 requests, time scale 20) measures well enough to find the true optimum."""
+
+    max_tokens: int = 16
+    requests: int = 4
+    time_scale: float = 50.0
+    levels: tuple[int, ...] = (1, 4)
+    input_len: int = 32
+
+
 def write_config(
-    folder: Path, space: str = "small", port: int | None = None, command: str | None = None
+    folder: Path,
+    space: str = "small",
+    port: int | None = None,
+    command: str | None = None,
+    workload: Workload = Workload(),
 ) -> Path:
     """A short lab campaign: two levels, few short requests, a small search space."""
     path = folder / "agent.toml"
     server = f"command = {json.dumps(command)}\n" if command else ""
+    w = workload
     path.write_text(
         f"[server]\nport = {port or free_port()}\n{server}\n"
-        "[bench]\nconcurrency = [1, 4]\nmax_tokens = 16\ninput_len = 32\n"
-        "requests_per_level = 4\nwarmup_requests = 0\n\n"
+        f"[bench]\nconcurrency = {list(w.levels)}\nmax_tokens = {w.max_tokens}\n"
+        f"input_len = {w.input_len}\nrequests_per_level = {w.requests}\nwarmup_requests = 0\n\n"
         f"[search]\n{SPACES[space]}\n[search.baseline]\n{BASELINES[space]}"
     )
     return path
+
+
+def regret(config: dict[str, object] | None, space: dict[str, object], w: Workload) -> float:
+    """How far below the true optimum of the space (sim.truth) a recommendation is, 0..1."""
+    from sim.truth import config_value, optimum
+
+    if config is None:
+        return 1.0
+    args = (list(w.levels), "geomean", w.input_len, w.max_tokens)
+    best = optimum(space, *args)[1]
+    return max(0.0, 1 - config_value(config, *args) / best)
 
 
 @dataclass
@@ -60,6 +88,8 @@ class Report:
     leftovers: list[str] = field(default_factory=list)
     triggers: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    recommendation: dict[str, object] | None = None  # recommendation.json's config
+    regret: float = 1.0  # below the true optimum of the space (sim.truth), 0..1
 
     @property
     def ok(self) -> bool:
