@@ -16,9 +16,9 @@ from agent.config import Config, HostConfig, lab_config
 from agent.recover import INTERRUPTED_PREFIX, close_dangling_calls, recover
 from agent.runner import resume_campaign
 from agent.session import Limits, start
+from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.run import Run, RunError
-from tests.ssh_fixtures import free_port
 from tools.base import ToolBox, ToolContext
 from tools.hosts import HostPool
 from tools.registry import all_tools

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from agent.config import Config, HostConfig, lab_config
-from benchmarks.kill_resume_lab import leftover_processes, write_config
+from benchmarks.kill_resume_lab import free_port, leftover_processes, write_config
 from sim.flags import parse_server_args
 from state.run import Run
 from state.secrets import command_secrets
-from tests.ssh_fixtures import free_port
 from tools.base import ToolBox, ToolContext
 from tools.hosts import HostPool
 from tools.registry import all_tools
