@@ -37,6 +37,7 @@ from benchmarks.kill_resume_lab import (
     Report,
     TodosWatcher,
     Workload,
+    kill_leftovers,
     leftover_processes,
     regret,
     valid_result,
@@ -149,6 +150,11 @@ class Trial:
         self.check_log(f"session {self.report.sessions} end")
         return code
 
+    def cleanup(self) -> int:
+        """Kill what a failed trial may have left: the simulator processes on the run's ports."""
+        events = _events(self.path)
+        return kill_leftovers({int(e["port"]) for e in events if e["type"] == "server_started"})
+
     def kill_point(self) -> tuple[str | None, float, bool]:
         if self.report.kills >= self.kills:
             return None, 0.0, False
@@ -252,7 +258,11 @@ def main() -> None:
     totals = dict.fromkeys(("trials", "completed", "passed", "kills", "lost", "torn", "near"), 0)
     seed = args.seed
     while totals["kills"] < args.kills:
-        r = Trial(base / f"trial-{seed}", seed, args.per_trial, args.space, workload=w).run()
+        trial = Trial(base / f"trial-{seed}", seed, args.per_trial, args.space, workload=w)
+        try:
+            r = trial.run()
+        finally:
+            trial.cleanup()
         for key, value in (
             ("trials", 1),
             ("completed", r.exit_code == 0),

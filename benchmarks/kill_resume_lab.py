@@ -3,7 +3,10 @@ lab campaign's config, the todos.json watcher, what a trial reports, the leftove
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
 import threading
 import time
@@ -148,3 +151,13 @@ def leftover_processes(ports: set[int]) -> list[str]:
         if "sim" in text and any(f"--port {p}" in text for p in ports):
             found.append(f"{proc.name}: {text[:100]}")
     return found
+
+
+def kill_leftovers(ports: set[int]) -> int:
+    """SIGKILL what leftover_processes finds (after a failed trial: ours, found by port)."""
+    killed = 0
+    for line in leftover_processes(ports):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+            killed += 1
+    return killed

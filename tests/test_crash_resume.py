@@ -24,7 +24,10 @@ PLAN: list[KillPoint] = [
 @pytest.mark.timeout(300)
 def test_killed_four_times_the_campaign_completes_and_keeps_its_results(tmp_path: Path) -> None:
     trial = Trial(tmp_path, seed=7, kills=len(PLAN), space="small", plan=PLAN)
-    r = trial.run(timeout=240)
+    try:
+        r = trial.run(timeout=240)
+    finally:
+        trial.cleanup()  # only matters when something failed: nothing of ours outlives the test
     assert r.kills == len(PLAN) and r.torn == 2, r.triggers
     assert r.exit_code == 0, (tmp_path / f"session-{r.sessions}.log").read_text()[-2000:]
     assert r.lost == [] and len(r.reported) >= 3  # every reported result: event + valid file
