@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import shlex
+import socket
 import sys
 import tomllib
 from pathlib import Path
@@ -189,6 +190,19 @@ def _known_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(model, "model_fields", {}))
 
 
+def _free_port(first: int) -> int:
+    """The first port from `first` up that nothing listens on: the lab must start even where
+    another server holds SGLang's default port."""
+    for port in range(first, first + 100):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return first
+
+
 def lab_config(time_scale: float | None = None, port: int | None = None) -> Config:
     """The built-in lab: the simulator on this machine, as the reference box."""
     from sim.space import DEFAULT_BASE_FLAGS, default_space  # the lab's truth lives with the sim
@@ -199,7 +213,11 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
     )
     return Config(
         server=ServerConfig(
-            engine="sim", host="local", command=command, port=port or 30000, ready_timeout_s=120
+            engine="sim",
+            host="local",
+            command=command,
+            port=port or _free_port(30000),
+            ready_timeout_s=120,
         ),
         # every streamed token is an SSE chunk both sides pay CPU for (~20k chunks/s on 2 cores):
         # 128-token answers keep a full 8-level sweep near 20 s; the ranking of the space and

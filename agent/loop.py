@@ -119,6 +119,7 @@ class Agent:
             cost_usd=turn.cost_usd,
             model=turn.model,
         )
+        pattern = ""
         for block in turn.tool_uses:  # every tool_use of the turn, results in order
             self.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
             result, seconds = await self.tools.call(
@@ -133,7 +134,9 @@ class Agent:
                 data=result.data,
                 duration_s=round(seconds, 3),
             )
-            self.check_stuck(block, result.text)
+            pattern = self.track(block, result.text) or pattern
+        if pattern:  # after the turn's results: tool_result blocks must lead their message
+            self.unstick(pattern)
         self.after_turn(turn)
 
     def after_turn(self, turn: Turn) -> None:
@@ -176,18 +179,22 @@ class Agent:
                 "cancel the open todos, kill the servers you started and write your conclusion."
             )
 
-    def check_stuck(self, block: dict[str, Any], result_text: str) -> None:
+    def track(self, block: dict[str, Any], result_text: str) -> str:
+        """Remember a call and its result; "repeat" or "cycle" when they go round in circles."""
         key = json.dumps([block["name"], block["input"], result_text], sort_keys=True)
         self.calls = [*self.calls[-3:], key]
         c = self.calls
-        repeating = len(c) >= 3 and c[-1] == c[-2] == c[-3]
-        cycling = len(c) >= 4 and c[-1] == c[-3] and c[-2] == c[-4] and c[-1] != c[-2]
-        if not (repeating or cycling):
-            return
+        if len(c) >= 3 and c[-1] == c[-2] == c[-3]:
+            return "repeat"
+        if len(c) >= 4 and c[-1] == c[-3] and c[-2] == c[-4] and c[-1] != c[-2]:
+            return "cycle"
+        return ""
+
+    def unstick(self, pattern: str) -> None:
         if self.nudged:
             raise Stuck("stuck: the same tool calls and results kept repeating after a nudge")
         self.nudged, self.calls = True, []
-        self.run.append("stuck_nudge", pattern="repeat" if repeating else "cycle")
+        self.run.append("stuck_nudge", pattern=pattern)
         self.note(NUDGE)
 
     def note(self, text: str) -> None:

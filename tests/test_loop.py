@@ -83,6 +83,16 @@ async def test_repeating_call_gets_one_nudge_then_exit_4(make_run: Any) -> None:
     assert len(events_of(run, "tool_result")) == 6  # 3 to notice, a nudge, 3 more to give up
 
 
+async def test_the_nudge_follows_every_tool_result_of_its_turn(make_run: Any) -> None:
+    run, config = make_run()
+    same = ("todoread", {})
+    brain = ScriptedBrain([tool_turn(same, same, same, same, step=0), tool_turn(same, step=1)])
+    assert await agent_for(run, config, brain).run_loop() == 0
+    blocks = brain.requests[1].messages[-1]["content"]
+    kinds = [b["type"] for b in blocks]
+    assert kinds == ["tool_result"] * 4 + ["text"] and "not progress" in blocks[-1]["text"]
+
+
 async def test_cycle_between_two_calls_is_stuck(make_run: Any) -> None:
     run, config = make_run()
     write = ("todowrite", {"todos": [TODO]})
