@@ -81,7 +81,11 @@ class Agent:
             traceback.print_exc()
             status, code, reason = "error", 1, f"internal error: {type(err).__name__}: {err}"
         if self.on_end is not None:
-            await self.on_end(status)
+            try:
+                await self.on_end(status)
+            except Exception as err:  # the clean-up must not cost the run its final event
+                traceback.print_exc()
+                reason += f" (clean-up failed: {type(err).__name__}: {err})"
         return self.finish(status, code, reason)
 
     async def step(self) -> None:
