@@ -43,8 +43,12 @@ class RunState:
     messages: list[dict[str, Any]] = field(default_factory=list)
     todos: list[dict[str, Any]] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)
-    servers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # running now
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # running now
+    # the latest launch of each name, running or ended: its log stays worth reading
+    launched: dict[str, dict[str, Any]] = field(default_factory=dict)
+    job_runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> started, ended
+    failures: list[dict[str, Any]] = field(default_factory=list)  # server_failed, in order
     results: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     last_text: str = ""
@@ -158,6 +162,7 @@ class RunState:
 
     def _on_server_started(self, e: Event) -> None:
         self.servers[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}
+        self.launched[e["name"]] = self.servers[e["name"]]
 
     def _on_server_ready(self, e: Event) -> None:
         if e["name"] in self.servers:
@@ -172,14 +177,20 @@ class RunState:
     def _on_server_stopped(self, e: Event) -> None:
         self.servers.pop(e["name"], None)
 
-    _on_server_failed = _on_server_stopped
     _on_server_killed = _on_server_stopped
+
+    def _on_server_failed(self, e: Event) -> None:
+        self.failures.append({k: v for k, v in e.items() if k not in ("seq", "type")})
+        self._on_server_stopped(e)
 
     def _on_job_started(self, e: Event) -> None:
         self.jobs[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}
+        self.job_runs[e["name"]] = {"started": e, "ended": None}
 
     def _on_job_ended(self, e: Event) -> None:
         self.jobs.pop(e["name"], None)
+        if e["name"] in self.job_runs:
+            self.job_runs[e["name"]]["ended"] = e
 
     def _on_benchmark(self, e: Event) -> None:
         self.results.append({k: v for k, v in e.items() if k not in ("seq", "type")})

@@ -145,3 +145,22 @@ def test_fold_spend_and_servers() -> None:
     assert state.servers["s"]["ready"] is True and state.steps == 2
     state.apply({"seq": 6, "ts": "t", "type": "server_killed", "name": "s"})
     assert state.servers == {}
+
+
+def test_fold_remembers_ended_servers_failures_and_jobs() -> None:
+    def ev(seq: int, type_: str, **data: object) -> dict[str, object]:
+        return {"seq": seq, "ts": "t", "type": type_, **data}
+
+    state = fold(
+        [
+            ev(1, "server_started", name="s", pid=1, log="/l1"),
+            ev(2, "server_failed", name="s", diagnosis="CUDA out of memory"),
+            ev(3, "server_started", name="s", pid=2, log="/l2"),
+            ev(4, "server_killed", name="s"),
+            ev(5, "job_started", name="gen", pid=3),
+            ev(6, "job_ended", name="gen", exit_code=0),
+        ]
+    )
+    assert state.servers == {} and state.launched["s"]["log"] == "/l2"
+    assert [f["diagnosis"] for f in state.failures] == ["CUDA out of memory"]
+    assert state.jobs == {} and state.job_runs["gen"]["ended"]["exit_code"] == 0

@@ -10,7 +10,6 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.hosts import HostError, host_for
 from tools.servers.engines import ENGINES, engine_for
 from tools.servers.lifecycle import KillReport, kill_server
-from tools.servers.records import last_event
 
 
 class KillServerInput(ToolInput):
@@ -52,7 +51,7 @@ class KillServer(Tool):
         elif inp.name in servers:
             records = [servers[inp.name]]
         else:
-            ended = last_event(ctx, ("server_started",), inp.name)
+            ended = ctx.run.state.launched.get(inp.name)
             if ended is None:
                 known = ", ".join(sorted(servers)) or "none running"
                 raise ToolError(f"no server named {inp.name!r} in this run (servers: {known})")
