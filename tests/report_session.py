@@ -155,7 +155,7 @@ def recommendation(s: Session) -> dict[str, Any]:
 def write_session(folder: Path, files: bool = True) -> Path:
     from agent.config import lab_config
 
-    config = lab_config().model_dump(mode="json")
+    config = lab_config(port=30000).model_dump(mode="json")
     s = Session(folder, files)
     s.add("run_started", run_id=folder.name, goal="beat baseline", brain="autopilot",
           model="autopilot", limits={"max_steps": 300, "max_usd": 25, "max_minutes": 60},
