@@ -76,7 +76,9 @@ async def test_ideal_and_speculative_like_streams(fake: str) -> None:
     out = await run_sweep(spec(fake, "ideal", [1, 3]))
     for p in out.points:
         assert p["completed"] == 6 and p["total_output_tokens"] == 48 and p["early_eos"] == 0
-        assert p["mean_ttft_ms"] >= 5.0  # the server waits 5 ms before the first token
+        # the server waits 5 ms before the first token; libuv's timers count whole milliseconds
+        # from a cached loop time, so the wait can end up to ~1 ms early
+        assert p["mean_ttft_ms"] >= 4.0
     multi = await run_sweep(spec(fake, "multi3", [2]))
     p = multi.points[0]
     assert p["total_output_tokens"] == 48 and p["chunks"] == 6 * 3  # 3+3+2 tokens per request
