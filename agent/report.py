@@ -3,7 +3,6 @@ beside it, and a self-contained report.html (the chart embedded). See docs/repor
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -41,18 +40,13 @@ def write_report(run: Run, status: str | None = None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from agent.cli import Parser  # bad usage: one line on stderr, exit 2
+    from agent.cli import Parser, runs_dir_arg  # bad usage: one line on stderr, exit 2
 
     parser = Parser(
         prog="agent report", description="Write a run's report (report.md, report.html, chart)."
     )
     parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
-    parser.add_argument(
-        "--runs-dir",
-        type=Path,
-        default=Path(os.environ.get("AGENT_RUNS_DIR", "runs")),
-        help="the folder holding run folders (default: ./runs or $AGENT_RUNS_DIR)",
-    )
+    runs_dir_arg(parser)
     parser.add_argument("--out", type=Path, help="write the files here (default: the run folder)")
     args = parser.parse_args(argv)
     try:

@@ -231,7 +231,7 @@ def watch_view(
 
 
 def main(argv: list[str]) -> int:
-    from agent.cli import Parser  # bad usage: one line on stderr, exit 2
+    from agent.cli import Parser, runs_dir_arg  # bad usage: one line on stderr, exit 2
 
     parser = Parser(
         prog="agent watch",
@@ -240,12 +240,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
     parser.add_argument("--json", action="store_true", help="stream the events as NDJSON")
     parser.add_argument("--once", action="store_true", help="show the current state and exit")
-    parser.add_argument(
-        "--runs-dir",
-        type=Path,
-        default=Path(os.environ.get("AGENT_RUNS_DIR", "runs")),
-        help="the folder holding run folders (default: ./runs or $AGENT_RUNS_DIR)",
-    )
+    runs_dir_arg(parser)
     parser.add_argument("--interval", type=float, default=0.25, help="poll period, seconds")
     parser.add_argument(
         "--grace",
