@@ -13,8 +13,9 @@ from typing import Any
 from agent.brains.base import Brain
 from agent.brains.pricing import known_models
 from agent.briefing import briefing
-from agent.config import Config, ConfigError, UsageError, redact, to_toml
+from agent.config import Config, ConfigError, UsageError, redact
 from agent.loop import Agent
+from agent.toml_write import to_toml
 from state.run import Run
 from state.secrets import config_secrets, secret_values
 from tools.base import ToolBox, ToolContext

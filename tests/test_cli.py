@@ -149,3 +149,14 @@ def test_replay_check_from_the_command_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "check: no drift" in proc.stdout
+
+
+def test_the_resolved_config_toml_reads_back_as_written() -> None:
+    import tomllib
+
+    from agent.config import Config, lab_config, redact
+    from agent.toml_write import to_toml
+
+    resolved = redact(lab_config().model_dump(mode="json"))
+    back = tomllib.loads(to_toml(resolved))  # TOML has no null: None values are left out
+    assert Config.model_validate(back) == Config.model_validate(resolved)
