@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agent.config import Config
+from tools.domain.config import Config
 
 
 def briefing(goal: str, config: Config) -> str:

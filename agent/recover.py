@@ -18,17 +18,12 @@ from typing import Any
 import httpx
 
 from state.run import Run
-from tools.base import ToolContext, ToolError
-from tools.hosts import Host, HostError, host_for
+from tools.base import INTERRUPTED, ToolContext, ToolError, host_for
+from tools.hosts import Host, HostError
 from tools.kill_server import kill_recorded
-from tools.servers.engines import ENGINES, engine_for
+from tools.servers.profiles import ENGINES, engine_for
 
 HEALTH_TIMEOUT_S = 5.0
-INTERRUPTED_PREFIX = "interrupted: the agent process stopped"
-INTERRUPTED = (
-    INTERRUPTED_PREFIX + " while this {name} call ran (a crash or a kill), so "
-    "it may have run in part; the run was resumed. Check what it did before you repeat it."
-)
 
 
 def close_dangling_calls(run: Run) -> list[str]:

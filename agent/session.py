@@ -13,12 +13,12 @@ from typing import Any
 from agent.brains.base import Brain
 from agent.brains.pricing import known_models
 from agent.briefing import briefing
-from agent.config import Config, ConfigError, UsageError, redact
 from agent.loop import Agent
-from agent.toml_write import to_toml
 from state.run import Run
 from state.secrets import config_secrets, secret_values
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import Config, ConfigError, UsageError, redact
+from tools.domain.config_toml import to_toml
 from tools.registry import all_tools
 
 AUTOPILOT = "autopilot"
@@ -53,7 +53,7 @@ def choose_model(requested: str | None, config: Config) -> tuple[str, str | None
 
 def make_brain(model: str, config: Config) -> Brain:
     if model == AUTOPILOT:
-        from agent.autopilot import AutopilotBrain
+        from agent.brains.autopilot import AutopilotBrain
 
         return AutopilotBrain(config)
     from agent.brains.anthropic import AnthropicBrain

@@ -20,7 +20,7 @@ import orjson
 
 from tools.bench.http import Target
 from tools.bench.loadgen import LevelRun, run_level
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 _CHOICES = (b'"choices":[{', b'"choices": [{')
 

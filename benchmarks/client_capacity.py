@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from client_candidates import CANDIDATES  # noqa: E402
 
 from tools.bench.metrics import compute_point  # noqa: E402
-from tools.bench.prompts import bodies  # noqa: E402
+from tools.bench.random_prompts import bodies  # noqa: E402
 from tools.bench.schema import Workload  # noqa: E402
 from tools.bench.sweep import SweepSpec, discover_model, run_sweep  # noqa: E402
 

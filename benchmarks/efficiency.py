@@ -19,13 +19,13 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.autopilot.engine import engine_check
-from agent.autopilot.history import Objective
-from agent.autopilot.offline import Noise, sim_truth, simulate
-from agent.autopilot.planner import Planner, Settings
-from agent.search import Flags, SearchSpace, objective_value
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.history import Objective
+from agent.brains.autopilot.offline import Noise, sim_truth, simulate
+from agent.brains.autopilot.planner import Planner, Settings
 from sim import truth as T
 from sim.space import DEFAULT_LEVELS, default_space
+from tools.domain.space import Flags, SearchSpace, objective_value
 
 LEVELS = tuple(DEFAULT_LEVELS)
 

@@ -48,9 +48,9 @@ def peak_rss_mb() -> float:
 
 async def one_case(name: str, mb: int, work: Path) -> dict[str, Any]:
     """Run one case in this process; the figures as a dict."""
-    from agent.config import Config, HostConfig, ServerConfig
     from state.run import Run
     from tools.base import ToolBox, ToolContext
+    from tools.domain.config import Config, HostConfig, ServerConfig
     from tools.hosts import HostPool
     from tools.registry import all_tools
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import httpx
 
-from agent.config import HostConfig
+from tools.domain.config import HostConfig
 from tools.hosts import Host, LocalHost, SSHHost
-from tools.servers.engines import SIM
 from tools.servers.lifecycle import kill_server
+from tools.servers.profiles import SIM
 from tools.servers.readiness import StartFailure, Watch, wait_ready
 
 CRASH_AFTER_S = 1.0

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.brains.base import Turn, TurnRequest
-from agent.replay import replay
+from agent.session_replay import replay
 from state.events import read_events
 from state.fold import fold
 from tests.sessions.make_sessions import Script, call, record, say, todo
@@ -57,7 +57,7 @@ class Timed:
 
 
 async def measure(source: Path, runs_dir: Path) -> list[float]:
-    import agent.replay as replay_module
+    import agent.session_replay as replay_module
 
     overheads: list[float] = []
     original = replay_module.make_agent
@@ -121,7 +121,7 @@ def main() -> None:
 
 
 def _config() -> Any:
-    from agent.config import CompactionConfig, Config, ServerConfig
+    from tools.domain.config import CompactionConfig, Config, ServerConfig
 
     return Config(
         server=ServerConfig(engine="sim", command="true", port=30000),

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 
 from sim import openai
-from sim.engine import Engine, Seq
 from sim.flags import ServerArgs
 from sim.metrics import prometheus, server_info
 from sim.model import Model
+from sim.scheduler import Engine, Seq
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -19,9 +19,9 @@ import uvicorn
 import uvloop
 
 from sim.api import App
-from sim.engine import Engine, Seq
 from sim.flags import FlagError, ServerArgs, parse_server_args
 from sim.model import Model
+from sim.scheduler import Engine, Seq
 from sim.startup import StartFailed, args_line, load, log, raw, ready_lines
 
 ROOT = str(Path(__file__).resolve().parent.parent)  # where the sim package lives

@@ -7,12 +7,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from agent.config import Config, lab_config
-from agent.search import render_flags
 from sim.flags import FlagError
 from sim.truth import model_of, throughput_of
 from tools.base import Tool, ToolBox, ToolContext, ToolError, ToolResult
 from tools.compare import Compare
+from tools.domain.config import Config, lab_config
+from tools.domain.space import render_flags
 from tools.kill_server import KillServer
 from tools.recommend import Recommend
 from tools.run_benchmark import RunBenchmark

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from agent.brains.base import Turn, TurnRequest
-from agent.config import Config, ServerConfig
 from agent.loop import Agent
 from agent.session import Limits, make_agent, start
 from state.run import Run
+from tools.domain.config import Config, ServerConfig
 
 
 class ScriptedBrain:

@@ -153,7 +153,7 @@ def recommendation(s: Session) -> dict[str, Any]:
 
 
 def write_session(folder: Path, files: bool = True) -> Path:
-    from agent.config import lab_config
+    from tools.domain.config import lab_config
 
     config = lab_config(port=30000).model_dump(mode="json")
     s = Session(folder, files)

@@ -5,7 +5,7 @@ Use them from a conftest.py or a test module:
     from ssh_fixtures import asyncssh_server, sshd_server, ssh_proxy  # noqa: F401
 
     def test_x(asyncssh_server):
-        cfg = asyncssh_server.host_config("box")      # an agent.config.HostConfig
+        cfg = asyncssh_server.host_config("box")      # an tools.domain.config.HostConfig
         ...
 
 Both servers are session-scoped and run outside the test's event loop (the asyncssh one in a
@@ -34,8 +34,8 @@ from typing import Any
 import asyncssh
 import pytest
 
-from agent.config import HostConfig
 from tools.base import ToolContext
+from tools.domain.config import HostConfig
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -322,8 +322,8 @@ def make_context(
     runs_dir: Path, host: HostConfig, extra_hosts: list[HostConfig] | None = None, **server: Any
 ) -> ToolContext:
     """A ToolContext for a fresh run whose server lives on `host`; close with `close_context`."""
-    from agent.config import Config, ServerConfig
     from state.run import Run
+    from tools.domain.config import Config, ServerConfig
     from tools.hosts import HostPool
 
     server.setdefault("command", "true")

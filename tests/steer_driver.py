@@ -237,13 +237,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--real", action="store_true", help="the simulator and the real tools")
     args = p.parse_args(argv)
 
-    import agent.runner
+    import agent.cli.runner
     import agent.session
     from agent.cli import main as cli_main
 
     run_path = args.runs_dir / args.run_id
     brain = SlowBrain(run_path, args.turns, args.pace, args.gate_at, not args.no_server, args.real)
-    agent.runner.make_brain = lambda model, config: brain
+    agent.cli.runner.make_brain = lambda model, config: brain
     agent.session.all_tools = real_tools if args.real else fake_tools
     config = args.runs_dir / f"{args.run_id}.toml"
     config.parent.mkdir(parents=True, exist_ok=True)

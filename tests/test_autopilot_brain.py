@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.autopilot import AutopilotBrain
+from agent.brains.autopilot import AutopilotBrain
 from agent.brains.base import TurnRequest
-from agent.config import Config
 from agent.session import Limits, make_agent, start
 from sim import truth
 from sim.space import default_space
 from state.run import Run
 from tests.autopilot_world import lab, world
 from tools.compare import Compare
+from tools.domain.config import Config
 from tools.kill_server import KillServer
 from tools.recommend import Recommend
 from tools.run_benchmark import RunBenchmark

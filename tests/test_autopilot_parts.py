@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.autopilot.brain import groups
-from agent.autopilot.directives import read
-from agent.autopilot.engine import engine_check, sim_base_argv
-from agent.autopilot.history import NOISE_DEFAULT, History, Launch, Measurement, Objective
-from agent.autopilot.narrate import short, tag
-from agent.search import SearchSpace
+from agent.brains.autopilot.brain import groups
+from agent.brains.autopilot.directives import read
+from agent.brains.autopilot.engine_limits import engine_check, sim_base_argv
+from agent.brains.autopilot.history import NOISE_DEFAULT, History, Launch, Measurement, Objective
+from agent.brains.autopilot.narrate import short, tag
 from sim.space import DEFAULT_BASE_FLAGS, default_space
+from tools.domain.space import SearchSpace
 
 LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))

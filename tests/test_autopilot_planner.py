@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.autopilot.engine import engine_check
-from agent.autopilot.history import History, Launch, Measurement, Objective
-from agent.autopilot.offline import Noise, sim_truth, simulate
-from agent.autopilot.planner import Experiment, Finish, Planner, Settings
-from agent.search import Flags, SearchSpace
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.offline import Noise, sim_truth, simulate
+from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from sim import truth
 from sim.space import DEFAULT_LEVELS, default_space
+from tools.domain.space import Flags, SearchSpace
 
 LEVELS = tuple(DEFAULT_LEVELS)
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.replay import replay
+from agent.session_replay import replay
 from sim import truth
 from sim.space import default_space
 

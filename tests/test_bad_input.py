@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from agent.config import Config, HostConfig, lab_config
 from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.run import Run
 from tests.conftest import ScriptedBrain, agent_for, tool_turn
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import Config, HostConfig, lab_config
 from tools.hosts import HostPool
 from tools.registry import all_tools
 

@@ -113,10 +113,10 @@ def test_a_huge_command_is_judged_without_wedging() -> None:
 
 
 async def test_allow_list_from_the_config_reaches_the_bash_tool(tmp_path: Path) -> None:
-    from agent.config import Config, GuardConfig, HostConfig, ServerConfig
     from state.run import Run
     from tools.base import ToolBox, ToolContext
     from tools.bash import Bash
+    from tools.domain.config import Config, GuardConfig, HostConfig, ServerConfig
     from tools.hosts import HostPool
 
     # `kill -0 1` only asks whether init exists: harmless, yet refused unless allowed

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import HostConfig
 from tools.base import ToolBox, ToolContext
 from tools.bash import Bash
+from tools.domain.config import HostConfig
 from tools.read_log import ReadLog
 
 pytest_plugins = ["tests.ssh_fixtures"]

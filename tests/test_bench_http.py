@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tools.bench.http import StreamConn, Target
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 
 class FakeTransport:

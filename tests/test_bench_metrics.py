@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tools.bench.metrics import compute_point, mean_std, percentile
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 
 def rec(start: float, ttft: float, itl: list[float], out: int, prompt: int = 100) -> RequestRecord:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import lab_config
 from state.run import Run
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import lab_config
 from tools.run_benchmark import RunBenchmark
 
 FAKE_VLLM = r"""

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from agent.bench_cli import main as bench_main
-from agent.config import lab_config
+from agent.cli.bench import main as bench_main
 from state.events import read_events
 from state.ledger import Ledger
 from state.run import Run
 from tools.base import ToolBox, ToolContext
 from tools.compare import Compare
+from tools.domain.config import lab_config
 from tools.run_benchmark import RunBenchmark
 
 TTFT_MS, ITL_MS = 5, 1

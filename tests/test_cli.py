@@ -154,8 +154,8 @@ def test_replay_check_from_the_command_line(tmp_path: Path) -> None:
 def test_the_resolved_config_toml_reads_back_as_written() -> None:
     import tomllib
 
-    from agent.config import Config, lab_config, redact
-    from agent.toml_write import to_toml
+    from tools.domain.config import Config, lab_config, redact
+    from tools.domain.config_toml import to_toml
 
     resolved = redact(lab_config().model_dump(mode="json"))
     back = tomllib.loads(to_toml(resolved))  # TOML has no null: None values are left out

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from agent.brains.base import Turn, TurnRequest
-from agent.config import CompactionConfig
 from state.events import read_events
 from tests.conftest import ScriptedBrain, agent_for, plain_config, tool_turn
+from tools.domain.config import CompactionConfig
 
 TODOS = [
     {"id": "t1", "content": "Sweep the baseline", "status": "in_progress", "priority": "high"},

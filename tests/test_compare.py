@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import lab_config
 from state.ledger import Ledger
 from state.run import Run
 from tools.base import ToolBox, ToolContext
@@ -16,6 +15,7 @@ from tools.bench.comparison import compare, noise_floor, render_comparison
 from tools.bench.results import build_result, save
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
 from tools.compare import Compare
+from tools.domain.config import lab_config
 
 BASE = "python -m sim --tp 8 --disable-custom-all-reduce --attention-backend flashinfer"
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Config, HostConfig, lab_config
-from agent.recover import INTERRUPTED_PREFIX, close_dangling_calls, recover
-from agent.runner import resume_campaign
+from agent.cli.runner import resume_campaign
+from agent.recover import close_dangling_calls, recover
 from agent.session import Limits, start
 from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.run import Run, RunError
-from tools.base import ToolBox, ToolContext
+from tools.base import INTERRUPTED_PREFIX, ToolBox, ToolContext
+from tools.domain.config import Config, HostConfig, lab_config
 from tools.hosts import HostPool
 from tools.registry import all_tools
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.config import HostConfig
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import HostConfig
 from tools.files import GetFile, PutFile
 
 pytest_plugins = ["tests.ssh_fixtures"]

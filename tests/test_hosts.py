@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import HostConfig
+from tools.domain.config import HostConfig
 from tools.hosts import Host, LocalHost, SSHHost
 
 pytest_plugins = ["tests.ssh_fixtures"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import asyncssh
 import pytest
 
-from agent.config import Config, HostConfig, ServerConfig
+from tools.domain.config import Config, HostConfig, ServerConfig
 from tools.hosts import HostError, HostPool, LocalHost, SSHHost
 from tools.hosts import connect as connect_module
 

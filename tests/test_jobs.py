@@ -10,7 +10,7 @@ from state.events import read_events
 from state.run import Run
 from tools.base import ToolBox, ToolContext
 from tools.jobs import JobStatus, StartJob, StopJob
-from tools.servers.progress import parse_line
+from tools.servers.log_progress import parse_line
 
 pytest_plugins = ["tests.ssh_fixtures"]
 BOX = ToolBox([StartJob(), JobStatus(), StopJob()])

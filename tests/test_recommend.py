@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent.config import ObjectiveConfig
 from agent.session import Limits, start
 from state.run import Run
 from tests.autopilot_world import lab
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import ObjectiveConfig
 from tools.recommend import Recommend
 
 BASE = {

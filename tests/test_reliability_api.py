@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agent.brains.replay import Faults
-from agent.replay import replay
+from agent.session_replay import replay
 from state.events import read_events
 
 SESSIONS = [

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Config, HostConfig, lab_config
 from benchmarks.kill_resume_lab import free_port, leftover_processes, write_config
 from sim.flags import parse_server_args
 from state.run import Run
 from state.secrets import command_secrets
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import Config, HostConfig, lab_config
 from tools.hosts import HostPool
 from tools.registry import all_tools
-from tools.servers.engines import ENGINES
+from tools.servers.profiles import ENGINES
 from tools.start_server import build_command
 
 ROOT = Path(__file__).parent.parent

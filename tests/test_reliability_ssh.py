@@ -15,9 +15,9 @@ import asyncssh
 import pytest
 
 from agent.brains.base import Turn, TurnRequest
-from agent.config import Config, ServerConfig
 from agent.session import Limits, make_agent, start
 from state.events import read_events
+from tools.domain.config import Config, ServerConfig
 
 if TYPE_CHECKING:
     from tests.ssh_fixtures import Proxy, SSHServerBase

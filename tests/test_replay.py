@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.brains.replay import Faults
-from agent.replay import replay
+from agent.session_replay import replay
 from state.events import read_events
 
 SESSIONS = sorted((Path(__file__).parent / "sessions").glob("*.jsonl"))

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.chart import crossing_points
-from agent.report import main, write_report
-from agent.report_data import Contender, Measurement, level_metrics
+from agent.cli.report import main
+from agent.report import write_report
+from agent.report.chart import crossing_points
+from agent.report.data import Contender, Measurement, level_metrics
 from state.run import Run
 from tests.report_session import write_session
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from agent.search import SearchError, SearchSpace, objective_value, render_flags
 from sim import truth
 from sim.space import default_space
+from tools.domain.space import SearchError, SearchSpace, objective_value, render_flags
 
 SPEC = "--speculative-algorithm"
 STEPS = "--speculative-num-steps"
 
 
 def lab_space() -> SearchSpace:
-    from agent.autopilot.engine import engine_check
+    from agent.brains.autopilot.engine_limits import engine_check
 
     return SearchSpace.parse(default_space(), check=engine_check("sim"))
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from agent.config import Config, ServerConfig
 from agent.session import Limits, start
 from state.secrets import Scrubber, secret_values
 from tests.conftest import ScriptedBrain, agent_for, tool_turn
+from tools.domain.config import Config, ServerConfig
 
 KEY = "sk-ant-api03-THIS-IS-A-FAKE-KEY-1234567890"
 TOKEN = "hf_FAKEtokenFAKEtokenFAKE"
@@ -54,7 +54,7 @@ async def test_a_run_with_secrets_set_writes_none_of_them(
 
 
 def test_redaction_spares_flags_that_only_mention_tokens() -> None:
-    from agent.config import lab_config, redact
+    from tools.domain.config import lab_config, redact
 
     search = lab_config().model_dump(mode="json")["search"]
     assert redact(search) == search  # --speculative-num-draft-tokens is not a secret

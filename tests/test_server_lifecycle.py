@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import HostConfig
 from state.events import read_events
 from tools.base import ToolBox, ToolContext
+from tools.domain.config import HostConfig
 from tools.hosts import Host
 from tools.kill_server import KillServer
 from tools.read_log import ReadLog
@@ -182,7 +182,7 @@ def test_port_in_use_is_diagnosed_from_the_real_log(tmp_path: Path) -> None:
     import subprocess
 
     from tools.servers.diagnose import diagnose
-    from tools.servers.engines import SIM
+    from tools.servers.profiles import SIM
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,8 +254,8 @@ async def test_kill_server_leaves_look_alikes_alone(local_ctx: ToolContext, tmp_
 async def test_own_descendant_in_another_session_is_killed_too(tmp_path: Path) -> None:
     """A worker that left the server's process group is still found through the family tree."""
     from tools.hosts import LocalHost
-    from tools.servers.engines import SIM
     from tools.servers.lifecycle import kill_server
+    from tools.servers.profiles import SIM
 
     host = LocalHost(HostConfig(name="local", workdir=str(tmp_path)))
     port = free_port()

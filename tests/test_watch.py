@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agent.watch import Follower, follow, watch_view
+from agent.view.watch import Follower, follow, watch_view
 from state.events import EventLog, read_events
 from tests.steer_driver import ROOT, agent_cli, spawn, wait_for, waiting_at_gate
 
@@ -204,9 +204,9 @@ def test_todos_prints_the_list_and_json_prints_exactly_todos_json(tmp_path: Path
 def test_watch_says_so_when_the_run_process_dies_without_finishing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.watch
+    import agent.view.watch
 
-    monkeypatch.setattr(agent.watch, "WRITER_CHECK_S", 0.1)
+    monkeypatch.setattr(agent.view.watch, "WRITER_CHECK_S", 0.1)
     dead = subprocess.Popen(["true"])
     dead.wait()
     path = tmp_path / "run" / "events.jsonl"
@@ -221,10 +221,10 @@ def test_watch_says_so_when_the_run_process_dies_without_finishing(
     assert f"agent resume {path.parent}" in text
     # a live writer (this process) keeps watch following; another host's pid is not checked
     path.write_bytes(line(1, "run_started", goal="g", pid=os.getpid(), hostname=host))
-    batches = agent.watch.follow(path, interval=0.02)
+    batches = agent.view.watch.follow(path, interval=0.02)
     for _ in range(20):
         next(batches)
     path.write_bytes(line(1, "run_started", goal="g", pid=dead.pid, hostname=host + "-other"))
-    batches = agent.watch.follow(path, interval=0.02)
+    batches = agent.view.watch.follow(path, interval=0.02)
     for _ in range(20):
         next(batches)

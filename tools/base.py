@@ -10,9 +10,12 @@ import traceback
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tools.domain.config import Config
+from tools.hosts import Host, HostError, HostPool
 
 if TYPE_CHECKING:
     from state.run import Run
@@ -30,8 +33,23 @@ class ToolResult(BaseModel):
     data: dict[str, Any] = {}
 
 
+# The result of a call that a crash of the agent cut short, written by `agent resume`
+# (agent/recover.py); a brain that sees it knows the call is no verdict.
+INTERRUPTED_PREFIX = "interrupted: the agent process stopped"
+INTERRUPTED = (
+    INTERRUPTED_PREFIX + " while this {name} call ran (a crash or a kill), so "
+    "it may have run in part; the run was resumed. Check what it did before you repeat it."
+)
+
+
 class ToolError(Exception):
     """Raised inside a tool for an error the model caused and can act on (one clear line)."""
+
+
+class Progress(Protocol):
+    """`progress(kind, **info)`: what a running tool reports for the terminal and `agent watch`."""
+
+    def __call__(self, kind: str, /, **info: Any) -> None: ...
 
 
 @dataclass
@@ -39,10 +57,20 @@ class ToolContext:
     """What a tool may reach. Fields beyond `run` and `config` are filled as the features exist."""
 
     run: Run
-    config: Any  # agent.config.Config; typed loosely so tools/ does not import agent/
-    hosts: Any = None  # tools.hosts.HostPool
-    progress: Any = None  # a callable(kind, **info) for terminal progress, or None
+    config: Config
+    hosts: HostPool | None = None
+    progress: Progress | None = None  # terminal progress bars (agent/view/bars.py), or None
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+def host_for(ctx: ToolContext, name: str | None) -> Host:
+    """The host a tool call names (default: the server's), or a ToolError the model can act on."""
+    if ctx.hosts is None:
+        raise ToolError("no hosts are configured for this run")
+    try:
+        return ctx.hosts.get(name)
+    except HostError as err:
+        raise ToolError(str(err)) from None
 
 
 class Tool:

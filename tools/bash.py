@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
 from tools.guard import check
-from tools.hosts import HostError, host_for
+from tools.hosts import HostError
 from tools.hosts.output import clean, cut, save_full
 
 OUTPUT_LIMIT = 12_000  # characters the model sees; the full text goes to outputs/

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.hosts import Host, HostError, host_for
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.hosts import Host, HostError
 
 MAX_BYTES = 2 * 1024**3  # a campaign moves scripts and results, not model weights
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.hosts import Host, HostError, host_for
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.hosts import Host, HostError
 from tools.hosts.output import clean
-from tools.servers.paths import check_name, log_path
-from tools.servers.progress import last_progress
-from tools.servers.records import job_record
+from tools.launched import job_record
+from tools.log_paths import check_name, log_path
+from tools.servers.log_progress import last_progress
 
 STOP_GRACE_S = 10.0
 TAIL_BYTES = 65536

@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.hosts import HostError, host_for
-from tools.servers.engines import ENGINES, engine_for
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.hosts import HostError
 from tools.servers.lifecycle import KillReport, kill_server
+from tools.servers.profiles import ENGINES, engine_for
 
 
 class KillServerInput(ToolInput):

@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.hosts import HostError, host_for
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.hosts import HostError
 from tools.hosts.output import clean, cut, save_full
-from tools.servers.records import server_record
+from tools.launched import server_record
 
 OUTPUT_LIMIT = 12_000
 MAX_MATCHES = 200

@@ -17,15 +17,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agent.search import (
+from state.atomic import write_json_atomic
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.domain.config import Config
+from tools.domain.space import (
     SearchError,
     SearchSpace,
     describe_objective,
     objective_value,
     render_flags,
 )
-from state.atomic import write_json_atomic
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 
 Value = bool | int | float | str
 FILE = "recommendation.json"
@@ -125,7 +126,7 @@ class Recommend(Tool):
 
 
 # --- what was measured ----------------------------------------------------------------------------
-def _space(config: Any) -> SearchSpace | None:
+def _space(config: Config) -> SearchSpace | None:
     try:
         return SearchSpace.parse(config.search) if config.search else None
     except SearchError:
@@ -283,7 +284,7 @@ def _check_switch(
 
 
 # --- output ---------------------------------------------------------------------------------------
-def _command(config: Any, flags: dict[str, Any]) -> str:
+def _command(config: Config, flags: dict[str, Any]) -> str:
     words = [*render_flags(flags), "--port", str(config.server.port)]
     return config.server.command + " " + shlex.join(words)
 

@@ -14,7 +14,6 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
-from tools.bench.record import BenchProgress, record
 from tools.bench.remote import run_remote
 from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.bench.sweep import (
@@ -25,6 +24,7 @@ from tools.bench.sweep import (
     discover_model,
     run_sweep,
 )
+from tools.benchmark_outcome import BenchProgress, record
 
 MAX_LEVEL = 4096
 

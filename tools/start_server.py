@@ -10,12 +10,12 @@ from typing import Any
 
 from pydantic import Field
 
-from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.hosts import Host, HostError, host_for
+from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.hosts import Host, HostError
 from tools.kill_server import kill_recorded
-from tools.servers.engines import Engine, engine_for
+from tools.log_paths import check_name, log_path
 from tools.servers.lifecycle import gpu_holders, kill_server, ownership
-from tools.servers.paths import check_name, log_path
+from tools.servers.profiles import Engine, engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
 
 FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -216,10 +216,11 @@ class StartServer(Tool):
 
 
 def _progress(ctx: ToolContext, name: str) -> Any:
-    if ctx.progress is None:
+    progress = ctx.progress
+    if progress is None:
         return None
 
     def report(fraction: float | None, line: str) -> None:
-        ctx.progress("server_load", name=name, fraction=fraction, line=line)
+        progress("server_load", name=name, fraction=fraction, line=line)
 
     return report

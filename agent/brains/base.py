@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from state.fold import RunState
+from tools.domain.config import Config
 
 
 @dataclass
@@ -17,7 +18,7 @@ class TurnRequest:
     messages: list[dict[str, Any]]
     max_tokens: int
     state: RunState  # read-only: the autopilot plans from the fold, a model from the messages
-    config: Any  # agent.config.Config
+    config: Config
     purpose: Literal["step", "summary"] = "step"  # "summary": write the compaction summary
 
 

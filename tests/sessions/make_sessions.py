@@ -22,8 +22,8 @@ import httpx2
 
 from agent.brains.anthropic import AnthropicBrain
 from agent.compaction import compaction_prompt
-from agent.config import CompactionConfig, Config, ServerConfig
 from agent.session import Limits, make_agent, start
+from tools.domain.config import CompactionConfig, Config, ServerConfig
 
 HERE = Path(__file__).parent
 MODEL = "claude-sonnet-4-6"

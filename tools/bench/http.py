@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from tools.bench.diagnose import error_message, no_choices
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 # A message with non-empty choices: `"choices":[{` (vLLM, SGLang: compact JSON) or with a space
 # after the colon (json.dumps defaults). An empty list (the usage-only chunk) matches neither.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 
 from tools.bench.http import StreamConn, Target
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 Progress = Callable[[int], None]  # called with the number of requests finished so far
 

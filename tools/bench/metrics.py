@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tools.bench.records import RequestRecord
+from tools.bench.request_record import RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")

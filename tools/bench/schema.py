@@ -36,7 +36,9 @@ class Workload(BaseModel):
     max_tokens: int = Field(default=512, ge=1)
     ignore_eos: bool = True
     temperature: float = 0.0
-    dataset: str = "random"  # seeded word prompts of input_len tokens (tools/bench/prompts.py)
+    dataset: str = (
+        "random"  # seeded word prompts of input_len tokens (tools/bench/random_prompts.py)
+    )
     seed: int = 0
     requests_per_level: int | None = None  # None: max(5 x C, 10) per level
     warmup_requests: int = 2  # per level, not measured

@@ -24,8 +24,8 @@ import orjson
 
 from tools.bench.http import Target
 from tools.bench.loadgen import LevelRun, run_level
-from tools.bench.prompts import PATHS, bodies
-from tools.bench.records import RequestRecord
+from tools.bench.random_prompts import PATHS, bodies
+from tools.bench.request_record import RequestRecord
 
 _LIMIT = 1 << 30  # a level's records (every ITL of every request) come back in one line
 

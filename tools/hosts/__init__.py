@@ -4,8 +4,7 @@ reconnect after a drop)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from tools.domain.config import Config
 from tools.hosts.base import CommandResult, Host, HostError, Proc
 from tools.hosts.connect import parse_address
 from tools.hosts.local import LocalHost
@@ -19,13 +18,12 @@ __all__ = [
     "LocalHost",
     "Proc",
     "SSHHost",
-    "host_for",
 ]
 
 
 class HostPool:
-    def __init__(self, config: Any) -> None:
-        self.config = config  # agent.config.Config
+    def __init__(self, config: Config) -> None:
+        self.config = config
         self._hosts: dict[str, Host] = {}
 
     @property
@@ -56,16 +54,3 @@ class HostPool:
         for host in self._hosts.values():
             await host.close()
         self._hosts.clear()
-
-
-def host_for(ctx: Any, name: str | None) -> Host:
-    """The host a tool call names (default: the server's), or a ToolError the model can act on."""
-    from tools.base import ToolError
-
-    if ctx.hosts is None:
-        raise ToolError("no hosts are configured for this run")
-    try:
-        host: Host = ctx.hosts.get(name)
-    except HostError as err:
-        raise ToolError(str(err)) from None
-    return host

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tools.hosts.output import MAX_CAPTURE
 
 if TYPE_CHECKING:
-    from agent.config import HostConfig
+    from tools.domain.config import HostConfig
 
 
 class HostError(Exception):

@@ -22,7 +22,7 @@ from tools.hosts.base import HostError
 from tools.hosts.keys import Client, KeyPolicy
 
 if TYPE_CHECKING:
-    from agent.config import HostConfig
+    from tools.domain.config import HostConfig
 
 CONNECT_ATTEMPTS = 4
 CONNECT_MAX_DELAY_S = 30.0

@@ -16,7 +16,7 @@ from tools.hosts.connect import connect, parse_address
 from tools.hosts.output import MAX_CAPTURE, Capture
 
 if TYPE_CHECKING:
-    from agent.config import HostConfig
+    from tools.domain.config import HostConfig
 
 MARK = b"__campaign_pgid="
 BASH = "bash --norc --noprofile -c"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tools.servers.engines import Engine
+from tools.servers.profiles import Engine
 
 EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?::\s.*)?$")
 EXCERPT_LINES = 40

@@ -20,7 +20,7 @@ import orjson
 
 from tools.hosts import Host, HostError, Proc
 from tools.hosts.base import descendants
-from tools.servers.engines import Engine
+from tools.servers.profiles import Engine
 
 POLL_S = 0.2
 STRAGGLER_GRACE_S = 3.0  # once the main process is gone, how long its workers get after SIGTERM

@@ -19,8 +19,8 @@ import orjson
 
 from tools.hosts import Host, HostError
 from tools.servers.diagnose import Diagnosis, diagnose, failure_in
-from tools.servers.engines import Engine
-from tools.servers.progress import parse_line
+from tools.servers.log_progress import parse_line
+from tools.servers.profiles import Engine
 
 POLL_S = 0.2  # log, process and health, together (health: >= 2/s even over a slow SSH link)
 GRACE_S = 0.5  # after a failure line, for the rest of the message

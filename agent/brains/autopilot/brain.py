@@ -1,0 +1,253 @@
+"""The autopilot brain: the planner's next step as the tool calls a model would make.
+
+A pure function of (the run's fold, the config): every turn it rebuilds the History from the
+events, asks the planner, and emits todowrite / start_server / run_benchmark / compare / recommend
+/ kill_server blocks with a short narration - so a resumed or replayed run continues exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.brains.autopilot import directives, narrate
+from agent.brains.autopilot.engine_limits import space_of
+from agent.brains.autopilot.history import History, Objective
+from agent.brains.autopilot.observe import busy_port, interrupted, observe, tool_exchanges
+from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+from agent.brains.autopilot.todo_plan import stage_of, todos
+from agent.brains.base import Turn, TurnRequest
+from state.fold import RunState
+from tools.domain.config import Config
+from tools.domain.space import SearchError
+
+# requests per level: waves x the group's top level, at least a floor (low levels are cheap, and
+# a few waves there keep their noise down)
+WAVES_SWEEP, WAVES_SCREEN = 2, 1
+FLOOR_SWEEP, FLOOR_SCREEN = 30, 10
+MAX_PORT_MOVES = 20
+
+
+class AutopilotBrain:
+    name = "autopilot"
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config
+
+    async def next_turn(self, request: TurnRequest) -> Turn:
+        config = request.config if request.config is not None else self.config
+        try:
+            campaign = Campaign(request.state, config)
+        except SearchError as err:
+            text = f"The search space is not usable: {err}. Fix [search] in the config."
+            return Turn(
+                content=[{"type": "text", "text": text}], stop_reason="end_turn", model="autopilot"
+            )
+        if request.purpose == "summary":
+            return Turn(
+                content=[{"type": "text", "text": campaign.summary()}],
+                stop_reason="end_turn",
+                model="autopilot",
+            )
+        return campaign.turn()
+
+
+class Campaign:
+    """One turn's view of the campaign."""
+
+    def __init__(self, state: RunState, config: Config) -> None:
+        self.state, self.config = state, config
+        self.server = config.server.name
+        self.space = space_of(config)
+        self.levels = tuple(config.bench.concurrency)
+        self.directives, self.replies = directives.read(state.supervisor, self.space, self.levels)
+        obj = config.objective
+        objective = Objective(obj.kind, obj.level)
+        if self.directives.focus is not None:
+            objective = Objective("level", self.directives.focus)
+        self.objective = objective
+        settings = Settings(
+            levels=self.levels,
+            objective=objective,
+            excluded=self.directives.skip,
+            wrap_up=self.directives.wrap_up or state.warned_budget,
+        )
+        self.planner = Planner(self.space, settings)
+        slo = obj if obj.kind == "slo" else None  # result paths are as the tool wrote them
+        self.h: History = observe(state, self.space, self.server, None, slo)
+        self.blocks: list[dict[str, Any]] = []
+        self.calls = 0
+
+    # --- building the turn ---------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        self.blocks.append({"type": "text", "text": text})
+
+    def call(self, name: str, inp: dict[str, Any]) -> None:
+        self.calls += 1
+        block_id = f"toolu_ap_{self.state.steps + 1:03d}_{self.calls}"
+        self.blocks.append({"type": "tool_use", "id": block_id, "name": name, "input": inp})
+
+    def write_todos(self, items: list[dict[str, Any]]) -> None:
+        if items != self.state.todos:
+            self.call("todowrite", {"todos": items})
+
+    def turn(self) -> Turn:
+        for seq, reply in sorted(self.replies.items()):
+            if seq not in directives.acknowledged(self.state.messages):
+                self.say(f"Supervisor #{seq}: {reply}.")
+        exchanges = [(name, block) for name, _, block in tool_exchanges(self.state)]
+        recommended = any(n == "recommend" and not b.get("is_error") for n, b in exchanges)
+        cut = any(n == "recommend" and interrupted(b) for n, b in exchanges)
+        if not exchanges:
+            self.start()
+        elif narrate.concluded(self.state) and (recommended or not cut):
+            final = todos(self.planner, self.h, None, done=True)
+            if self.state.todos == final:
+                self.say(narrate.closing(self.h, self.planner, recommended))
+                return self.done("end_turn")
+            self.write_todos(final)
+        else:
+            step = self.planner.decide(self.h)
+            if isinstance(step, Finish):
+                self.finish(step)
+            else:
+                self.experiment(step)
+        return self.done("tool_use")
+
+    def done(self, stop: str) -> Turn:
+        if not self.blocks:
+            self.say("...")
+        return Turn(content=self.blocks, stop_reason=stop, model="autopilot")
+
+    # --- the stages ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.say(narrate.opening(self.planner, self.config))
+        self.write_todos(todos(self.planner, self.h, "cleanup"))
+        self.call("kill_server", {})
+
+    def experiment(self, step: Experiment) -> None:
+        h, key = self.h, self.h.key(step.config)
+        self.write_todos(todos(self.planner, h, stage_of(step, h)))
+        last = self.state.last_results
+        crash = next(
+            (r for r in last if r.get("name") == "start_server" and r.get("is_error")), None
+        )
+        if crash is not None and not busy_port({"content": crash.get("text", "")}):
+            self.say(narrate.crash(crash))
+        failed = next(
+            (r for r in last if r.get("name") == "run_benchmark" and r.get("is_error")), None
+        )
+        if failed is not None:
+            self.say(
+                f"The benchmark failed: {(str(failed.get('text', '')).splitlines() or [''])[0]} - "
+                "measuring again (a second failure on this server relaunches it)."
+            )
+        launch = h.running_key() != key or (step.fresh and not h.running_fresh())
+        if launch:
+            self.say(narrate.launch(self.space, step, len(h.launches) + 1))
+            start: dict[str, Any] = {"name": self.server, "flags": dict(step.config)}
+            busy, port = self.busy_ports(), self.config.server.port
+            if busy >= MAX_PORT_MOVES:
+                self.say(
+                    f"{narrate.CONCLUSION} no recommendation - {busy} ports from {port} up "
+                    "are all taken by processes that are not ours; free one and resume."
+                )
+                self.call("kill_server", {})
+                return
+            if busy:
+                self.say(
+                    f"Port {port + busy - 1} is taken by a process that is not ours: this "
+                    f"server goes to {port + busy}."
+                )
+                start["port"] = port + busy
+            self.call("start_server", start)
+            return
+        self.say(narrate.measure(self.space, step, h))
+        number = h.running + 1 if h.running is not None else 0
+        words = narrate.tag(self.space, step.config)
+        label = f"{step.purpose}-L{number:02d}" + ("" if words == "baseline" else f"-{words}")
+        waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
+        fixed = self.config.bench.requests_per_level
+        for levels, requests in groups(step.levels, waves, floor, fixed):
+            inp: dict[str, Any] = {
+                "server": self.server,
+                "concurrency": list(levels),
+                "label": label,
+            }
+            if requests is not None:
+                inp["requests_per_level"] = requests
+            self.call("run_benchmark", inp)
+
+    def busy_ports(self) -> int:
+        """How many ports were found taken by strangers: each start moves one port up."""
+        return sum(
+            1
+            for name, _, block in tool_exchanges(self.state)
+            if name == "start_server" and block.get("is_error") and busy_port(block)
+        )
+
+    def finish(self, step: Finish) -> None:
+        self.write_todos(todos(self.planner, self.h, "report"))
+        self.say(narrate.conclusion(self.space, step, self.h, self.planner))
+        if step.best is None:
+            self.call("kill_server", {})
+            return
+        for ids in compare_sets(self.h, self.planner, step):
+            self.call("compare", {"results": ids, "baseline": ids[0]})
+        inp: dict[str, Any] = {"config": dict(step.best), "reason": step.why}
+        if len(step.policy) > 1:
+            inp["policy"] = [
+                {
+                    "from_concurrency": r.from_concurrency,
+                    "to_concurrency": r.to_concurrency,
+                    "config": dict(r.config),
+                }
+                for r in step.policy
+            ]
+        if self.objective != Objective(self.config.objective.kind, self.config.objective.level):
+            inp["objective"] = {"kind": self.objective.kind, "level": self.objective.level}
+        self.call("recommend", inp)
+        self.call("kill_server", {})
+
+    def summary(self) -> str:
+        return narrate.summary(self.state, self.h, self.planner)
+
+
+def groups(
+    levels: tuple[int, ...], waves: int, floor: int, fixed: int | None
+) -> list[tuple[tuple[int, ...], int | None]]:
+    """Levels grouped so that one request count suits each group (each level runs at least
+    `waves` waves of its group's top level). A configured requests_per_level is used as given."""
+    if fixed is not None:
+        return [(levels, fixed)]
+    out: list[list[int]] = []
+    for c in sorted(levels):
+        if out and c <= 4 * out[-1][0]:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return [(tuple(g), max(waves * g[-1], floor)) for g in out]
+
+
+def compare_sets(h: History, planner: Planner, step: Finish) -> list[list[str]]:
+    """Per group of levels: the baseline's first result, then the winner's and the policy's."""
+    levels = planner.settings.levels
+    who = [
+        planner.space.baseline,
+        *([step.best] if step.best else []),
+        *[r.config for r in step.policy],
+    ]
+    seen: list[str] = []
+    picked = []
+    for config in who:
+        if h.key(config) not in seen:
+            seen.append(h.key(config))
+            sweeps = h.sweeps(config, levels)
+            if sweeps:
+                picked.append(sweeps[0] if config == planner.space.baseline else sweeps[-1])
+    if len(picked) < 2:
+        return []
+    by_group: dict[int, list[str]] = {}
+    for m in picked:
+        for i, result_id in enumerate(m.ids):
+            by_group.setdefault(i, []).append(result_id)
+    return [ids for _, ids in sorted(by_group.items()) if len(ids) == len(picked)]

@@ -1,0 +1,188 @@
+"""What a campaign has measured so far: launches (and the crashes among them) and benchmarks.
+
+The planner reads nothing else. The brain rebuilds a History from the run's fold every turn, and
+the efficiency study builds one from the simulator's truth, so both drive the same planner.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tools.domain.space import Flags, SearchSpace, objective_value
+
+NOISE_MIN = 0.005  # a measured floor below this is luck: two sweeps never agree that well
+NOISE_DEFAULT = 0.03  # before the A/A pair exists
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What the campaign maximises (tools.domain.config.ObjectiveConfig, minus the SLO limits, which
+    are already folded into each measurement's `slo_ok`)."""
+
+    kind: str = "geomean"
+    level: int | None = None
+
+    def value(
+        self,
+        per_level: Mapping[int, float],
+        slo_ok: Mapping[int, bool] | None = None,
+        levels: Iterable[int] | None = None,
+    ) -> float:
+        keep = set(levels) if levels is not None else set(per_level)
+        subset = {c: v for c, v in per_level.items() if c in keep}
+        if self.kind == "level" and self.level not in subset:
+            return 0.0
+        return objective_value(subset, self.kind, self.level, slo_ok)
+
+    def depends_on(self, levels: Iterable[int]) -> tuple[int, ...]:
+        """The levels that move the objective."""
+        levels = tuple(sorted(levels))
+        if self.kind == "level" and self.level is not None:
+            return (self.level,)
+        return levels
+
+
+@dataclass(frozen=True)
+class Launch:
+    config: Flags
+    ok: bool = True
+    reason: str = ""  # why it failed to start (one line), when not ok
+
+
+@dataclass(frozen=True)
+class Measurement:
+    config: Flags
+    launch: int  # index of the launch whose server was measured
+    per_level: dict[int, float]
+    label: str = ""
+    slo_ok: dict[int, bool] | None = None
+    ids: tuple[str, ...] = ()  # the benchmark results it was read from
+
+    @property
+    def purpose(self) -> str:
+        """The label's first word: baseline, noise, screen, confirm, challenger, validate."""
+        return self.label.split("-", 1)[0]
+
+
+@dataclass
+class History:
+    space: SearchSpace
+    launches: list[Launch] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    running: int | None = None  # the launch whose server is up now
+    broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmarks failed
+
+    # --- identity -------------------------------------------------------------------------------
+    def key(self, config: Mapping[str, object]) -> str:
+        return self.space.key(config)
+
+    def tried(self, config: Mapping[str, object]) -> bool:
+        k = self.key(config)
+        return any(self.key(launch.config) == k for launch in self.launches)
+
+    def crashed(self) -> dict[str, tuple[Flags, str]]:
+        """Configurations that failed to start, or whose server could not be measured (the
+        baseline gets a second launch first: without it there is no campaign)."""
+        out: dict[str, tuple[Flags, str]] = {}
+        base = self.key(self.space.baseline)
+        broken: dict[str, int] = {}
+        for i, launch in enumerate(self.launches):
+            key = self.key(launch.config)
+            if not launch.ok:
+                out.setdefault(key, (launch.config, launch.reason))
+            elif i in self.broken and not self._measured_launch(i):
+                broken[key] = broken.get(key, 0) + 1
+                if key != base or broken[key] >= 2:
+                    out.setdefault(key, (launch.config, self.broken[i]))
+        return out
+
+    def _measured_launch(self, index: int) -> bool:
+        return any(m.launch == index for m in self.measurements)
+
+    def running_key(self) -> str | None:
+        if self.running is None:
+            return None
+        return self.key(self.launches[self.running].config)
+
+    def running_fresh(self) -> bool:
+        """The running server has not been measured yet."""
+        return self.running is not None and not self._measured_launch(self.running)
+
+    # --- estimates ------------------------------------------------------------------------------
+    def of(self, config: Mapping[str, object]) -> list[Measurement]:
+        k = self.key(config)
+        return [m for m in self.measurements if self.key(m.config) == k]
+
+    def configs(self) -> list[Flags]:
+        """Every measured configuration, in the order first measured."""
+        seen: dict[str, Flags] = {}
+        for m in self.measurements:
+            seen.setdefault(self.key(m.config), m.config)
+        return list(seen.values())
+
+    def estimate(self, config: Mapping[str, object]) -> dict[int, float]:
+        """Mean throughput per level over every measurement of the configuration."""
+        sums: dict[int, list[float]] = {}
+        for m in self.of(config):
+            for level, value in m.per_level.items():
+                sums.setdefault(level, []).append(value)
+        return {c: sum(v) / len(v) for c, v in sorted(sums.items())}
+
+    def slo_ok(self, config: Mapping[str, object]) -> dict[int, bool] | None:
+        """A level meets the SLO when every measurement of it did."""
+        out: dict[int, bool] = {}
+        for m in self.of(config):
+            if m.slo_ok is None:
+                return None
+            for level, ok in m.slo_ok.items():
+                out[level] = out.get(level, True) and ok
+        return out
+
+    def swept(self, config: Mapping[str, object], levels: Iterable[int]) -> bool:
+        need = set(levels)
+        return any(need <= set(m.per_level) for m in self.of(config))
+
+    def sweeps(self, config: Mapping[str, object], levels: Iterable[int]) -> list[Measurement]:
+        need = set(levels)
+        return [m for m in self.of(config) if need <= set(m.per_level)]
+
+    def launches_used(self) -> int:
+        return len(self.launches)
+
+    # --- the noise floor ------------------------------------------------------------------------
+    def noise(self, levels: Iterable[int], objective: Objective) -> tuple[float, float, bool]:
+        """(per-level floor, objective floor, measured?) from configurations swept twice or more.
+
+        Two sweeps of one configuration differ by d per level; twice the RMS of d is the smallest
+        per-level difference that is likely real. The geometric mean over n levels averages the
+        noise down by sqrt(n); the other objectives read one level, so they keep the level floor.
+        """
+        levels = tuple(levels)
+        diffs: list[float] = []
+        for config in self.configs():
+            runs = self.sweeps(config, levels)
+            for a, b in itertools.pairwise(runs):
+                diffs += [_rel(a.per_level[c], b.per_level[c]) for c in levels]
+        if not diffs:
+            return NOISE_DEFAULT, NOISE_DEFAULT, False
+        rms = math.sqrt(sum(d * d for d in diffs) / len(diffs))
+        per_level = max(2 * rms, NOISE_MIN)
+        if objective.kind == "geomean":
+            return per_level, max(2 * rms / math.sqrt(len(levels)), NOISE_MIN), True
+        return per_level, per_level, True
+
+
+def _rel(a: float, b: float) -> float:
+    mean = (a + b) / 2
+    return abs(a - b) / mean if mean > 0 else 0.0
+
+
+def geomean_ratio(a: Mapping[int, float], b: Mapping[int, float], levels: Iterable[int]) -> float:
+    """Geometric mean over `levels` of a/b (levels missing in either are left out)."""
+    logs = [math.log(a[c] / b[c]) for c in levels if a.get(c, 0) > 0 and b.get(c, 0) > 0]
+    if not logs:
+        return 0.0
+    return math.exp(sum(logs) / len(logs))

@@ -1,0 +1,155 @@
+"""The autopilot's words: short text blocks that say what it does and why (numbers, not prose)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.brains.autopilot.history import History
+from agent.brains.autopilot.planner import Experiment, Finish, Planner
+from state.fold import RunState
+from state.todos import render
+from tools.domain.config import Config
+from tools.domain.space import SearchSpace, describe_objective, render_flags
+
+CONCLUSION = "Conclusion:"
+
+
+def short(space: SearchSpace, config: dict[str, Any]) -> str:
+    """A configuration as its change from the baseline ("no --flag" for a switch turned off)."""
+    change = space.diff(space.baseline, config)
+    if not change:
+        return "the baseline"
+    words = []
+    for flag, value in change.items():
+        if value is False:
+            if not any(f in change for f in space.requires.get(flag, {})):
+                words.append(f"no {flag}")  # a gated flag switched off with its gate goes unsaid
+        else:
+            words.append(" ".join(render_flags({flag: value})))
+    return " ".join(words)
+
+
+def tag(space: SearchSpace, config: dict[str, Any]) -> str:
+    """Words for a result label: the changed values ("fa3-256", "nofusion", "EAGLE3-3-4-8")."""
+    change = space.diff(space.baseline, config)
+    words = []
+    for flag, value in change.items():
+        name = flag.lstrip("-").split("-")[-1]
+        if value is True:
+            words.append(name)
+        elif value is False:
+            if not any(f in change for f in space.requires.get(flag, {})):
+                words.append("no" + name)
+        else:
+            words.append(str(value))
+    return "-".join(words)[:40].strip("-") or "baseline"
+
+
+def span(lo: int, hi: int | None) -> str:
+    return f"C>={lo}" if hi is None else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
+
+
+def opening(planner: Planner, config: Config) -> str:
+    s, space = planner.settings, planner.space
+    size = len(space.enumerate())
+    obj = describe_objective(
+        s.objective.kind,
+        s.objective.level,
+        config.objective.ttft_p99_ms,
+        config.objective.tpot_p99_ms,
+    )
+    return (
+        f"Plan: the search space has {len(space.flags)} flags and {size} valid configurations; "
+        f"objective: {obj}. Baseline swept twice (noise floor), then one factor at a time from "
+        f"the best, screened at C={','.join(map(str, s.screens()))} and confirmed with full "
+        "sweeps, then the speculative family where it comes close, re-validation on a fresh "
+        "launch, and a concurrency-aware recommendation. First, no leftover servers."
+    )
+
+
+def crash(result: dict[str, Any]) -> str:
+    first = str(result.get("text", "")).strip().splitlines()
+    reason = (result.get("data") or {}).get("diagnosis") or (first[0] if first else "no reason")
+    return (
+        f"That launch failed: {reason}. Learned: this configuration is not retried, nor the "
+        "same change from another base."
+    )
+
+
+def launch(space: SearchSpace, step: Experiment, number: int) -> str:
+    what = "fresh launch" if step.purpose == "validate" else "launch"
+    return f"L{number:02d} ({what}): {short(space, step.config)} - {step.why}."
+
+
+def measure(space: SearchSpace, step: Experiment, h: History) -> str:
+    kind = "full sweep" if step.full else "screen"
+    levels = ",".join(map(str, step.levels))
+    return f"{kind.capitalize()} of {short(space, step.config)} at C={levels}: {step.why}."
+
+
+def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -> str:
+    if step.best is None:
+        return f"{CONCLUSION} no recommendation - {step.why}."
+    noise_level, noise_obj = planner.noise(h)
+    gain = step.value / step.baseline_value - 1 if step.baseline_value else 0.0
+    lines = [
+        f"{CONCLUSION} deploy {short(space, step.best)} ({' '.join(render_flags(step.best))}): "
+        f"{step.value:,.1f} vs baseline {step.baseline_value:,.1f} ({gain:+.1%}); {step.why}."
+    ]
+    if len(step.policy) > 1:
+        parts = []
+        for r in step.policy:
+            where = span(r.from_concurrency, r.to_concurrency)
+            parts.append(f"{where}: {short(space, r.config)}")
+        lines.append(
+            "Policy: "
+            + "; ".join(parts)
+            + f" (crossover at C={','.join(map(str, step.crossover))})."
+        )
+    crashed = h.crashed()
+    for config, reason in crashed.values():
+        lines.append(f"Failed to start (not retried): {short(space, config)}: {reason[:160]}")
+    lines.append(
+        f"Cost: {h.launches_used()} launches ({len(crashed)} failed), {len(h.measurements)} "
+        f"benchmarks; noise floor {noise_level:.1%} per level, {noise_obj:.1%} on the objective."
+    )
+    return "\n".join(lines)
+
+
+def concluded(state: RunState) -> bool:
+    """An earlier turn stated the conclusion: what is left is closing the todo list."""
+    return any(
+        block.get("type") == "text" and block["text"].startswith(CONCLUSION)
+        for message in state.messages
+        if message["role"] == "assistant"
+        for block in message["content"]
+    )
+
+
+def closing(h: History, planner: Planner, recommended: bool) -> str:
+    step = planner.decide(h)
+    if not isinstance(step, Finish):
+        step = planner.finish(h)
+    if step.best is None or step.failed or not h.measurements:
+        why = step.why if step.failed else "nothing was measured"
+        return f"Done. No recommendation: {why}."
+    text = conclusion(planner.space, step, h, planner)
+    if not recommended:
+        text += "\n(recommend failed: see its error above; the numbers here are the autopilot's)"
+    return text.replace(CONCLUSION, "Done.", 1) + "\nrecommendation.json and the report say more."
+
+
+def summary(state: RunState, h: History, planner: Planner) -> str:
+    inc = planner.incumbent(h)
+    crashed = "; ".join(f"{short(planner.space, c)}: {r}" for c, r in h.crashed().values())
+    return "\n".join(
+        [
+            f"Goal: {state.goal}",
+            f"Launches: {h.launches_used()}; benchmarks: {len(h.measurements)}.",
+            f"Best so far: {short(planner.space, inc)} ({planner.value(h, inc):,.1f}).",
+            f"Failed to start: {crashed or 'none'}.",
+            "Todo list:",
+            render(state.todos),
+            "The autopilot re-derives everything from the events; nothing else to carry.",
+        ]
+    )

@@ -1,0 +1,87 @@
+"""The planner against a truth function instead of servers: fast, seeded, for tests and the
+efficiency study (benchmarks/efficiency.py). A launch either fails (the truth says why) or gives a
+server whose every benchmark is the truth times seeded multiplicative noise."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.planner import Finish, Planner
+from tools.domain.space import Flags
+
+# config, levels -> per-level throughput, or the one-line reason it does not start
+Truth = Callable[[Flags, Sequence[int]], "dict[int, float] | str"]
+
+
+@dataclass(frozen=True)
+class Noise:
+    level: float = 0.015  # per benchmark point, relative (one sigma)
+    screen: float = 0.025  # per point of a screen: fewer requests, more noise
+    launch: float = 0.005  # per launch: two launches of one config differ a little
+
+
+def sim_truth(max_tokens: int = 512, input_len: int = 512) -> Truth:
+    """The simulator's modelled throughput; a config it refuses or that fails to start crashes."""
+    from sim.flags import FlagError
+    from sim.truth import model_of, throughput_of
+
+    def truth(config: Flags, levels: Sequence[int]) -> dict[int, float] | str:
+        try:
+            model = model_of(config)
+        except FlagError as err:
+            return f"refused: {err}"
+        if model.failure is not None:
+            return f"failed to start: {model.failure.message}"
+        return throughput_of(model, list(levels), input_len, max_tokens)
+
+    return truth
+
+
+def simulate(
+    planner: Planner, truth: Truth, seed: int = 0, noise: Noise = Noise(), max_steps: int = 1000
+) -> tuple[History, Finish]:
+    """Run the planner to its conclusion; the History says what it cost."""
+    rng = random.Random(seed)
+    h = History(planner.space)
+    offsets: dict[int, float] = {}
+    for _ in range(max_steps):
+        step = planner.decide(h)
+        if isinstance(step, Finish):
+            return h, step
+        key = h.key(step.config)
+        if h.running_key() != key or (step.fresh and not h.running_fresh()):
+            outcome = truth(step.config, planner.settings.levels)
+            if isinstance(outcome, str):
+                h.launches.append(Launch(step.config, ok=False, reason=outcome))
+                h.running = None
+                continue
+            h.launches.append(Launch(step.config))
+            h.running = len(h.launches) - 1
+            offsets[h.running] = rng.gauss(0, noise.launch)
+        assert h.running is not None
+        sigma = noise.level if step.full else noise.screen
+        exact = truth(step.config, step.levels)
+        assert not isinstance(exact, str)
+        per = {c: v * (1 + offsets[h.running] + rng.gauss(0, sigma)) for c, v in exact.items()}
+        h.measurements.append(Measurement(step.config, h.running, per, label=step.purpose))
+    raise RuntimeError(f"the planner did not finish within {max_steps} steps")
+
+
+def score(value: float, baseline: float, optimum: float) -> float:
+    """The fraction of the achievable gain reached: (found - f0) / (f* - f0)."""
+    return (value - baseline) / (optimum - baseline) if optimum > baseline else 1.0
+
+
+def summary(h: History, finish: Finish) -> Mapping[str, Any]:
+    return {
+        "launches": h.launches_used(),
+        "crashes": sum(1 for launch in h.launches if not launch.ok),
+        "benchmarks": len(h.measurements),
+        "points": sum(len(m.per_level) for m in h.measurements),
+        "best": finish.best,
+        "crossover": finish.crossover,
+    }

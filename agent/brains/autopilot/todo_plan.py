@@ -1,0 +1,79 @@
+"""The todo list the autopilot keeps, as the reference campaign did: one item per stage, the
+current one in_progress, the rest pending or done - derived from where the campaign stands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.brains.autopilot.history import History
+from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
+
+ORDER = ("cleanup", "baseline", "noise", "explore", "family", "validate", "report")
+STAGE = {
+    "baseline": "baseline",
+    "noise": "noise",
+    "screen": "explore",
+    "confirm": "explore",
+    "challenger": "family",
+    "validate": "validate",
+}
+
+
+def plan(planner: Planner) -> dict[str, tuple[str, str]]:
+    """id -> (content, priority)."""
+    s, space = planner.settings, planner.space
+    levels = ",".join(map(str, s.levels))
+    screens = ",".join(map(str, s.screens()))
+    gates = [f for f in space.flags if planner.gated(f)]
+    family = (
+        f"Tune {', '.join(gates)} and its parameters on the levels where it comes closest to "
+        "the best; find the crossover"
+        if gates
+        else "Find where the contenders cross (no gated flag family in this space)"
+    )
+    return {
+        "cleanup": ("Kill leftover servers of this run", "medium"),
+        "baseline": (f"Start the baseline and sweep it at C={levels}", "high"),
+        "noise": ("Sweep the baseline again (A/A) to measure the noise floor", "high"),
+        "explore": (
+            f"Screen one-factor changes from the current best at C={screens}; confirm the "
+            "promising ones with a full sweep",
+            "high",
+        ),
+        "family": (family, "medium"),
+        "validate": ("Re-validate the winner on a fresh launch", "high"),
+        "report": ("Recommend the config and concurrency policy, kill the servers, report", "high"),
+    }
+
+
+def stage_of(step: Step, h: History) -> str:
+    if isinstance(step, Finish):
+        return "report"
+    assert isinstance(step, Experiment)
+    if step.purpose == "confirm" and h.measurements:
+        return STAGE.get(h.measurements[-1].purpose, "explore")
+    return STAGE.get(step.purpose, "explore")
+
+
+def todos(
+    planner: Planner, h: History, current: str | None, done: bool = False
+) -> list[dict[str, Any]]:
+    """The whole list: stages before `current` completed (cancelled when nothing happened in
+    them), `current` in_progress, later ones pending; with done=True every stage is closed."""
+    items = plan(planner)
+    used = {STAGE.get(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
+    used |= {"explore"} if any(m.purpose == "screen" for m in h.measurements) else set()
+    at = len(ORDER) if done or current is None else ORDER.index(current)
+    out = []
+    for i, key in enumerate(ORDER):
+        content, priority = items[key]
+        if i < at:
+            status = "completed" if key in used else "cancelled"
+            if status == "cancelled":
+                content += " - not needed" if key != "family" else " - no family came close"
+        elif i == at:
+            status = "in_progress"
+        else:
+            status = "pending"
+        out.append({"id": key, "content": content, "status": status, "priority": priority})
+    return out

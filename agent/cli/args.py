@@ -1,0 +1,41 @@
+"""Argument parsing shared by the subcommands: bad usage is one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DEFAULT_RUNS_DIR = "runs"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"agent {self.prog.split()[-1]}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def runs_dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=Path(os.environ.get("AGENT_RUNS_DIR", DEFAULT_RUNS_DIR)),
+        help="the folder holding run folders (default: ./runs or $AGENT_RUNS_DIR)",
+    )
+
+
+def positive(kind: type[int] | type[float], zero: bool = False) -> Callable[[str], float]:
+    """An argparse type for a budget: a negative one would never run out."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be {'>= 0' if zero else '> 0'}, got {text}")
+        return value
+
+    return parse

@@ -1,0 +1,229 @@
+"""The `agent` command. Bad usage is one line on stderr and exit 2; see docs/cli.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.cli.args import Parser, positive, runs_dir_arg
+from state.run import RunError, read_state, resolve_run
+from tools.domain.config import ConfigError, UsageError, load_config
+
+# subcommands that parse their own arguments (options may come before RUN)
+DELEGATED = ("watch", "report", "bench", "sim")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="agent", description="Run ML-serving optimization campaigns unattended.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("run", help="start a campaign")
+    p.add_argument("--goal", required=True, help='what to achieve, e.g. "beat baseline"')
+    p.add_argument("--config", type=Path, help="agent.toml (default: the built-in lab)")
+    p.add_argument("--model", help="a Claude model id, or 'autopilot' (the offline brain)")
+    runs_dir_arg(p)
+    p.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
+    p.add_argument("--max-steps", type=positive(int), help="budget: model turns")
+    p.add_argument("--max-cost", type=positive(float, zero=True), help="budget: USD of model usage")
+    p.add_argument("--max-minutes", type=positive(float), help="budget: wall-clock minutes")
+
+    p = sub.add_parser("resume", help="continue a run from its event log")
+    p.add_argument("run", metavar="RUN")
+    runs_dir_arg(p)
+
+    p = sub.add_parser("todos", help="print a run's todo list")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="print exactly todos.json")
+    runs_dir_arg(p)
+
+    p = sub.add_parser("replay", help="replay a recorded session (a run or an events file)")
+    p.add_argument("source", metavar="RUN_OR_FILE")
+    p.add_argument("--check", action="store_true", help="fail with a diff on any drift")
+    p.add_argument("--max-steps", type=int, help="stop the replay after N model turns")
+    runs_dir_arg(p)
+
+    p = sub.add_parser("runs", help="list the runs")
+    runs_dir_arg(p)
+
+    for name, help_text in (
+        ("say", "send the running agent a message"),
+        ("stop", "ask a run to stop gracefully"),
+        ("budget", "raise a run's limits"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("run", metavar="RUN")
+        if name == "say":
+            p.add_argument("text")
+        if name == "budget":
+            p.add_argument("--steps", type=int)
+            p.add_argument("--usd", type=float)
+            p.add_argument("--minutes", type=float)
+        runs_dir_arg(p)
+
+    for name, help_text in (("watch", "follow a run live"), ("report", "write a run's report")):
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    for name, help_text in (
+        ("bench", "benchmark a server over concurrency levels"),
+        ("sim", "the simulated inference server"),
+    ):
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in DELEGATED:  # everything after the name is the delegate's
+        try:
+            return delegate(argv[0], argv[1:])
+        except KeyboardInterrupt:
+            return 130
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = HANDLERS[args.command]
+    try:
+        return handler(args)
+    except (UsageError, ConfigError, RunError) as err:
+        print(f"agent {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent.cli.runner import run_campaign
+    from agent.session import Limits, choose_model
+
+    if not args.goal.strip():
+        raise UsageError("the goal is empty: say what to achieve, e.g. --goal 'beat baseline'")
+    config = load_config(args.config)
+    model, notice = choose_model(args.model, config)
+    if notice:
+        print(notice, file=sys.stderr)
+    limits = Limits(args.max_steps, args.max_cost, args.max_minutes)
+    return run_campaign(args.goal, config, model, args.runs_dir, args.run_id, limits)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from agent.cli.runner import resume_campaign
+
+    return resume_campaign(resolve_run(args.run, args.runs_dir))
+
+
+def cmd_todos(args: argparse.Namespace) -> int:
+    from state.todos import render
+
+    path = resolve_run(args.run, args.runs_dir)
+    if args.json:
+        todos_file = path / "todos.json"
+        sys.stdout.write(todos_file.read_text() if todos_file.exists() else '{"todos": []}\n')
+    else:
+        print(render(read_state(path).todos))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from agent.session_replay import replay
+
+    source = Path(args.source)
+    if not source.exists():
+        source = resolve_run(args.source, args.runs_dir)
+    try:
+        code, run, drift = asyncio.run(replay(source, args.runs_dir, max_steps=args.max_steps))
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    print(f"replayed {source} into {run.path}: exit {code}")
+    if drift:
+        print(f"DRIFT: {drift}", file=sys.stderr)
+        return (code or 1) if args.check else code
+    if args.check:
+        print("check: no drift")
+    return code
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from state.events import read_events
+    from state.fold import fold
+
+    if not args.runs_dir.is_dir():
+        raise RunError(f"runs folder {args.runs_dir} does not exist")
+    for path in sorted(args.runs_dir.iterdir()):
+        if (path / "events.jsonl").is_file():
+            try:
+                state = fold(read_events(path / "events.jsonl").events)
+            except ValueError as err:  # corrupt in the middle: list it, do not stop the listing
+                print(f"{path.name}  unreadable: {err}")
+                continue
+            end = state.finished["status"] if state.finished else "running or interrupted"
+            print(f"{path.name}  {state.brain:<9}  steps {state.steps:<4} {end:<22} {state.goal}")
+    return 0
+
+
+def cmd_inbox(args: argparse.Namespace) -> int:
+    from state.inbox import send
+
+    path = resolve_run(args.run, args.runs_dir)
+    if read_state(path).finished:
+        print(
+            f"note: run {path.name} has ended; the message waits for `agent resume`",
+            file=sys.stderr,
+        )
+    if args.command == "say":
+        if not args.text.strip():
+            raise UsageError("the message is empty")
+        send(path, "say", text=args.text)
+    elif args.command == "stop":
+        send(path, "stop")
+    else:
+        limits = {"max_steps": args.steps, "max_usd": args.usd, "max_minutes": args.minutes}
+        if all(v is None for v in limits.values()):
+            raise UsageError("say which limit to raise: --steps, --usd or --minutes")
+        send(path, "budget", limits=limits)
+    print(json.dumps({"queued": args.command, "run": path.name}))
+    return 0
+
+
+def delegate(command: str, argv: list[str]) -> int:
+    """Subcommands that own their argument parsing."""
+    if command == "sim":
+        from sim.cli import main as sim_main
+
+        return sim_main(argv)
+    if command == "bench":
+        from agent.cli.bench import main as bench_main
+
+        return bench_main(argv)
+    if command == "watch":
+        from agent.cli.watch import main as watch_main
+
+        return watch_main(argv)
+    from agent.cli.report import main as report_main
+
+    return report_main(argv)
+
+
+def cmd_delegate(args: argparse.Namespace) -> int:
+    return delegate(args.command, args.rest)
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "todos": cmd_todos,
+    "replay": cmd_replay,
+    "runs": cmd_runs,
+    "say": cmd_inbox,
+    "stop": cmd_inbox,
+    "budget": cmd_inbox,
+    "sim": cmd_delegate,
+    "bench": cmd_delegate,
+    "watch": cmd_delegate,
+    "report": cmd_delegate,
+}
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""`agent report RUN [--out DIR]`: write a run's report again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agent.cli.args import Parser, runs_dir_arg
+from agent.report import render_files
+from agent.report.facts import gather
+from state.events import read_events
+from state.run import RunError, resolve_run
+
+
+def main(argv: list[str]) -> int:
+    parser = Parser(
+        prog="agent report", description="Write a run's report (report.md, report.html, chart)."
+    )
+    parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
+    runs_dir_arg(parser)
+    parser.add_argument("--out", type=Path, help="write the files here (default: the run folder)")
+    args = parser.parse_args(argv)
+    try:
+        path = resolve_run(args.run, args.runs_dir)
+        contents = read_events(path / "events.jsonl")
+        if not contents.events:
+            raise RunError(f"{path}: events.jsonl is empty")
+    except (RunError, ValueError) as err:
+        print(f"agent report: {err}", file=sys.stderr)
+        return 2
+    out = args.out or path
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = render_files(gather(path, contents.events), out)
+    except OSError as err:
+        print(f"agent report: cannot write to {out}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    for p in written:
+        print(p)
+    return 0

@@ -1,0 +1,89 @@
+"""Driving a run from the CLI: the terminal view, signals, and the clean-up every run gets."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.loop import Agent
+from agent.session import Limits, config_of, make_agent, make_brain, process_fields, start
+from agent.view.bars import Progress
+from state.run import Run, RunError
+from tools.domain.config import Config
+
+
+def run_campaign(
+    goal: str, config: Config, model: str, runs_dir: Path, run_id: str | None, limits: Limits
+) -> int:
+    run = start(goal, config, model, runs_dir, run_id, limits)
+    print(f"run {run.id}: {run.path}", file=sys.stderr)
+    return drive(run, config)
+
+
+def resume_campaign(path: Path) -> int:
+    run = Run.open(path)
+    if not run.state.goal:  # killed between creating the folder and its first event
+        run.close()
+        raise RunError(
+            f"run {run.id} was cut off before it started (no run_started event): "
+            f"delete {path} and start it again with `agent run`"
+        )
+    finished = run.state.finished
+    if finished and finished["status"] == "finished":
+        print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)
+        return 0
+    if run.log.repaired:
+        print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
+    run.append("run_resumed", repaired=run.log.repaired, **process_fields())
+    run.sync_todos_file()  # the log wins over a todos.json a crash left behind
+    return drive(run, config_of(run), recovering=True)
+
+
+def drive(run: Run, config: Config, recovering: bool = False) -> int:
+    progress = Progress(run.path, lambda: run.state.last_seq)  # ctx.progress for the tools
+    agent = make_agent(run, make_brain(run.state.model, config), config, progress=progress)
+    view = terminal_view(run, progress)
+    run.listeners += [progress.on_event, view]
+    agent.on_end = lambda status: wrap_up(agent, status)
+    try:
+        return asyncio.run(_main(agent, recovering))
+    finally:
+        view.close()
+        run.close()
+
+
+async def _main(agent: Agent, recovering: bool = False) -> int:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        if recovering:  # after a crash: answer cut tool calls, adopt or kill surviving servers
+            from agent.recover import recover
+
+            for line in await recover(agent.ctx):
+                print(f"run {agent.run.id}: {line}", file=sys.stderr)
+        return await agent.run_loop()
+    finally:
+        if agent.ctx.hosts is not None:
+            await agent.ctx.hosts.close()
+
+
+async def wrap_up(agent: Agent, status: str | None = None) -> None:
+    """Every run ends the same way: no server of ours left running, and a report."""
+    from agent.report import write_report
+
+    if agent.run.state.servers:
+        await agent.tools.call(agent.ctx, "kill_server", {})
+    agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
+    write_report(agent.run, status)
+
+
+def terminal_view(run: Run, progress: Progress | None = None) -> Any:
+    """The live view on a terminal, plain lines otherwise (agent.view.live)."""
+    from agent.view.live import terminal_view as make_view
+
+    return make_view(run, progress, sys.stdout)

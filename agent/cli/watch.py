@@ -1,0 +1,42 @@
+"""`agent watch RUN [--json]`: follow a run from another process (docs/supervising.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from agent.cli.args import Parser, runs_dir_arg
+from agent.view.watch import stream_json, watch_view
+from state.run import RunError, resolve_run
+
+
+def main(argv: list[str]) -> int:
+    parser = Parser(
+        prog="agent watch",
+        description="Follow a run live: todos, the running tool, servers, benchmarks, spend.",
+    )
+    parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
+    parser.add_argument("--json", action="store_true", help="stream the events as NDJSON")
+    parser.add_argument("--once", action="store_true", help="show the current state and exit")
+    runs_dir_arg(parser)
+    parser.add_argument("--interval", type=float, default=0.25, help="poll period, seconds")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        help="after run_finished, wait this long for a resume before exiting (seconds)",
+    )
+    args = parser.parse_args(argv)
+    if args.interval <= 0 or args.grace < 0:
+        print("agent watch: --interval must be > 0 and --grace >= 0", file=sys.stderr)
+        return 2
+    try:
+        path = resolve_run(args.run, args.runs_dir) / "events.jsonl"
+    except RunError as err:
+        print(f"agent watch: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        return stream_json(path, sys.stdout, args.interval, args.grace, args.once)
+    board = watch_view(path, Console(), args.interval, args.grace, args.once)
+    return 1 if board.gone else 0

@@ -1,0 +1,98 @@
+"""The report's chart: output throughput against concurrency (log x) for the baseline, the winner
+and the notable contenders, with the crossover marked. Agg backend, no pyplot global state."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+from pathlib import Path
+
+from agent.report.data import Contender
+
+WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
+OTHERS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # no green, grey
+
+
+def crossing_pairs(a: Contender, b: Contender) -> list[tuple[int, int]]:
+    """The pairs of neighbouring measured levels between which `a` and `b` swap places."""
+    ta, tb = a.throughput(), b.throughput()
+    common = sorted(set(ta) & set(tb))
+    return [
+        (lo, hi)
+        for lo, hi in itertools.pairwise(common)
+        if (ta[lo] - tb[lo]) * (ta[hi] - tb[hi]) < 0
+    ]
+
+
+def crossing_points(a: Contender, b: Contender) -> list[float]:
+    """Where `a` and `b` swap places, drawn at the geometric midpoint of the two levels."""
+    return [math.sqrt(lo * hi) for lo, hi in crossing_pairs(a, b)]
+
+
+def draw(
+    curves: list[tuple[str, Contender, str]],
+    crossover: list[float],
+    title: str,
+) -> bytes:
+    """PNG bytes. `curves` is (legend label, contender, role), role baseline | winner | other |
+    screened (measured on a few levels only: dotted, so the eye does not read a curve into it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    levels: set[int] = set()
+    others = iter(OTHERS * 4)
+    for label, contender, role in curves:
+        points = contender.throughput()
+        if not points:
+            continue
+        xs = sorted(points)
+        levels.update(xs)
+        style = {
+            "baseline": {"color": "#444444", "linestyle": "--", "linewidth": 2.0, "marker": "s"},
+            "winner": {"color": "#1a9850", "linewidth": 2.8, "marker": "o", "zorder": 5},
+            "screened": {"linewidth": 1.0, "linestyle": ":", "marker": "D", "markersize": 4},
+        }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
+        if role not in ("baseline", "winner"):
+            style = {**style, "color": next(others)}
+        ax.plot(xs, [points[x] for x in xs], label=label, **style)  # type: ignore[arg-type]
+    ax.set_xscale("log")
+    if levels:
+        ticks = sorted(levels)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        pad = 1.25
+        ax.set_xlim(ticks[0] / pad, ticks[-1] * pad)
+    for i, x in enumerate(crossover):
+        ax.axvline(
+            x, color="#d73027", linestyle=":", linewidth=1.8,
+            label="crossover" if i == 0 else None,
+        )  # fmt: skip
+        ax.annotate(
+            f"crossover\nC≈{x:.0f}",
+            xy=(x, 1.0), xycoords=("data", "axes fraction"),
+            xytext=(4, -4), textcoords="offset points", va="top", color="#d73027", fontsize=8,
+        )  # fmt: skip
+    ax.set_xlabel("concurrency (requests in flight, log scale)")
+    ax.set_ylabel("output throughput (tokens/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+    # below the axes: a legend inside would hide the curves it names
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
+    return buf.getvalue()
+
+
+def write_chart(path: Path, png: bytes) -> Path:
+    from state.atomic import write_atomic
+
+    write_atomic(path, png, mode=0o644)
+    return path

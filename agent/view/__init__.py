@@ -1,0 +1,1 @@
+"""What a supervisor sees: the live view, `agent watch`, progress bars."""

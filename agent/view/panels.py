@@ -1,0 +1,235 @@
+"""The panels of the supervisor's view, built from a Board (the fold of a run's events).
+
+`render(board)` draws: the goal and status, the step and tool running with its elapsed time,
+progress bars, the todo list, the servers up, the latest benchmark, spend against the budget,
+supervisor messages and the model's last words. Everything is built eagerly, so a renderable
+made under a lock can be drawn outside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from agent.report.data import level_metrics, load_result, parse_ts
+from agent.view.bars import Bar
+from state.events import Event
+from state.fold import RunState
+
+SYMBOL = {"completed": "✓", "in_progress": "▶", "pending": "○", "cancelled": "✗"}
+STYLE = {"completed": "green", "in_progress": "bold yellow", "pending": "", "cancelled": "dim"}
+PRIORITY = {"high": "bold red", "medium": "", "low": "dim"}
+MAX_TODOS = 14  # beyond this, the oldest finished items collapse into one line
+
+
+@dataclass
+class Board:
+    """The fold plus what only the view needs: session start, the last event, progress bars."""
+
+    state: RunState = field(default_factory=RunState)
+    session_ts: str = ""  # ts of the latest run_started / run_resumed
+    last_ts: str = ""
+    tool_seq: int = 0  # seq of the running tool's tool_call event
+    events: int = 0
+    bars: list[Bar] = field(default_factory=list)
+    gone: int | None = None  # pid of a run process that ended without finishing the run
+    run_path: Path | None = None  # where result files are, for latencies the event lacks
+    _metrics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+
+    def metrics(self, result: Event) -> dict[int, dict[str, Any]]:
+        """Per-level figures of a benchmark event, completed from its result file once."""
+        key = str(result.get("id", result.get("seq")))
+        if key not in self._metrics:
+            full = load_result(self.run_path, result) if self.run_path else None
+            self._metrics[key] = level_metrics(result, full)
+        return self._metrics[key]
+
+    def apply(self, event: Event) -> None:
+        self.state.apply(event)
+        self.events += 1
+        self.last_ts = event.get("ts", self.last_ts)
+        kind = event["type"]
+        if kind in ("run_started", "run_resumed"):
+            self.session_ts = event["ts"]
+        elif kind == "tool_call":
+            self.tool_seq = event["seq"]
+        elif kind in ("tool_result", "run_finished"):
+            self.bars = []
+
+
+def since(ts: str, now: datetime) -> float:
+    start = parse_ts(ts)
+    return max((now - start).total_seconds(), 0.0) if start else 0.0
+
+
+def clock(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+def short(text: str, width: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render(board: Board, now: datetime | None = None) -> RenderableType:
+    now = now or datetime.now(UTC)
+    parts: list[RenderableType] = [_status(board, now)]
+    parts.append(_todos(board.state))
+    if board.state.servers:
+        parts.append(_servers(board.state, now))
+    if board.state.results:
+        parts.append(_benchmark(board))
+    parts.append(_spend(board, now))
+    if board.state.supervisor:
+        lines = [f"[{m['seq']}] {short(m['text'], 200)}" for m in board.state.supervisor[-3:]]
+        parts.append(Panel(Text("\n".join(lines)), title="supervisor", title_align="left"))
+    if board.state.last_text:
+        parts.append(
+            Panel(Text(short(board.state.last_text, 400)), title="agent", title_align="left")
+        )
+    return Group(*parts)
+
+
+def _status(board: Board, now: datetime) -> RenderableType:
+    s = board.state
+    title = f"run {s.run_id or '?'} · {s.brain or '?'}" + (
+        f" ({s.model})" if s.model and s.model != s.brain else ""
+    )
+    lines: list[RenderableType] = [Text(short(s.goal, 200), style="bold")]
+    if s.finished:
+        f = s.finished
+        lines.append(
+            Text(f"{f['status']} (exit {f['exit_code']}): {short(f.get('reason') or '', 300)}")
+        )
+    else:
+        if s.current_tool:
+            tool = s.current_tool
+            args = short(json.dumps(tool["input"], separators=(",", ":")), 90)
+            doing = f"▶ {tool['name']} {args} · {clock(since(tool['ts'], now))}"
+        else:
+            doing = f"thinking · {clock(since(board.last_ts, now))}"
+        if s.stop_requested:
+            doing += " · stop requested"
+        lines.append(Text(f"step {s.steps} · {doing}", no_wrap=True, overflow="ellipsis"))
+    for bar in board.bars:
+        lines.append(_bar(bar))
+    status = (s.finished or {}).get("status") or "running"
+    return Panel(Group(*lines), title=title, subtitle=status, title_align="left")
+
+
+def _bar(bar: Bar) -> RenderableType:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_row(
+        Text(bar.label, style="cyan"),
+        ProgressBar(total=1.0, completed=bar.fraction or 0.0, width=30, pulse=bar.fraction is None),
+        Text("  …" if bar.fraction is None else f"{bar.fraction:4.0%}"),
+        Text(short(bar.detail, 70), style="dim", no_wrap=True, overflow="ellipsis"),
+    )
+    return grid
+
+
+def _todos(s: RunState) -> RenderableType:
+    todos = s.todos
+    done = sum(t["status"] in ("completed", "cancelled") for t in todos)
+    table = Table.grid(padding=(0, 1))
+    shown = todos
+    if len(todos) > MAX_TODOS:  # collapse the oldest finished items, never the open ones
+        drop = len(todos) - MAX_TODOS
+        finished = [i for i, t in enumerate(todos) if t["status"] in ("completed", "cancelled")]
+        hidden = set(finished[:drop])
+        shown = [t for i, t in enumerate(todos) if i not in hidden]
+        table.add_row("", "", Text(f"… {len(hidden)} finished items not shown", style="dim"))
+    for t in shown:
+        style, priority = STYLE.get(t["status"], ""), str(t.get("priority", "medium"))
+        table.add_row(
+            Text(SYMBOL.get(t["status"], "?"), style=style),
+            Text(f"{priority:<6}", style=PRIORITY.get(priority, "")),
+            Text(short(t["content"], 110), style=style),
+        )
+    if not todos:
+        table.add_row("", "", Text("(no todos yet)", style="dim"))
+    return Panel(table, title=f"todos {done}/{len(todos)} done", title_align="left")
+
+
+def _servers(s: RunState, now: datetime) -> RenderableType:
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    for col in ("server", "where", "engine", "pid", "state", "flags"):
+        table.add_column(col, style="bold" if col == "server" else "")
+    for name, srv in s.servers.items():
+        state = "ready" if srv.get("ready") else f"loading {clock(since(srv.get('ts', ''), now))}"
+        flags = " ".join(
+            k if v is True else f"{k} {v}" for k, v in (srv.get("flags") or {}).items() if v
+        )
+        table.add_row(
+            name,
+            f"{srv.get('host', '?')}:{srv.get('port', '?')}",
+            str(srv.get("engine", "")),
+            str(srv.get("pid", "")),
+            state,
+            short(flags, 60) or "-",
+        )
+    return Panel(table, title="servers up", title_align="left")
+
+
+def _benchmark(board: Board) -> RenderableType:
+    s = board.state
+    latest = s.results[-1]
+    metrics = board.metrics(latest)
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    table.add_column("C", justify="right")
+    table.add_column("tok/s", justify="right")
+    extra = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
+    has_extra = any(m.get(k) is not None for m in metrics.values() for k in extra)
+    if has_extra:
+        for col in ("TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99 (ms)"):
+            table.add_column(col, justify="right")
+    for level in sorted(metrics):
+        m = metrics[level]
+        row = [str(level), _num(m.get("output_throughput"))]
+        if has_extra:
+            row += [_num(m.get(k)) for k in extra]
+        table.add_row(*row)
+    name = latest.get("label") or latest.get("server") or latest.get("id", "")
+    title = f"latest benchmark: {name} ({len(s.results)} so far)"
+    return Panel(table, title=title, title_align="left")
+
+
+def _num(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def _spend(board: Board, now: datetime) -> RenderableType:
+    s, lim = board.state, board.state.limits
+    minutes = s.minutes_before + (0.0 if s.finished else since(board.session_ts, now) / 60)
+    parts = [
+        _of(f"steps {s.steps}", s.steps, lim.get("max_steps"), "{:g}"),
+        _of(f"${s.spend.usd:.2f}", s.spend.usd, lim.get("max_usd"), "${:.2f}"),
+        _of(f"{minutes:.1f} min", minutes, lim.get("max_minutes"), "{:.0f} min"),
+        f"tokens {_k(s.spend.input_tokens + s.spend.cache_read_input_tokens)} in"
+        f" / {_k(s.spend.output_tokens)} out",
+    ]
+    return Text("  ·  ".join(parts))
+
+
+def _of(used_text: str, used: float, limit: Any, fmt: str) -> str:
+    if not limit:
+        return used_text
+    left = max(limit - used, 0)
+    return f"{used_text} of {fmt.format(limit)} ({fmt.format(left)} left)"
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)

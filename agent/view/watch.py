@@ -1,0 +1,229 @@
+"""`agent watch RUN [--json]`: follow a run's events.jsonl from another process, live or after
+the run ended. See docs/supervising.md.
+
+Following a file another process appends to: remember the byte offset just past the last complete
+line, so a trailing partial line is read again until its newline arrives (and a torn line the
+writer cuts off when it repairs a crash is simply gone); start over when the file is replaced or
+shrinks below that offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.live import Live
+
+from agent.view.bars import read_progress
+from agent.view.live import Board, event_line, render
+from state.events import Event
+
+HISTORY_LINES = 10  # event lines shown for what happened before watch started
+WRITER_CHECK_S = 2.0  # how often to ask whether the run's process is still there
+
+
+class WriterGone(Exception):
+    """The process writing the run ended without a run_finished event (killed, crashed)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+def process_alive(pid: int) -> bool:
+    """Running on this machine (a zombie waiting to be reaped has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def writer_of(event: Event) -> int | None:
+    """The pid of the process that started or resumed the run, when it runs on this machine."""
+    pid, host = event.get("pid"), event.get("hostname")
+    if isinstance(pid, int) and host == socket.gethostname():
+        return pid
+    return None
+
+
+@dataclass
+class Line:
+    raw: bytes  # exactly as in the file, without the newline (for --json)
+    event: Event
+
+
+class Follower:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0  # just past the last complete line
+        self.inode: int | None = None
+        self.warnings: list[str] = []
+
+    def poll(self) -> tuple[bool, list[Line]]:
+        """(whether the file was replaced and reading started over, the new complete lines)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False, []
+        reset = st.st_size < self.offset or self.inode not in (None, st.st_ino)
+        if reset:
+            self.offset = 0
+        self.inode = st.st_ino
+        if st.st_size <= self.offset:
+            return reset, []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read(st.st_size - self.offset)
+        chunks = data.split(b"\n")
+        partial = chunks.pop()
+        self.offset += len(data) - len(partial)
+        lines = []
+        for raw in chunks:
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                self.warnings.append(f"skipped a line that is not JSON at byte ~{self.offset}")
+                continue
+            if isinstance(event, dict) and "type" in event and "seq" in event:
+                lines.append(Line(raw, event))
+        return reset, lines
+
+
+def follow(
+    path: Path,
+    interval: float = 0.25,
+    grace: float = 2.0,
+    once: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[tuple[bool, list[Line]]]:
+    """Batches of new lines (an empty batch every `interval`, so timers can tick) until the run
+    ends: a run_finished with nothing after it for `grace` seconds (`agent resume` appends
+    run_resumed right after), or at once when the log already ended when we started. Raises
+    WriterGone when the run's process (if the log names it) is gone without finishing."""
+    follower = Follower(path)
+    reset, lines = follower.poll()
+    writer = _writer(lines, None)
+    yield reset, lines
+    if once or (lines and lines[-1].event["type"] == "run_finished"):
+        return
+    ended_at: float | None = None
+    checked = clock()
+    while True:
+        if ended_at is not None and clock() - ended_at >= grace:
+            return
+        time.sleep(interval)
+        reset, lines = follower.poll()
+        writer = _writer(lines, None if reset else writer)
+        if lines or reset:
+            ended = lines[-1].event["type"] == "run_finished" if lines else False
+            ended_at = clock() if ended else None
+        elif ended_at is None and writer and clock() - checked >= WRITER_CHECK_S:
+            checked = clock()
+            if not process_alive(writer):
+                _, lines = follower.poll()  # its last words, if any, before saying it is gone
+                if not lines or lines[-1].event["type"] != "run_finished":
+                    yield False, lines
+                    raise WriterGone(writer)
+                ended_at = clock()
+        yield reset, lines
+
+
+def _writer(lines: list[Line], current: int | None) -> int | None:
+    for line in lines:
+        if line.event["type"] in ("run_started", "run_resumed"):
+            current = writer_of(line.event)
+    return current
+
+
+def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bool) -> int:
+    """NDJSON: each event line as the file holds it. After a start-over, events already sent
+    (by seq) are not sent again."""
+    sent = 0
+    try:
+        for _, lines in follow(path, interval, grace, once):
+            for line in lines:
+                if line.event["seq"] > sent:
+                    out.write(line.raw.decode("utf-8", "replace") + "\n")
+                    sent = line.event["seq"]
+            out.flush()
+    except BrokenPipeError:  # `agent watch --json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except WriterGone as gone:
+        out.flush()
+        print(f"agent watch: {gone_message(path, gone.pid)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def gone_message(path: Path, pid: int) -> str:
+    return (
+        f"the run's process (pid {pid}) ended without finishing the run (killed or crashed); "
+        f"go on with `agent resume {path.parent}`"
+    )
+
+
+def watch_view(
+    path: Path,
+    console: Console,
+    interval: float = 0.25,
+    grace: float = 2.0,
+    once: bool = False,
+) -> Board:
+    """Draw the run: a live view on a terminal; on anything else, one line per event as it
+    arrives and the full view once at the end. Returns the final board; `board.gone` is the
+    pid of a run process that ended without finishing the run."""
+    board = Board(run_path=path.parent)
+    live: Live | None = None
+    if console.is_terminal and not once:
+        live = Live(render(board), console=console, auto_refresh=False, redirect_stderr=False)
+        live.start()
+    first = True
+    try:
+        for reset, lines in follow(path, interval, grace, once):
+            if reset and not first:
+                board = Board(run_path=path.parent)
+                console.print("[yellow]events.jsonl was replaced: reading it again[/]")
+            for line in lines:
+                board.apply(line.event)
+            shown = lines[-HISTORY_LINES:] if first else lines
+            if not once:
+                for line in shown:
+                    text = event_line(line.event)
+                    if text is not None:
+                        console.print(text)
+            first = False
+            board.bars = (
+                read_progress(path.parent, board.tool_seq) if board.state.current_tool else []
+            )
+            if live is not None:
+                live.update(render(board), refresh=True)
+    except WriterGone as gone:
+        board.gone = gone.pid
+    finally:
+        if live is not None:
+            live.stop()
+    if live is None:
+        console.print(render(board))
+    if board.gone:
+        console.print(f"[bold red]{gone_message(path, board.gone)}[/]")
+    return board

@@ -1,0 +1,1 @@
+"""The domain: run configuration, search space, objective, campaign statistics."""
