@@ -25,7 +25,8 @@ from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Planner, Settings
 from sim import truth as T
 from sim.space import DEFAULT_LEVELS, default_space
-from tools.domain.space import Flags, SearchSpace, objective_value
+from tools.domain.objective import objective_value
+from tools.domain.space import Flags, SearchSpace
 
 LEVELS = tuple(DEFAULT_LEVELS)
 

@@ -6,7 +6,8 @@ import pytest
 
 from sim import truth
 from sim.space import default_space
-from tools.domain.space import SearchError, SearchSpace, objective_value, render_flags
+from tools.domain.objective import objective_value
+from tools.domain.space import SearchError, SearchSpace, render_flags
 
 SPEC = "--speculative-algorithm"
 STEPS = "--speculative-num-steps"

@@ -20,13 +20,8 @@ from pydantic import Field
 from state.atomic import write_json_atomic
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.domain.config import Config
-from tools.domain.space import (
-    SearchError,
-    SearchSpace,
-    describe_objective,
-    objective_value,
-    render_flags,
-)
+from tools.domain.objective import describe_objective, objective_value
+from tools.domain.space import SearchError, SearchSpace, render_flags
 
 Value = bool | int | float | str
 FILE = "recommendation.json"

@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tools.domain.space import Flags, SearchSpace, objective_value
+from tools.domain.objective import objective_value
+from tools.domain.space import Flags, SearchSpace
 
 NOISE_MIN = 0.005  # a measured floor below this is luck: two sweeps never agree that well
 NOISE_DEFAULT = 0.03  # before the A/A pair exists

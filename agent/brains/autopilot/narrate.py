@@ -9,7 +9,8 @@ from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from state.fold import RunState
 from state.todos import render
 from tools.domain.config import Config
-from tools.domain.space import SearchSpace, describe_objective, render_flags
+from tools.domain.objective import describe_objective
+from tools.domain.space import SearchSpace, render_flags
 
 CONCLUSION = "Conclusion:"
 

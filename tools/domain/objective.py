@@ -1,0 +1,58 @@
+"""The objective: the one number a campaign maximises, from output throughput per level."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tools.domain.space import SearchError
+from tools.domain.stats import geomean
+
+OBJECTIVES = ("geomean", "level", "peak", "slo")
+
+
+def objective_value(
+    per_level: Mapping[int, float],
+    kind: str = "geomean",
+    level: int | None = None,
+    slo_ok: Mapping[int, bool] | None = None,
+) -> float:
+    """One number to maximise from output throughput per concurrency level.
+
+    geomean: the geometric mean over the levels (a failed level, 0, makes it 0); level: the
+    throughput at `level`; peak: the best level; slo: the best level whose latency met the SLO
+    (`slo_ok`; 0 when none did).
+    """
+    if not per_level:
+        return 0.0
+    values = list(per_level.values())
+    if kind == "geomean":
+        return geomean(values)
+    if kind == "level":
+        if level is None:
+            raise SearchError("objective.level must be set for kind = 'level'")
+        return per_level.get(level, 0.0)
+    if kind == "peak":
+        return max(values)
+    if kind == "slo":
+        ok = slo_ok or {}
+        return max((v for c, v in per_level.items() if ok.get(c)), default=0.0)
+    raise SearchError(f"objective.kind {kind!r} is not one of {', '.join(OBJECTIVES)}")
+
+
+def describe_objective(
+    kind: str,
+    level: int | None = None,
+    ttft_p99_ms: float | None = None,
+    tpot_p99_ms: float | None = None,
+) -> str:
+    if kind == "level":
+        return f"output throughput at C={level}"
+    if kind == "peak":
+        return "peak output throughput over the sweep"
+    if kind == "slo":
+        parts = [
+            f"p99 TTFT <= {ttft_p99_ms:g} ms" if ttft_p99_ms else "",
+            f"p99 TPOT <= {tpot_p99_ms:g} ms" if tpot_p99_ms else "",
+        ]
+        return "best output throughput with " + " and ".join(p for p in parts if p)
+    return "geometric mean of output throughput over the sweep"

@@ -1,0 +1,129 @@
+"""Campaign statistics: one formula for each figure a run prints. compare, recommend, the report,
+the watch view and the autopilot all call these, so the parts of one run cannot disagree.
+
+Throughputs come as `{level: output tok/s}` for one sweep of one configuration. A level that
+failed is 0.0 (served nothing); a level that was not measured is absent.
+
+The noise floor. The only evidence of noise a campaign has is a configuration swept more than
+once (the baseline's A/A pair first). Two sweeps a and b of one configuration differ at a level
+by d = |a - b| / mean(a, b). Comparing a candidate's single sweep to the baseline's is the same
+kind of difference, so a difference is likely real only when it is larger than the differences
+between sweeps of the same thing: the floor is twice the root mean square of d (about the 95 %
+bound if the differences are normal). The largest spread ((max - min) / mean, used before) grows
+with the number of repeats and says nothing about how often such a gap happens; the RMS does not.
+  - `level_floors`: per level, from the d's measured at that level - the "within noise" mark on
+    one level of a comparison table.
+  - `objective_floor`: the floor on the objective, the number every summary prints and every
+    "beats the baseline" decision uses. The d's of all levels are pooled (two sweeps give only
+    one d per level, too few to trust alone); for the geometric mean over n levels the
+    independent level noises average down by sqrt(n). The other objectives read one level.
+Both are never below NOISE_MIN: two sweeps never agree better than that, a smaller figure is luck.
+Without any repeated configuration the floor is unknown (None), and is printed as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+NOISE_MIN = 0.005  # relative; a measured floor below this is luck
+
+Sweep = Mapping[int, float]  # level -> output tok/s of one sweep; 0.0 = the level failed
+
+
+def geomean(values: Iterable[float]) -> float:
+    """The geometric mean; 0.0 when any value is 0 (a failed level fails the mean) or none."""
+    vals = list(values)
+    if not vals or min(vals) <= 0:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def level_ratios(a: Sweep, b: Sweep) -> dict[int, float]:
+    """a / b at each level both measured where b served something (a failed a: ratio 0.0)."""
+    return {c: a[c] / b[c] for c in sorted(set(a) & set(b)) if b[c] > 0}
+
+
+def geomean_ratio(a: Sweep, b: Sweep) -> float | None:
+    """The geometric mean of `level_ratios`: 0.0 when a failed a level b served; None when the
+    two share no level that b served. Equal to geomean(a) / geomean(b) over those levels."""
+    ratios = level_ratios(a, b)
+    if not ratios:
+        return None
+    return geomean(ratios.values())
+
+
+def relative_difference(a: float, b: float) -> float:
+    mean = (a + b) / 2
+    return abs(a - b) / mean if mean > 0 else 0.0
+
+
+def repeat_differences(repeats: Iterable[Sequence[Sweep]]) -> dict[int, list[float]]:
+    """Per level, d of each pair of consecutive sweeps of one configuration (levels both served).
+    `repeats`: for each configuration, its sweeps in the order they were measured."""
+    out: dict[int, list[float]] = {}
+    for sweeps in repeats:
+        for a, b in itertools.pairwise(sweeps):
+            for c in sorted(set(a) & set(b)):
+                if a[c] > 0 and b[c] > 0:
+                    out.setdefault(c, []).append(relative_difference(a[c], b[c]))
+    return out
+
+
+def _floor(diffs: Sequence[float], n_levels: int = 1) -> float:
+    rms = math.sqrt(sum(d * d for d in diffs) / len(diffs))
+    return max(2 * rms / math.sqrt(n_levels), NOISE_MIN)
+
+
+def level_floors(repeats: Iterable[Sequence[Sweep]]) -> dict[int, float]:
+    """Per level, the smallest relative difference that is likely real (see the module doc)."""
+    return {c: _floor(d) for c, d in sorted(repeat_differences(repeats).items())}
+
+
+def objective_floor(
+    repeats: Iterable[Sequence[Sweep]], levels: Iterable[int], kind: str = "geomean"
+) -> float | None:
+    """The noise floor of the objective over `levels` (see the module doc); None: not measured."""
+    levels = sorted(set(levels))
+    diffs_by_level = repeat_differences(repeats)
+    diffs = [d for c in levels for d in diffs_by_level.get(c, [])]
+    if not diffs:
+        return None
+    return _floor(diffs, len(levels) if kind == "geomean" else 1)
+
+
+def within_noise(ratio: float, floor: float | None) -> bool:
+    """A ratio to the baseline that the noise floor cannot tell from 1 (unknown floor: no)."""
+    return floor is not None and abs(ratio - 1) <= floor
+
+
+def beats(ratio: float | None, floor: float | None) -> bool:
+    """A ratio to the baseline that is a win: above 1 by more than the noise floor. With the floor
+    unknown nothing is a win yet - measure the baseline twice first."""
+    return ratio is not None and floor is not None and ratio > 1 + floor
+
+
+class Slo(Protocol):
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+
+
+def slo_met(point: Mapping[str, object], slo: Slo) -> bool:
+    """One level of one sweep met the SLO: it did not fail, and each limit that is set has its
+    metric measured and within the limit (a metric the result lacks is not met: no evidence)."""
+    if point.get("level_failed"):
+        return False
+    for limit, key in ((slo.ttft_p99_ms, "p99_ttft_ms"), (slo.tpot_p99_ms, "p99_tpot_ms")):
+        if limit is None:
+            continue
+        value = point.get(key)
+        if not isinstance(value, int | float) or value > limit:
+            return False
+    return True
+
+
+def percent(floor: float | None) -> str:
+    """How every view prints a noise floor."""
+    return "unknown (no configuration measured twice)" if floor is None else f"{100 * floor:.1f} %"
