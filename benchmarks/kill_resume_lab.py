@@ -64,7 +64,7 @@ def write_config(
 
 def regret(config: dict[str, object] | None, space: dict[str, object], w: Workload) -> float:
     """How far below the true optimum of the space (sim.truth) a recommendation is, 0..1."""
-    from sim.truth import config_value, optimum
+    from tools.domain.lab_truth import config_value, optimum
 
     if config is None:
         return 1.0

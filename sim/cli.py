@@ -1,16 +1,21 @@
-"""`agent sim serve|truth|gpus ...` (the lead's CLI calls `main(argv)` with argv after "sim")."""
+"""`agent sim serve|truth|gpus ...` (the lead's CLI calls `main(argv, ranking)` with argv after
+"sim"). Ranking configurations by an objective (`truth --space`, the objective line) is the
+campaign's formula, which sim/ may not import: the caller passes it in (`Ranking`, implemented by
+tools/domain/lab_truth.py); `python -m sim truth` without it prints the per-level truth only."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from sim import gpus
 from sim.flags import FlagError, parse_server_args
 from sim.model import Model
 from sim.space import DEFAULT_BASE_FLAGS, DEFAULT_LEVELS, SpaceError, load_space
-from sim.truth import config_value, latency, objective_value, optimum, throughput_of
+from sim.truth import latency, throughput_of
 
 USAGE = (
     "usage: agent sim {serve,truth,gpus} ...  "
@@ -18,7 +23,17 @@ USAGE = (
 )
 
 
-def main(argv: list[str]) -> int:
+class Ranking(Protocol):
+    """tools/domain/lab_truth.py: the campaign's objective over the truth."""
+
+    def config_value(self, config: Mapping[str, Any], *args: Any, **kwargs: Any) -> float: ...
+
+    def optimum(
+        self, space: Mapping[str, Any], *args: Any, **kwargs: Any
+    ) -> tuple[dict[str, Any], float]: ...
+
+
+def main(argv: list[str], ranking: Any = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
@@ -28,7 +43,7 @@ def main(argv: list[str]) -> int:
 
         return serve(rest)
     if command == "truth":
-        return truth(rest)
+        return truth(rest, ranking)
     if command == "gpus":
         return show_gpus(rest)
     print(f"agent sim: unknown command {command!r}\n{USAGE}", file=sys.stderr)
@@ -47,7 +62,7 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def truth(argv: list[str]) -> int:
+def truth(argv: list[str], ranking: Ranking | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="agent sim truth",
         description="Modelled (noise-free) output tok/s of a command line, or the optimum of a "
@@ -71,8 +86,10 @@ def truth(argv: list[str]) -> int:
         if ns.space is not None:
             if server_argv:
                 raise FlagError(f"--space takes no server flags (got {' '.join(server_argv)})")
+            if ranking is None:
+                raise FlagError("--space ranks by the campaign's objective: use `agent sim truth`")
             space = load_space(ns.space)
-            config, value = optimum(
+            config, value = ranking.optimum(
                 space, ns.concurrency, ns.objective, ns.input_len, ns.max_tokens, base, **extra
             )
             out = {"config": config, "value": round(value, 3)}
@@ -93,8 +110,16 @@ def truth(argv: list[str]) -> int:
     for c, v in per.items():
         lat = latency(model, c, ns.input_len, ns.max_tokens)
         print(f"{c:>5} {v:>9.1f} {lat['ttft_ms']:>9.1f} {lat['tpot_ms']:>8.2f}")
-    if ns.objective != "slo":
-        print(f"{ns.objective}: {objective_value(per, ns.objective, **extra):.1f}")
+    if ranking is not None and ns.objective != "slo":
+        try:
+            value = ranking.config_value(
+                {}, ns.concurrency, ns.objective, ns.input_len, ns.max_tokens,
+                [*base, *server_argv], **extra,
+            )  # fmt: skip
+        except ValueError as err:
+            print(f"agent sim truth: error: {err}", file=sys.stderr)
+            return 2
+        print(f"{ns.objective}: {value:.1f}")
     if model.args.spec:
         print(f"acceptance length (tau): {model.tau():.3f}")
     return 0
@@ -122,7 +147,7 @@ def show_gpus(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["config_value", "main"]
+__all__ = ["Ranking", "main"]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,10 @@
-"""Truth: the modelled (noise-free) throughput of a configuration and the optimum of a space.
+"""Truth: the modelled (noise-free) throughput and latency of a configuration, per level, and the
+configurations of a space.
 
 Pure functions over sim.model, for tests, benchmarks and campaign scoring. A flag dict is
-applied on top of the lab's DEFAULT_BASE_FLAGS, exactly as the campaign launches it.
+applied on top of the lab's DEFAULT_BASE_FLAGS, exactly as the campaign launches it. Ranking by
+an objective is the campaign's business, with its one formula: tools/domain/lab_truth.py
+(config_value, optimum) on top of these.
 """
 
 from __future__ import annotations
@@ -70,40 +73,6 @@ def latency(
     return {"ttft_ms": ttft, "tpot_ms": tpot}
 
 
-def objective_value(
-    per_level: Mapping[int, float],
-    kind: str = "geomean",
-    level: int | None = None,
-    latencies: Mapping[int, Mapping[str, float]] | None = None,
-    ttft_ms: float | None = None,
-    tpot_ms: float | None = None,
-) -> float:
-    """geomean (default) | level (per_level[level]) | peak | slo (peak within the limits)."""
-    values = {int(k): float(v) for k, v in per_level.items()}
-    if not values:
-        raise ValueError("objective of an empty result")
-    if kind == "geomean":
-        if min(values.values()) <= 0:
-            return 0.0
-        return math.exp(sum(math.log(v) for v in values.values()) / len(values))
-    if kind == "level":
-        if level is None or level not in values:
-            raise ValueError(f"objective 'level' needs a level among {sorted(values)}")
-        return values[level]
-    if kind == "peak":
-        return max(values.values())
-    if kind == "slo":
-        lat = latencies or {}
-        ok = [
-            v
-            for c, v in values.items()
-            if (ttft_ms is None or lat.get(c, {}).get("ttft_ms", math.inf) <= ttft_ms)
-            and (tpot_ms is None or lat.get(c, {}).get("tpot_ms", math.inf) <= tpot_ms)
-        ]
-        return max(ok, default=0.0)
-    raise ValueError(f"unknown objective {kind!r} (geomean, level, peak, slo)")
-
-
 def enumerate_space(
     space: Mapping[str, Any], base: Sequence[str] = DEFAULT_BASE_FLAGS
 ) -> list[dict[str, Any]]:
@@ -145,61 +114,10 @@ def _valid(config: Mapping[str, Any], base: Sequence[str]) -> bool:
     return True
 
 
-def optimum(
-    space: Mapping[str, Any],
-    levels: Sequence[int] = DEFAULT_LEVELS,
-    objective: str = "geomean",
-    input_len: int = 512,
-    max_tokens: int = 512,
-    base: Sequence[str] = DEFAULT_BASE_FLAGS,
-    **objective_args: Any,
-) -> tuple[dict[str, Any], float]:
-    """The best configuration of a space and its objective value (first one on ties)."""
-    best: tuple[dict[str, Any], float] | None = None
-    for config in enumerate_space(space, base):
-        value = config_value(
-            config, levels, objective, input_len, max_tokens, base, **objective_args
-        )
-        if best is None or value > best[1]:
-            best = (config, value)
-    if best is None:
-        raise ValueError("the space has no valid configuration")
-    return best
-
-
-def config_value(
-    config: Mapping[str, Any],
-    levels: Sequence[int] = DEFAULT_LEVELS,
-    objective: str = "geomean",
-    input_len: int = 512,
-    max_tokens: int = 512,
-    base: Sequence[str] = DEFAULT_BASE_FLAGS,
-    **objective_args: Any,
-) -> float:
-    """The objective value of one configuration (what a campaign is scored on)."""
-    model = model_of(config, base)
-    per = throughput_of(model, levels, input_len, max_tokens)
-    lat = (
-        {c: latency(model, c, input_len, max_tokens) for c in levels}
-        if objective == "slo"
-        else None
-    )
-    return objective_value(per, objective, latencies=lat, **objective_args)
-
-
 def baseline_of(space: Mapping[str, Any]) -> dict[str, Any]:
     """The space's baseline with every flag named (missing ones omitted = false)."""
     given = dict(space.get("baseline", {}))
     return {f: given.get(f, False) for f in space if f not in RESERVED}
 
 
-__all__ = [
-    "ServerArgs",
-    "baseline_of",
-    "config_value",
-    "enumerate_space",
-    "latency",
-    "objective_value",
-    "optimum",
-    "throughput",
-]
+__all__ = ["ServerArgs", "baseline_of", "enumerate_space", "latency", "throughput"]

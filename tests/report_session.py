@@ -3,9 +3,10 @@
 EAGLE-3 that wins at one stream only (a crossover between C=1 and C=2), a configuration that
 fails to start, and a recommendation with a concurrency policy.
 
-`write_session(folder, files=True)`: events.jsonl always; with files, also results/*.json (the
-full results, vLLM's flat keys) and recommendation.json - without them it is a session replayed
-elsewhere, which the report must still render from the events.
+`write_session(folder, files=True)`: events.jsonl always (benchmark events as run_benchmark
+writes them, compact per-level points included); with files, also results/*.json (real result
+files) and recommendation.json - without them it is a session replayed elsewhere, which the
+report must still render from the events. `noisy`: the A/A pair disagrees wildly at C=250.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from state.events import EventLog
+from tools.bench.results import build_result, repeats, save, sweep_of
+from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
+from tools.benchmark_outcome import compact_points
+from tools.domain import stats
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
 BASE: dict[str, Any] = {
@@ -33,6 +38,7 @@ EAGLE: dict[str, Any] = {
 COMMAND = (
     "python -m sim --model-path moonshotai/Kimi-K2-Thinking --tp 8 --disable-custom-all-reduce"
 )
+FAILED_REQUESTS = {("triton", 10): 3}  # (config, level) -> failed requests, the level served
 TPUT: dict[str, list[float | None]] = {
     "base": [92.6, 160.0, 285.0, 385.0, 500.0, 548.0, 560.0, 551.0],
     "cg256": [92.9, 160.5, 286.0, 386.0, 502.0, 551.0, 566.0, 590.0],
@@ -65,6 +71,7 @@ class Session:
     def __init__(self, folder: Path, files: bool) -> None:
         self.folder, self.files, self.n = folder, files, 0
         self.ids: dict[str, list[str]] = {}  # config -> its result ids
+        self.results: dict[str, list[BenchResult]] = {}
         (folder / "results").mkdir(parents=True, exist_ok=True)
         self.log = EventLog(folder / "events.jsonl")
 
@@ -95,37 +102,46 @@ class Session:
                  pgid=1000 + self.n, port=30000, command=command_of(flags), flags=flags,
                  log=f"logs/{name}.log")  # fmt: skip
 
-    def bench(self, name: str, config: str, label: str, scale: float = 1.0) -> None:
+    def bench(
+        self, name: str, config: str, label: str, scale: dict[int, float] | float = 1.0
+    ) -> None:
         bench_id = f"b{self.n + 1:03d}"
         self.ids.setdefault(config, []).append(bench_id)
         levels = [c for c, v in zip(LEVELS, TPUT[config], strict=True) if v is not None]
         inp = {"server": name, "concurrency": levels, "label": label}
         self.turn("run_benchmark", inp, f"Benchmarking {label}.", seconds=45.0)
-        per: dict[str, dict[str, float]] = {}
         points = []
         for c, v in zip(LEVELS, TPUT[config], strict=True):
             if v is None:
                 continue
-            tput = round(v * scale, 2)
+            tput = round(v * (scale.get(c, 1.0) if isinstance(scale, dict) else scale), 2)
             tpot = round(1000 * c / tput, 2)
-            m = {"output_throughput": tput, "ttft_p50": 60.0 + c, "ttft_p99": 90.0 + 2 * c,
-                 "tpot_p50": tpot, "tpot_p99": round(tpot * 1.2, 2)}  # fmt: skip
-            per[str(c)] = m
-            points.append({"max_concurrency": c, "output_throughput": tput,
-                           "median_ttft_ms": m["ttft_p50"], "p99_ttft_ms": m["ttft_p99"],
-                           "median_tpot_ms": tpot, "p99_tpot_ms": m["tpot_p99"],
-                           "failed": False})  # fmt: skip
+            point = {"max_concurrency": c, "output_throughput": tput, "completed": 5 * c,
+                     "failed": FAILED_REQUESTS.get((config, c), 0), "median_ttft_ms": 60.0 + c,
+                     "p99_ttft_ms": 90.0 + 2 * c, "median_tpot_ms": tpot,
+                     "p99_tpot_ms": round(tpot * 1.2, 2)}  # fmt: skip
+            points.append(point)
         flags = flags_of(config)
-        workload = {"input_len": 512, "max_tokens": 128, "endpoint": "completions"}
+        result = build_result(
+            result_id=bench_id,
+            server=ServerRef(name=name, engine="sim", command=command_of(flags), flags=flags),
+            workload=Workload(model="sim", input_len=512, max_tokens=128),
+            client=ClientInfo(),
+            levels=levels,
+            points=points,
+            label=label,
+            run_id=self.folder.name,
+        )
+        self.results.setdefault(config, []).append(result)
         path = f"results/{bench_id}.json"
-        if self.files:  # the full result carries the vLLM keys; the event only the summary
-            body = {"id": bench_id, "workload": workload, "points": points}
-            (self.folder / path).write_text(json.dumps(body))
-        summary = {c: m["output_throughput"] for c, m in per.items()}
-        self.add("benchmark", id=bench_id, path=path, config_hash=f"h-{config}", server=name,
-                 command=command_of(flags), flags=flags, label=label, workload=workload,
-                 summary=summary, levels=None if self.files else per)  # fmt: skip
-        self.result(f"{label}: " + ", ".join(f"C={c} {v}" for c, v in summary.items()))
+        if self.files:
+            save(result, self.folder / "results")
+        self.add("benchmark", id=bench_id, path=path, config_hash=result.config_hash, server=name,
+                 command=result.server.command, flags=flags, label=label,
+                 workload=result.workload.model_dump(), summary=result.summary(),
+                 points=compact_points(result), url="", failed_levels=[],
+                 interrupted=False)  # fmt: skip
+        self.result(f"{label}: " + ", ".join(f"C={c} {v}" for c, v in result.summary().items()))
 
     def kill(self, name: str) -> None:
         self.turn("kill_server", {"name": name}, f"Killing {name}.", 2.0)
@@ -134,14 +150,21 @@ class Session:
 
 
 def recommendation(s: Session) -> dict[str, Any]:
-    """As tools/recommend.py writes it."""
+    """As tools/recommend.py writes it, its figures from the statistics."""
+    ours = stats.mean_sweep(sweep_of(r) for r in s.results["cg256"])
+    theirs = stats.mean_sweep(sweep_of(r) for r in s.results["base"])
+    vs = stats.versus(ours, theirs, repeats([r for rs in s.results.values() for r in rs]))
+    value, base_value = stats.geomean(ours.values()), stats.geomean(theirs.values())
     return {
         "objective": {"kind": "geomean", "level": None, "ttft_p99_ms": None, "tpot_p99_ms": None},
         "config": flags_of("cg256"),
         "command": command_of(flags_of("cg256")),
-        "value": 288.0,
-        "baseline_value": 284.0,
-        "gain": 0.014,
+        "verdict": vs.verdict,
+        "value": round(value, 3),
+        "baseline_value": round(base_value, 3),
+        "gain": round(value / base_value - 1, 5),
+        "geomean_ratio": vs.ratio,
+        "noise_floor": vs.floor,
         "policy": [
             {"from_concurrency": 1, "to_concurrency": 1, "config": flags_of("eagle")},
             {"from_concurrency": 2, "to_concurrency": None, "config": flags_of("cg256")},
@@ -152,7 +175,7 @@ def recommendation(s: Session) -> dict[str, Any]:
     }
 
 
-def write_session(folder: Path, files: bool = True) -> Path:
+def write_session(folder: Path, files: bool = True, noisy: bool = False) -> Path:
     from tools.domain.config import lab_config
 
     config = lab_config(port=30000).model_dump(mode="json")
@@ -163,7 +186,8 @@ def write_session(folder: Path, files: bool = True) -> Path:
     todos = [{"id": "t1", "content": "sweep the baseline", "status": "completed",
               "priority": "high"}]  # fmt: skip
     s.add("todo", todos=todos, changes={})
-    for i, scale in enumerate((1.0, 1.012)):  # the A/A pair: 1.2 % apart
+    second: dict[int, float] | float = {250: 0.4} if noisy else 1.004
+    for i, scale in enumerate((1.0, second)):  # the A/A pair: 0.4 % apart
         s.launch(f"baseline-{i + 1}", "base")
         s.add("server_ready", name=f"baseline-{i + 1}", seconds=9.0)
         s.result("ready")
@@ -196,3 +220,28 @@ def write_session(folder: Path, files: bool = True) -> Path:
     s.add("run_finished", status="finished", exit_code=0, reason="Done.", session_minutes=4.2)
     s.log.close()
     return folder
+
+
+def bench_in_run(run: Any, rid: str, flags: dict[str, Any], summary: dict[int, float]) -> None:
+    """A real result file in a live Run and the `benchmark` event run_benchmark appends for it."""
+    points = [
+        {"max_concurrency": c, "output_throughput": v, "completed": 5 * c,
+         "p99_ttft_ms": 50.0 + c, "p99_tpot_ms": 20.0}
+        for c, v in summary.items()
+    ]  # fmt: skip
+    result = build_result(
+        result_id=rid,
+        server=ServerRef(name=rid, engine="sim", command=command_of(flags), flags=flags),
+        workload=Workload(model="sim", input_len=512, max_tokens=128),
+        client=ClientInfo(),
+        levels=list(summary),
+        points=points,
+        label=rid,
+        run_id=run.id,
+    )
+    path = save(result, run.path / "results")
+    run.append("benchmark", id=rid, path=str(path), config_hash=result.config_hash, server=rid,
+               command=result.server.command, flags=flags, label=rid,
+               workload=result.workload.model_dump(), summary=result.summary(),
+               points=compact_points(result), url="", failed_levels=[],
+               interrupted=False)  # fmt: skip

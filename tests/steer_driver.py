@@ -125,16 +125,16 @@ class FakeBenchmark(Scripted):
                     output_throughput=SUMMARY[level],
                 )
             await asyncio.sleep(0.05)
-        levels = {
-            c: {"output_throughput": v, "ttft_p50": 50.0, "ttft_p99": 80.0, "tpot_p50": 10.0,
-                "tpot_p99": 12.5}
+        points = {  # as tools/benchmark_outcome.py compacts them
+            c: {"output_throughput": v, "median_ttft_ms": 50.0, "p99_ttft_ms": 80.0,
+                "median_tpot_ms": 10.0, "p99_tpot_ms": 12.5}
             for c, v in SUMMARY.items()
         }  # fmt: skip
         server = ctx.run.state.servers.get(inp.server, {})
         ctx.run.append(
             "benchmark", id="b1", path="results/b1.json", config_hash="h", server=inp.server,
             command=server.get("command", ""), flags=server.get("flags", {}), label=inp.label,
-            workload={"input_len": 512, "max_tokens": 128}, summary=SUMMARY, levels=levels,
+            workload={"input_len": 512, "max_tokens": 128}, summary=SUMMARY, points=points,
         )  # fmt: skip
         return ToolResult(text="C=1 92.6 tok/s ...")
 

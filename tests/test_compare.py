@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from state.ledger import Ledger
 from state.run import Run
 from tools.base import ToolBox, ToolContext
-from tools.bench.comparison import compare, noise_floor, render_comparison
+from tools.bench.comparison import compare, render_comparison
 from tools.bench.results import build_result, save
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
 from tools.compare import Compare
+from tools.domain import stats
 from tools.domain.config import lab_config
 
 BASE = "python -m sim --tp 8 --disable-custom-all-reduce --attention-backend flashinfer"
@@ -112,7 +112,6 @@ def test_unfair_and_multi_factor_launches() -> None:
 
 
 def test_noise_floor_from_repeats_marks_small_differences() -> None:
-    assert noise_floor([{"1": [100.0, 102.0], "10": [500.0]}]) == {1: pytest.approx(2 / 101)}
     a1 = result("b001", {1: 100.0, 10: 800.0})
     a2 = result("b002", {1: 103.0, 10: 808.0})  # the same launch again: an A/A pair
     c = result(
@@ -121,12 +120,31 @@ def test_noise_floor_from_repeats_marks_small_differences() -> None:
         command=BASE + " --cuda-graph-max-bs 64",
         flags={"--cuda-graph-max-bs": 64},
     )
-    cmp = compare([a1, c], repeats=[{"1": [100.0, 103.0], "10": [800.0, 808.0]}])
-    assert cmp.noise[1] == pytest.approx(3 / 101.5)
-    assert cmp.within_noise["b003"] == [1]  # +1 % at C=1 is inside a 3 % spread; +12.5 % is not
+    aa = [[{1: 100.0, 10: 800.0}, {1: 103.0, 10: 808.0}]]
+    cmp = compare([a1, c], repeats=aa)
+    assert cmp.noise == stats.level_floors(aa)
+    assert cmp.noise[1] == pytest.approx(2 * 3 / 101.5)
+    assert cmp.within_noise["b003"] == [1]  # +1 % at C=1 is inside a 5.9 % floor; +12.5 % is not
     assert any("within the noise floor at C=1" in w for w in cmp.warnings)
     assert "1.010~" in render_comparison(cmp)
-    assert compare([a1, a2]).noise  # the same config hash among the results compared
+    # the summary: the geomean ratio against the floor of the geomean over both levels
+    v = cmp.versus["b003"]
+    assert v.ratio == pytest.approx((101 / 100 * 900 / 800) ** 0.5)
+    assert v.floor == stats.objective_floor(aa, [1, 10])
+    assert v.wins and cmp.winner == "b003"
+    assert cmp.data()["noise_floor"] == {"b003": v.floor}
+    text = render_comparison(cmp)
+    assert (
+        f"geomean ratio b003 / b001: {v.ratio:.3f} (noise floor {stats.percent(v.floor)}: win)"
+        in (text)
+    )
+    # the results of one configuration compared together: the A/A pair is found among them, and
+    # the baseline's figure is their mean
+    both = compare([a1, a2, c])
+    assert both.noise == cmp.noise
+    mean = {1: 101.5, 10: 804.0}
+    assert both.geomean["b003"] == pytest.approx(stats.geomean_ratio({1: 101.0, 10: 900.0}, mean))
+    assert "geomean ratio b003 / b001+b002" in render_comparison(both)
     # a crossover whose sides lie inside the noise is not established
     d = result(
         "b004",
@@ -134,10 +152,21 @@ def test_noise_floor_from_repeats_marks_small_differences() -> None:
         command=BASE + " --cuda-graph-max-bs 64",
         flags={"--cuda-graph-max-bs": 64},
     )
-    cross = compare([a1, d], repeats=[{"1": [100.0, 103.0], "10": [800.0, 808.0]}]).crossovers
-    assert cross["b004"][0].endswith("(within the noise floor: not established)")
-    only = compare([a1, d], repeats=[{"1": [100.0, 103.0], "250": [1.0, 2.0]}])
+    within = compare([a1, d], repeats=aa)
+    assert within.crossovers["b004"][0].endswith("(within the noise floor: not established)")
+    assert within.versus["b004"].verdict == "within noise" and within.winner == "b001"
+    only = compare([a1, d], repeats=[[{1: 100.0, 250: 1.0}, {1: 103.0, 250: 2.0}]])
     assert set(only.noise) == {1}  # levels outside the comparison are not shown
+
+
+def test_without_a_repeat_the_floor_is_unknown_and_nothing_wins() -> None:
+    a = result("b001", {1: 100.0})
+    c = result("b002", {1: 150.0}, command=BASE + " --x 1", flags={"--x": 1})
+    cmp = compare([a, c])
+    assert cmp.versus["b002"].floor is None and cmp.winner == "b001"
+    assert "noise floor unknown (no configuration measured twice): noise floor unknown" in (
+        render_comparison(cmp)
+    )
 
 
 def make_ctx(tmp_path: Path) -> ToolContext:
@@ -194,24 +223,19 @@ async def test_compare_tool_resolves_ids_paths_and_vllm_files(tmp_path: Path) ->
     assert not res.is_error and res.data["baseline"] == "b002-fa3"
 
 
-async def test_compare_tool_takes_the_noise_floor_from_the_ledger(tmp_path: Path) -> None:
+async def test_compare_tool_takes_the_noise_floor_from_the_runs_results(tmp_path: Path) -> None:
+    """An A/A pair measured in this run gives the floor even when it is not among those compared;
+    the ledger's earlier runs do not (another day, another noise)."""
     ctx = make_ctx(tmp_path)
     results = ctx.run.path / "results"
-    a = result("b001", {1: 100.0})
-    save(a, results)
-    save(
-        result(
-            "b002",
-            {1: 101.0},
-            command=BASE + " --cuda-graph-max-bs 64",
-            flags={"--cuda-graph-max-bs": 64},
-        ),
-        results,
-    )
-    ledger = Ledger.in_runs_dir(ctx.run.path.parent)
-    ledger.append(
-        {"config_hash": a.config_hash, "id": "b007", "run_id": "earlier", "summary": {"1": 97.0}}
-    )
-    res, _ = await ToolBox([Compare()]).call(ctx, "compare", {"results": ["b001", "b002"]})
-    assert res.data["noise_floor"] == {"1": pytest.approx(3 / 98.5)}
-    assert res.data["within_noise"] == {"b002": [1]}
+    a1, a2 = result("b001", {1: 100.0}), result("b002", {1: 97.0})
+    c = result("b003", {1: 101.0}, command=BASE + " --cuda-graph-max-bs 64",
+               flags={"--cuda-graph-max-bs": 64})  # fmt: skip
+    for r in (a1, a2, c):
+        path = save(r, results)
+        ctx.run.append("benchmark", id=r.id, path=str(path), config_hash=r.config_hash,
+                       summary=r.summary(), workload=r.workload.model_dump())  # fmt: skip
+    res, _ = await ToolBox([Compare()]).call(ctx, "compare", {"results": ["b001", "b003"]})
+    assert res.data["level_noise_floor"] == {"1": pytest.approx(2 * 3 / 98.5)}
+    assert res.data["within_noise"] == {"b003": [1]}
+    assert res.data["verdict"] == {"b003": "within noise"} and res.data["winner"] == "b001"

@@ -12,7 +12,11 @@ from agent.session import Limits, start
 from state.run import Run
 from tests.autopilot_world import lab
 from tools.base import ToolBox, ToolContext
+from tools.bench.results import build_result, save
+from tools.bench.schema import ClientInfo, ServerRef, Workload
+from tools.domain import stats
 from tools.domain.config import ObjectiveConfig
+from tools.domain.space import render_flags
 from tools.recommend import Recommend
 
 BASE = {
@@ -31,27 +35,44 @@ SPEC = {
 WORKLOAD = {"endpoint": "completions", "input_len": 512, "max_tokens": 128}
 
 
+LATENCY = {1: 20.0, 10: 50.0, 100: 400.0}  # p99 TTFT ms per level
+
+
 def bench(
     run: Run,
     rid: str,
     flags: dict[str, Any],
     summary: dict[int, float],
     workload: dict[str, Any] | None = None,
-    points: list[dict[str, Any]] | None = None,
 ) -> None:
-    path = run.path / "results" / f"{rid}.json"
-    path.write_text(json.dumps({"points": points or []}))
+    """A real result file and the `benchmark` event run_benchmark writes for it."""
+    command = " ".join(["python -m sim", *render_flags(flags)])
+    points = [
+        {"max_concurrency": c, "output_throughput": v, "completed": 10,
+         "p99_ttft_ms": LATENCY.get(c, 1.0), "p99_tpot_ms": 5.0}
+        for c, v in summary.items()
+    ]  # fmt: skip
+    result = build_result(
+        result_id=rid,
+        server=ServerRef(name="server", command=command, flags=flags),
+        workload=Workload(**(workload or WORKLOAD)),
+        client=ClientInfo(),
+        levels=list(summary),
+        points=points,
+        run_id=run.id,
+    )
+    path = save(result, run.path / "results")
     run.append(
         "benchmark",
         id=rid,
         path=str(path),
-        config_hash=rid,
+        config_hash=result.config_hash,
         server="server",
-        command="python -m sim",
+        command=command,
         flags=flags,
         label=rid,
-        workload=workload or WORKLOAD,
-        summary={str(c): v for c, v in summary.items()},
+        workload=result.workload.model_dump(),
+        summary=result.summary(),
     )
 
 
@@ -94,6 +115,35 @@ async def test_writes_the_recommendation_from_the_measurements(ctx: ToolContext)
     assert rec["policy"][1]["to_concurrency"] is None and rec["notes"] == []
     assert rec["objective"]["kind"] == "geomean"
     assert result.text.startswith("Recommendation (geometric mean")
+    # the figures are the statistics': the A/A pair b001/b002 gives the floor
+    aa = [[{1: 90.0, 10: 360.0, 100: 520.0}, {1: 92.0, 10: 370.0, 100: 530.0}]]
+    assert rec["noise_floor"] == pytest.approx(stats.objective_floor(aa, [1, 10, 100]), abs=1e-5)
+    assert rec["geomean_ratio"] == pytest.approx(rec["gain"] + 1, abs=1e-4)
+    assert rec["verdict"] == "win" and rec["candidate"]["config"] == rec["config"]
+    assert f"noise floor {stats.percent(rec['noise_floor'])}" in result.text
+
+
+async def test_a_gain_within_the_noise_keeps_the_baseline(ctx: ToolContext) -> None:
+    close = {**BASE, "--cuda-graph-max-bs": 256}
+    bench(ctx.run, "b005", close, {1: 91.5, 10: 366.0, 100: 527.0})  # +0.3 %: inside the floor
+    result = await call(ctx, {"config": close})
+    assert not result.is_error, result.text
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    assert rec["verdict"] == "within noise" and 0 < rec["gain"] < rec["noise_floor"]
+    assert rec["config"]["--cuda-graph-max-bs"] == 128  # deploy: the baseline
+    assert rec["candidate"]["config"]["--cuda-graph-max-bs"] == 256  # what was asked
+    assert result.text.startswith("Keep the baseline") and "within the noise floor" in result.text
+
+
+async def test_without_a_repeat_nothing_is_a_win(tmp_path: Path) -> None:
+    run = start("beat baseline", lab(), "autopilot", tmp_path, None, Limits())
+    bench(run, "b001", BASE, {1: 90.0, 10: 360.0})
+    bench(run, "b002", FA3, {1: 120.0, 10: 480.0})
+    result = await call(ToolContext(run=run, config=lab()), {"config": FA3})
+    rec = result.data["recommendation"]
+    assert rec["noise_floor"] is None and rec["verdict"] == "noise floor unknown"
+    assert rec["config"]["--attention-backend"] == "flashinfer"
+    assert "sweep the baseline again (A/A)" in result.text
 
 
 async def test_a_policy_the_numbers_contradict_gets_a_note(ctx: ToolContext) -> None:
@@ -152,14 +202,12 @@ async def test_objective_override_and_slo(ctx: ToolContext) -> None:
         update={"objective": ObjectiveConfig(kind="slo", ttft_p99_ms=100)}
     )
     run = ctx.run
-    points = [
-        {"max_concurrency": c, "p99_ttft_ms": t, "p99_tpot_ms": 5.0}
-        for c, t in ((1, 20.0), (10, 50.0), (100, 400.0))
-    ]
-    bench(run, "b005", BASE, {1: 91.0, 10: 365.0, 100: 525.0}, points=points)
+    bench(run, "b005", BASE, {1: 91.0, 10: 365.0, 100: 525.0})
     result = await call(ToolContext(run=run, config=config), {"config": BASE})
     assert not result.is_error, result.text
-    assert result.data["recommendation"]["value"] == pytest.approx(365.0)  # C=100 misses the SLO
+    rec = result.data["recommendation"]
+    assert rec["value"] == pytest.approx(365.0)  # C=100 misses the SLO (p99 TTFT 400 ms)
+    assert rec["verdict"] == "baseline"  # the baseline itself: nothing to beat
 
 
 async def test_other_workloads_are_not_mixed(ctx: ToolContext) -> None:

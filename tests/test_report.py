@@ -4,17 +4,19 @@ section, from the result files or - for a session replayed elsewhere - from the 
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from agent.cli.report import main
-from agent.report import write_report
+from agent.report import gather, write_report
 from agent.report.chart import crossing_points
-from agent.report.data import Contender, Measurement, level_metrics
+from state.events import read_events
 from state.run import Run
 from tests.report_session import write_session
+from tools.domain import stats
 
 SECTIONS = [
     "## Conclusion",
@@ -65,7 +67,11 @@ def test_conclusion_states_the_command_the_gain_and_the_policy(full: Path) -> No
     conclusion = md[md.index("## Conclusion") : md.index("## Throughput")]
     assert "**Deploy cg256** (--cuda-graph-max-bs 256)" in conclusion
     assert "--cuda-graph-max-bs 256 --enable-flashinfer-allreduce-fusion --port 30000" in conclusion
-    assert "1.014x (+1.4 %)" in conclusion and "(288.0 vs 284.0)" in conclusion
+    rec = json.loads((full / "recommendation.json").read_text())
+    ratio = rec["geomean_ratio"]
+    assert f"{ratio:.3f}x ({(ratio - 1) * 100:+.1f} %)" in conclusion
+    assert f"({rec['value']:,.1f} vs {rec['baseline_value']:,.1f})" in conclusion
+    assert f"noise floor {stats.percent(rec['noise_floor'])}" in conclusion
     assert "C=1: **eagle** (--speculative-algorithm EAGLE3, --speculative-eagle-topk 1," in (
         conclusion
     )
@@ -76,10 +82,10 @@ def test_per_level_table_has_throughput_latency_and_ratio(full: Path) -> None:
     md = (full / "report.md").read_text()
     at_250 = {r[1].strip("*"): r for r in rows(md, "250", "## Throughput")}
     assert set(at_250) == {"baseline", "cg256", "eagle"}
-    # the baseline was measured twice (x1.0 and x1.012): the table shows their mean
-    assert at_250["baseline"][2] == f"{(551.0 + 551.0 * 1.012) / 2:,.1f}"
-    assert at_250["cg256"][3] == "1.062x" and at_250["cg256"][1] == "**cg256**"
-    assert at_250["eagle"][3] == "0.536x"
+    # the baseline was measured twice (x1.0 and x1.004): the table shows their mean
+    assert at_250["baseline"][2] == f"{(551.0 + round(551.0 * 1.004, 2)) / 2:,.1f}"
+    assert at_250["cg256"][3] == "1.066x" and at_250["cg256"][1] == "**cg256**"
+    assert at_250["eagle"][3] == "0.538x"
     assert at_250["eagle"][4:6] == ["310.0", "590.0"]  # TTFT p50/p99 from the result file
     assert (
         rows(md, "1", "## Throughput")[2][1] == "**eagle**"
@@ -103,21 +109,35 @@ def test_ablation_failures_noise_reproduce_and_cost(full: Path) -> None:
     md = (full / "report.md").read_text()
     ablation = {r[0]: r for r in rows(md, "`--cuda-graph-max-bs`")}
     row = ablation["`--cuda-graph-max-bs`"]
-    assert row[1:5] == ["128", "256", "1.004x", "1.004x"]
+    assert row[1:5] == ["128", "256", "1.008x", "1.008x"]
     backend = rows(md, "`--attention-backend`")[0]
-    assert backend[5] == "triton: 0.919x (alone)"
+    assert backend[5] == "triton: 0.923x (alone)"
     spec = rows(md, "`--speculative-algorithm`")[0]
-    assert spec[5] == "EAGLE3: 0.669x (eagle)"
+    assert spec[5] == "EAGLE3: 0.672x (eagle)"
     failed = rows(md, "eagle-cg64")[0]
     assert failed[2] == "out of memory while capturing CUDA graphs"
     assert "CUDA out of memory" in failed[3]
-    assert "differ by up to **1.2 %**" in md
+    assert "give the noise floor of the objective: **0.5 %** (over C=1,2,5,10,30,70,100,250)" in md
+    assert rows(md, "250", "## Noise floor") == [["250", "0.9 %"]]
     assert "agent bench --url http://127.0.0.1:30000 --concurrency 1,2,5,10,30,70,100,250" in md
     assert "agent replay" in md and "agent run --goal 'beat baseline' --config" in md
     cost = {r[0]: r[1] for r in rows(md, "server launches") + rows(md, "model cost")}
     assert cost["server launches"] == "7 (1 failed to start)"
     assert cost["model cost"] == "$0.41"
     assert "At C=1,2,5,10,30,70,100 the difference is within the noise floor." in md
+    assert "b008 (triton): 3 failed requests (C=10: 3)." in md
+    assert "2 of 4 configurations were measured once (triton, eagle)" in md
+
+
+def test_caveats_name_a_level_whose_noise_floor_is_huge(tmp_path: Path) -> None:
+    folder = write_session(tmp_path / "noisy", noisy=True)  # the A/A pair: 551 vs 220 at C=250
+    assert main([str(folder)]) == 0
+    md = (folder / "report.md").read_text()
+    f = gather(folder, read_events(folder / "events.jsonl").events)
+    base, cg256 = 330.6 / 385.7, 2.95 / 588.525  # each pair: |a - b| / mean(a, b)
+    assert f.level_floors[250] == pytest.approx(2 * ((base**2 + cg256**2) / 2) ** 0.5, rel=1e-3)
+    assert f"The noise floor at C=250 is {stats.percent(f.level_floors[250])} (over 10%)" in md
+    assert list(f.noisy_levels) == [250]
 
 
 def test_a_replayed_session_without_result_files_renders_from_the_events(tmp_path: Path) -> None:
@@ -162,31 +182,8 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert err.startswith("agent report: no run 'nope'") and err.count("\n") == 1
 
 
-def test_level_metrics_reads_vllm_keys_and_compact_event_metrics() -> None:
-    event = {
-        "seq": 1,
-        "summary": {"1": 90.0, "10": 400.0},
-        "levels": {"10": {"output_throughput": 400.0, "ttft_p99": 70.0}},
-    }
-    points = [
-        {"max_concurrency": 1, "median_ttft_ms": 50.0, "p99_tpot_ms": 11.0},
-        {"max_concurrency": 100, "output_throughput": 0.0, "failed": 40, "level_failed": True},
-        {"max_concurrency": 10, "failed": 1},  # one failed request is not a failed level
-    ]
-    result = {"points": points}
-    m = level_metrics(event, result)
-    assert m[1] == {"output_throughput": 90.0, "ttft_p50": 50.0, "tpot_p99": 11.0}
-    assert m[10] == {"output_throughput": 400.0, "ttft_p99": 70.0}
-    assert m[100]["failed"] is True
-
-
 def test_crossing_points_sit_between_the_levels_where_the_order_flips() -> None:
-    def contender(values: dict[int, float]) -> Contender:
-        levels = {c: {"output_throughput": v} for c, v in values.items()}
-        run = Measurement("x", "", "", {}, "", {}, levels, 1, True)
-        return Contender("x", {}, "", {}, [run])
-
-    spec = contender({1: 96.0, 2: 140.0, 10: 250.0, 100: 300.0})
-    base = contender({1: 92.0, 2: 150.0, 10: 380.0, 100: 560.0})
+    spec = {1: 96.0, 2: 140.0, 10: 250.0, 100: 300.0}
+    base = {1: 92.0, 2: 150.0, 10: 380.0, 100: 560.0}
     assert crossing_points(spec, base) == [pytest.approx(2**0.5)]
     assert crossing_points(base, base) == []

@@ -13,15 +13,10 @@ import pytest
 from sim import cli
 from sim.flags import FlagError
 from sim.space import DEFAULT_BASE_FLAGS, default_space, load_space
-from sim.truth import (
-    baseline_of,
-    config_value,
-    enumerate_space,
-    model_of,
-    objective_value,
-    optimum,
-    throughput,
-)
+from sim.truth import baseline_of, enumerate_space, model_of, throughput
+from tools.domain import lab_truth
+from tools.domain.lab_truth import config_value, optimum
+from tools.domain.objective import objective_value
 
 REFERENCE = ["--attention-backend", "flashinfer", "--enable-flashinfer-allreduce-fusion"]
 REFERENCE += ["--cuda-graph-max-bs", "128"]
@@ -130,7 +125,7 @@ def test_optimum_is_not_the_baseline_nor_everything_on() -> None:
 
 
 def test_space_cli_and_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["truth", "--space", "default", "--json"]) == 0
+    assert cli.main(["truth", "--space", "default", "--json"], lab_truth) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"config", "value"} and out["value"] > 0
     toml = tmp_path / "agent.toml"
@@ -153,24 +148,35 @@ def test_space_cli_and_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                 "--concurrency",
                 "1",
                 "--json",
-            ]
+            ],
+            lab_truth,
         )
         == 0
     )
     best = json.loads(capsys.readouterr().out)
     assert best["config"]["--attention-backend"] == "flashinfer"
-    assert cli.main(["truth", "--space", str(tmp_path / "missing.toml")]) == 2
+    assert cli.main(["truth", "--space", str(tmp_path / "missing.toml")], lab_truth) == 2
     assert "cannot read space file" in capsys.readouterr().err
+    # `python -m sim truth` has no campaign objective to rank with: it says where to go
+    assert cli.main(["truth", "--space", "default"]) == 2
+    assert "use `agent sim truth`" in capsys.readouterr().err
 
 
-def test_objectives_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    per = {1: 100.0, 250: 400.0}
-    assert objective_value(per) == pytest.approx(200.0)
-    assert objective_value(per, "peak") == 400.0
-    assert objective_value(per, "level", level=1) == 100.0
-    assert objective_value({1: 0.0, 2: 5.0}) == 0.0  # a failed level sinks the geomean
-    with pytest.raises(ValueError, match="unknown objective"):
-        objective_value(per, "median")
+def test_objectives_are_the_campaigns_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    config = {"--cuda-graph-max-bs": 256}
+    per = throughput(config, [1, 250])
+    assert config_value(config, [1, 250]) == pytest.approx(objective_value(per))
+    assert config_value(config, [1, 250], "peak") == max(per.values())
+    assert config_value(config, [1, 250], "level", level=1) == per[1]
+    with pytest.raises(ValueError, match="is not one of"):
+        config_value(config, [1], "median")
+    # the SLO: a level whose modelled latency is over the limit does not count
+    assert config_value(config, [1, 250], "slo", ttft_ms=1e9) == max(per.values())
+    assert config_value(config, [1, 250], "slo", ttft_ms=1e-3) == 0.0
+    assert (
+        cli.main(["truth", "--cuda-graph-max-bs", "256", "--concurrency", "1,250"], lab_truth) == 0
+    )
+    assert f"geomean: {objective_value(per):.1f}" in capsys.readouterr().out
     assert cli.main(["truth", "--attention-backend", "nope"]) == 2
     assert "invalid choice" in capsys.readouterr().err
     assert cli.main(["truth", "--speculative-num-steps", "3"]) == 2

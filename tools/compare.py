@@ -1,11 +1,14 @@
 """compare: two or more benchmark results side by side - winner and ratio per level, crossovers,
-geometric-mean ratio, and warnings (different workloads, unfair launches, within the noise)."""
+geometric-mean ratio, and warnings (different workloads, unfair launches, within the noise).
+
+The noise floor comes from every configuration this run swept more than once (and the results
+compared), as recommend and the report take it, so the three state the same number. Earlier runs
+in the ledger do not count: another day or host is another noise."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from state.ledger import Ledger
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
 from tools.bench.comparison import compare, render_comparison
@@ -45,28 +48,13 @@ class Compare(Tool):
                 raise ToolError(
                     f"baseline {inp.baseline!r} is not one of the results compared: {ids}"
                 )
-        cmp = compare(loaded, baseline, repeats=ledger_repeats(ctx, loaded))
+        cmp = compare(loaded, baseline, repeats=run_repeats(ctx, loaded))
         return ToolResult(text=render_comparison(cmp), data=cmp.data())
 
 
-def ledger_repeats(ctx: ToolContext, loaded: list[BenchResult]) -> list[dict[str, list[float]]]:
-    """Every measurement the ledger knows of the compared configurations, each result once."""
-    ledger = Ledger.in_runs_dir(ctx.run.path.parent)
-    given = {(r.run_id, r.id) for r in loaded}
-    out = []
-    for config in {r.config_hash for r in loaded}:
-        per_level: dict[str, list[float]] = {}
-        for entry in ledger.lookup(config):
-            if (entry.get("run_id"), entry.get("id")) in given:
-                continue  # the result itself is counted among the results compared
-            failed = {str(x) for x in entry.get("failed_levels", [])}
-            for level, value in (entry.get("summary") or {}).items():
-                if level not in failed:
-                    per_level.setdefault(level, []).append(float(value))
-        for r in loaded:
-            if r.config_hash == config:
-                for p in r.points:
-                    if not p.level_failed:
-                        per_level.setdefault(str(p.max_concurrency), []).append(p.output_throughput)
-        out.append(per_level)
-    return out
+def run_repeats(ctx: ToolContext, loaded: list[BenchResult]) -> list[list[dict[int, float]]]:
+    """The sweeps of every configuration of this run, and of the results compared."""
+    measured = [results.of_event(e, ctx.run.path) for e in ctx.run.state.results]
+    known = {(r.id, r.config_hash) for r in measured}
+    measured += [r for r in loaded if (r.id, r.config_hash) not in known]
+    return results.repeats(measured)

@@ -2,11 +2,17 @@
 
 The caller (Claude or the autopilot) states the configuration and, where configurations cross,
 the concurrency policy; the tool looks up every benchmark of those configurations in the run,
-computes the objective for them and for the baseline on the same workload and levels, and writes
-recommendation.json in the run folder:
+computes the objective for them and for the baseline on the same workload and levels (per level
+the mean of a configuration's sweeps), and writes recommendation.json in the run folder:
 
-    {"objective", "config", "command", "value", "baseline_value", "gain",
+    {"objective", "config", "command", "verdict", "value", "baseline_value", "gain",
+     "geomean_ratio", "noise_floor", "candidate": {"config", "command", "policy", "crossover"},
      "policy": [{"from_concurrency", "to_concurrency", "config"}], "crossover": [levels], ...}
+
+A configuration is deployed only when its objective ratio to the baseline beats the noise floor
+(tools/domain/stats.py); otherwise `config` and `command` keep the baseline, `verdict` says why
+("within noise", "noise floor unknown", "below the baseline") and `candidate` holds what was
+asked. value, gain and geomean_ratio are always the asked configuration's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from pydantic import Field
 
 from state.atomic import write_json_atomic
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
+from tools.bench import results as result_files
+from tools.bench.schema import BenchResult
+from tools.domain import stats
 from tools.domain.config import Config
 from tools.domain.objective import describe_objective, objective_value
 from tools.domain.space import SearchError, SearchSpace, render_flags
@@ -68,7 +77,7 @@ class Recommend(Tool):
     async def run(self, ctx: ToolContext, inp: RecommendInput) -> ToolResult:
         config = ctx.config
         space = _space(config)
-        results = ctx.run.state.results
+        results = [result_files.of_event(e, ctx.run.path) for e in ctx.run.state.results]
         if not results:
             raise ToolError(
                 "no benchmark in this run yet: measure the baseline and the "
@@ -95,29 +104,47 @@ class Recommend(Tool):
         objective = config.objective
         if inp.objective is not None:
             objective = objective.model_copy(update=inp.objective.model_dump())
-        value = _value(ctx, mine, ours, common, objective)
-        base_value = _value(ctx, base, theirs, common, objective)
+        value = _value(mine, ours, common, objective)
+        base_value = _value(base, theirs, common, objective)
+        vs = stats.versus(
+            ours, theirs, result_files.repeats(results), objective.kind, objective.level
+        )
+        decision = stats.Versus(value / base_value if base_value > 0 else None, vs.floor, vs.levels)
+        is_base = {r.id for r in mine} == {r.id for r in base}
+        verdict = "baseline" if is_base else decision.verdict
         policy, crossover, notes = _policy(inp.policy, results, space, workload)
         full = space.complete(want) if space else want
+        asked: dict[str, Any] = {"config": full, "command": _command(config, full)}
+        asked |= {"policy": policy, "crossover": crossover}
+        deploy = asked if verdict in ("win", "baseline") else _keep_baseline(config, space, base)
         rec: dict[str, Any] = {
             "objective": objective.model_dump(),
-            "config": full,
-            "command": _command(config, full),
+            **deploy,
+            "verdict": verdict,
+            "candidate": asked,
             "value": round(value, 3),
             "baseline_value": round(base_value, 3),
             "gain": round(value / base_value - 1, 5) if base_value > 0 else None,
-            "policy": policy,
-            "crossover": crossover,
+            "geomean_ratio": None if vs.ratio is None else round(vs.ratio, 5),
+            "noise_floor": None if vs.floor is None else round(vs.floor, 5),
             "levels": common,
             "per_level": {str(c): round(ours[c], 2) for c in common},
             "baseline_per_level": {str(c): round(theirs[c], 2) for c in common},
-            "results": [r.get("id") for r in mine],
-            "baseline_results": [r.get("id") for r in base],
+            "results": [r.id for r in mine],
+            "baseline_results": [r.id for r in base],
             "reason": inp.reason,
             "notes": notes,
         }
         write_json_atomic(ctx.run.path / FILE, rec)
         return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
+
+
+def _keep_baseline(
+    config: Config, space: SearchSpace | None, base: list[BenchResult]
+) -> dict[str, Any]:
+    flags = _norm(base[-1].server.flags, space)
+    full = space.complete(flags) if space else flags
+    return {"config": full, "command": _command(config, full), "policy": [], "crossover": []}
 
 
 # --- what was measured ----------------------------------------------------------------------------
@@ -139,44 +166,36 @@ def _key(flags: dict[str, Any], space: SearchSpace | None) -> str:
 
 
 def _matching(
-    results: list[dict[str, Any]], want: dict[str, Any], space: SearchSpace | None
-) -> list[dict[str, Any]]:
+    results: list[BenchResult], want: dict[str, Any], space: SearchSpace | None
+) -> list[BenchResult]:
     key = json.dumps(want, sort_keys=True)
-    return [r for r in results if _key(r.get("flags") or {}, space) == key]
+    return [r for r in results if _key(r.server.flags, space) == key]
 
 
-def _workload(result: dict[str, Any]) -> tuple[Any, ...]:
-    w = result.get("workload") or {}
+def _workload(result: BenchResult) -> tuple[Any, ...]:
+    w = result.workload.model_dump()
     return tuple(w.get(k) for k in SAME_WORKLOAD)
 
 
 def _baseline_results(
-    results: list[dict[str, Any]], space: SearchSpace | None, workload: tuple[Any, ...]
-) -> list[dict[str, Any]]:
+    results: list[BenchResult], space: SearchSpace | None, workload: tuple[Any, ...]
+) -> list[BenchResult]:
     """The baseline of the search space; without one, the run's first benchmark's config."""
-    base = space.baseline if space else (results[0].get("flags") or {})
+    base = space.baseline if space else results[0].server.flags
     found = _matching(results, _norm(base, space), space)
     return [r for r in found if _workload(r) == workload]
 
 
-def _per_level(results: list[dict[str, Any]]) -> dict[int, float]:
-    """Mean output throughput per level over the results (a failed level counts as 0)."""
-    sums: dict[int, list[float]] = {}
-    for r in results:
-        for level, value in (r.get("summary") or {}).items():
-            sums.setdefault(int(level), []).append(float(value or 0.0))
-    return {c: sum(v) / len(v) for c, v in sorted(sums.items())}
+def _per_level(results: list[BenchResult]) -> dict[int, float]:
+    """The configuration's figure per level: the mean of its sweeps (tools/domain/stats.py)."""
+    return stats.mean_sweep(result_files.sweep_of(r) for r in results)
 
 
 def _value(
-    ctx: ToolContext,
-    results: list[dict[str, Any]],
-    per_level: dict[int, float],
-    common: list[int],
-    objective: Any,
+    results: list[BenchResult], per_level: dict[int, float], common: list[int], objective: Any
 ) -> float:
     subset = {c: per_level[c] for c in common}
-    slo_ok = _slo_ok(ctx, results, objective) if objective.kind == "slo" else None
+    slo_ok = _slo_ok(results, objective) if objective.kind == "slo" else None
     if objective.kind == "level" and objective.level not in subset:
         raise ToolError(
             f"the objective is the throughput at C={objective.level}, which was not "
@@ -185,30 +204,21 @@ def _value(
     return objective_value(subset, objective.kind, objective.level, slo_ok)
 
 
-def _slo_ok(ctx: ToolContext, results: list[dict[str, Any]], objective: Any) -> dict[int, bool]:
-    """A level meets the SLO when every measurement of it did (p99 TTFT and TPOT)."""
+def _slo_ok(results: list[BenchResult], objective: Any) -> dict[int, bool]:
+    """A level meets the SLO when every measurement of it did (stats.slo_met: a latency the
+    result does not carry is not met)."""
     ok: dict[int, bool] = {}
     for r in results:
-        path = ctx.run.path / str(r.get("path", ""))
-        try:
-            points = json.loads(path.read_text())["points"]
-        except (OSError, ValueError, KeyError):
-            raise ToolError(
-                f"cannot read the result file {r.get('path')} for the SLO objective"
-            ) from None
-        for p in points:
-            met = (objective.ttft_p99_ms is None or p["p99_ttft_ms"] <= objective.ttft_p99_ms) and (
-                objective.tpot_p99_ms is None or p["p99_tpot_ms"] <= objective.tpot_p99_ms
-            )
-            level = int(p["max_concurrency"])
-            ok[level] = ok.get(level, True) and bool(met) and not p.get("level_failed")
+        for p in r.points:
+            met = stats.slo_met(p.model_dump(exclude_unset=True), objective)
+            ok[p.max_concurrency] = ok.get(p.max_concurrency, True) and met
     return ok
 
 
 # --- the policy -----------------------------------------------------------------------------------
 def _policy(
     ranges: list[PolicyRange],
-    results: list[dict[str, Any]],
+    results: list[BenchResult],
     space: SearchSpace | None,
     workload: tuple[Any, ...],
 ) -> tuple[list[dict[str, Any]], list[int], list[str]]:
@@ -250,7 +260,7 @@ def _policy(
 def _check_switch(
     a: PolicyRange,
     b: PolicyRange,
-    results: list[dict[str, Any]],
+    results: list[BenchResult],
     space: SearchSpace | None,
     workload: tuple[Any, ...],
 ) -> list[str]:
@@ -288,25 +298,48 @@ def _show(flags: dict[str, Any]) -> str:
     return json.dumps(flags) if flags else "{} (no flags)"
 
 
-def _measured(results: list[dict[str, Any]], space: SearchSpace | None) -> str:
-    seen = dict.fromkeys(_key(r.get("flags") or {}, space) for r in results)
+def _measured(results: list[BenchResult], space: SearchSpace | None) -> str:
+    seen = dict.fromkeys(_key(r.server.flags, space) for r in results)
     listed = list(seen)[:6]
     more = f" and {len(seen) - 6} more" if len(seen) > 6 else ""
     return "; ".join(listed) + more
+
+
+VERDICT = {
+    "within noise": "within the noise floor: not a win",
+    "noise floor unknown": "the noise floor is unknown (no configuration measured twice): "
+    "sweep the baseline again (A/A), then recommend again",
+    "below the baseline": "below the baseline",
+    "not comparable": "no level to compare with the baseline",
+}
 
 
 def _text(rec: dict[str, Any], objective: Any) -> str:
     what = describe_objective(
         objective.kind, objective.level, objective.ttft_p99_ms, objective.tpot_p99_ms
     )
-    gain = rec["gain"]
-    lines = [
-        f"Recommendation ({what}):",
-        f"  deploy: {rec['command']}",
-        f"  value {rec['value']:.1f} vs baseline {rec['baseline_value']:.1f}"
+    gain, verdict = rec["gain"], rec["verdict"]
+    ratio = rec["geomean_ratio"]
+    measured = (
+        f"value {rec['value']:.1f} vs baseline {rec['baseline_value']:.1f}"
         + (f" ({gain:+.1%})" if gain is not None else "")
-        + f" over C={','.join(map(str, rec['levels']))}",
-    ]
+        + f" over C={','.join(map(str, rec['levels']))}"
+        + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
+        + f"; noise floor {stats.percent(rec['noise_floor'])}"
+    )
+    if verdict not in ("win", "baseline"):
+        return "\n".join(
+            [
+                f"Keep the baseline ({what}): the configuration asked for is "
+                f"{VERDICT.get(verdict, verdict)}.",
+                f"  asked: {rec['candidate']['command']}",
+                f"  {measured}",
+                f"  deploy: {rec['command']}",
+                *(f"  note: {n}" for n in rec["notes"]),
+                f"Written to {FILE} (verdict {verdict!r}; what was asked is under 'candidate').",
+            ]
+        )
+    lines = [f"Recommendation ({what}):", f"  deploy: {rec['command']}", f"  {measured}"]
     for p in rec["policy"]:
         hi = p["to_concurrency"]
         lo = p["from_concurrency"]

@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 from agent.cli.args import Parser, runs_dir_arg
-from agent.report import render_files
-from agent.report.facts import gather
+from agent.report import gather, render_files
 from state.events import read_events
 from state.run import RunError, resolve_run
 

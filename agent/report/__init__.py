@@ -1,28 +1,57 @@
 """`agent report RUN`, and the report every run writes at its end: report.md with the chart PNG
-beside it, and a self-contained report.html (the chart embedded). See docs/report.md."""
+beside it, and a self-contained report.html (the chart embedded). See docs/report.md.
+
+One report flows one way: what was measured (measured.py: the run folder read into typed results
+grouped by configuration) -> the figures (figures.py: baseline, winner, ratios, noise floors, all
+from tools/domain/stats.py) -> the sections (outcome.py, ablation.py, trust.py, runbook.py: words
+and tables) -> rendering (chart.py, render.py: Markdown, HTML, PNG).
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from agent.report.build import build
-from agent.report.facts import Facts, gather
-from agent.report.render import Image, to_html, to_markdown
+from agent.report.ablation import ablation
+from agent.report.figures import Figures, compute
+from agent.report.measured import read_run
+from agent.report.outcome import all_configs, conclusion, curves
+from agent.report.render import Block, Heading, Image, Para, to_html, to_markdown
+from agent.report.runbook import cost_section, reproduce, setup
+from agent.report.trust import caveats, failed, noise
 from state.atomic import write_atomic
-from state.events import read_events
+from state.events import Event, read_events
 from state.run import Run
 
+SECTIONS = [conclusion, curves, all_configs, ablation, failed, noise, setup, reproduce]
+SECTIONS += [cost_section, caveats]
 
-def render_files(facts: Facts, out_dir: Path) -> list[Path]:
+
+def gather(run_path: Path, events: list[Event], status: str | None = None) -> Figures:
+    """The figures of a run folder (its events, and its result files where present)."""
+    return compute(read_run(run_path, events, status))
+
+
+def build(f: Figures) -> list[Block]:
+    s = f.m.state
+    head = f"Run `{s.run_id or f.m.run_path.name}` · brain {s.brain or '?'}"
+    head += f" ({s.model})" if s.model and s.model != s.brain else ""
+    head += f" · status **{f.m.status}** · started {s.started_ts[:19].replace('T', ' ')} UTC"
+    blocks: list[Block] = [Heading(1, f"Campaign report: {s.goal}"), Para(head)]
+    for section in SECTIONS:
+        blocks += section(f)
+    return blocks
+
+
+def render_files(f: Figures, out_dir: Path) -> list[Path]:
     """Write report.md, its chart and report.html into out_dir; returns the paths written."""
-    blocks = build(facts)
+    blocks = build(f)
     written = []
     for block in blocks:
         if isinstance(block, Image):
             write_atomic(out_dir / block.file, block.png, mode=0o644)
             written.append(out_dir / block.file)
-    title = f"Campaign report: {facts.state.goal or facts.run_path.name}"
+    title = f"Campaign report: {f.m.state.goal or f.m.run_path.name}"
     for name, text in (("report.md", to_markdown(blocks)), ("report.html", to_html(blocks, title))):
         write_atomic(out_dir / name, text.encode(), mode=0o644)
         written.append(out_dir / name)
@@ -33,7 +62,6 @@ def write_report(run: Run, status: str | None = None) -> None:
     """Called by the runner at the end of every run, before run_finished: it never raises, a
     report that cannot be written must not cost the run its clean ending."""
     try:
-        facts = gather(run.path, read_events(run.events_path).events, status)
-        render_files(facts, run.path)
+        render_files(gather(run.path, read_events(run.events_path).events, status), run.path)
     except Exception as err:  # the run's own results are safe in events.jsonl either way
         print(f"report: not written: {type(err).__name__}: {err}", file=sys.stderr)

@@ -6,17 +6,17 @@ from __future__ import annotations
 import io
 import itertools
 import math
-from pathlib import Path
 
-from agent.report.data import Contender
+from agent.report.measured import Configuration
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
 OTHERS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # no green, grey
 
 
-def crossing_pairs(a: Contender, b: Contender) -> list[tuple[int, int]]:
-    """The pairs of neighbouring measured levels between which `a` and `b` swap places."""
-    ta, tb = a.throughput(), b.throughput()
+def crossing_pairs(ta: dict[int, float], tb: dict[int, float]) -> list[tuple[int, int]]:
+    """The pairs of neighbouring levels both served between which `a` and `b` swap places."""
+    ta = {c: v for c, v in ta.items() if v > 0}
+    tb = {c: v for c, v in tb.items() if v > 0}
     common = sorted(set(ta) & set(tb))
     return [
         (lo, hi)
@@ -25,17 +25,18 @@ def crossing_pairs(a: Contender, b: Contender) -> list[tuple[int, int]]:
     ]
 
 
-def crossing_points(a: Contender, b: Contender) -> list[float]:
-    """Where `a` and `b` swap places, drawn at the geometric midpoint of the two levels."""
-    return [math.sqrt(lo * hi) for lo, hi in crossing_pairs(a, b)]
+def crossing_points(ta: dict[int, float], tb: dict[int, float]) -> list[float]:
+    """Where `a` and `b` (output tok/s per level) swap places, drawn at the geometric midpoint
+    of the two levels."""
+    return [math.sqrt(lo * hi) for lo, hi in crossing_pairs(ta, tb)]
 
 
 def draw(
-    curves: list[tuple[str, Contender, str]],
+    curves: list[tuple[str, Configuration, str]],
     crossover: list[float],
     title: str,
 ) -> bytes:
-    """PNG bytes. `curves` is (legend label, contender, role), role baseline | winner | other |
+    """PNG bytes. `curves` is (legend label, configuration, role), role baseline | winner | other |
     screened (measured on a few levels only: dotted, so the eye does not read a curve into it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -46,8 +47,8 @@ def draw(
     ax = fig.add_subplot(1, 1, 1)
     levels: set[int] = set()
     others = iter(OTHERS * 4)
-    for label, contender, role in curves:
-        points = contender.throughput()
+    for label, config, role in curves:
+        points = {c: v for c, v in config.sweep.items() if v > 0}
         if not points:
             continue
         xs = sorted(points)
@@ -89,10 +90,3 @@ def draw(
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
     return buf.getvalue()
-
-
-def write_chart(path: Path, png: bytes) -> Path:
-    from state.atomic import write_atomic
-
-    write_atomic(path, png, mode=0o644)
-    return path

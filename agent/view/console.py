@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
-from state.events import Event
+from agent.view.standing import figures_of, standing
+from state.events import Event, read_events
 
 SKIPPED = {"api_exchange", "tool_result", "run_resumed"}
 
@@ -41,14 +43,21 @@ def describe(event: Event) -> str | None:
 
 
 class PlainPrinter:
-    def __init__(self, out: TextIO = sys.stdout) -> None:
+    """One line per event; at the end of the run, where it stands (agent.view.standing)."""
+
+    def __init__(self, out: TextIO = sys.stdout, run_path: Path | None = None) -> None:
         self.out = out
+        self.run_path = run_path
 
     def __call__(self, event: Event) -> None:
         line = describe(event)
         if line:
             self.out.write(f"[{event['ts'][11:19]}] {line}\n")
-            self.out.flush()
+        if event["type"] == "run_finished" and self.run_path is not None:
+            figures = figures_of(self.run_path, read_events(self.run_path / "events.jsonl").events)
+            if figures is not None:
+                self.out.write(f"[{event['ts'][11:19]}] standing: {standing(figures)}\n")
+        self.out.flush()
 
     def close(self) -> Any:
         return None

@@ -99,4 +99,4 @@ def terminal_view(run: Run, progress: Progress | None = None, out: TextIO | None
     out = out or sys.stdout
     if out.isatty():
         return LiveView(run, progress, Console(file=out))
-    return PlainPrinter(out)
+    return PlainPrinter(out, run.path)

@@ -1,9 +1,9 @@
 """The panels of the supervisor's view, built from a Board (the fold of a run's events).
 
 `render(board)` draws: the goal and status, the step and tool running with its elapsed time,
-progress bars, the todo list, the servers up, the latest benchmark, spend against the budget,
-supervisor messages and the model's last words. Everything is built eagerly, so a renderable
-made under a lock can be drawn outside it.
+progress bars, the todo list, the servers up, the latest benchmark and where the campaign stands
+(agent.view.standing), spend against the budget, supervisor messages and the model's last
+words. Everything is built eagerly, so a renderable made under a lock can be drawn outside it.
 """
 
 from __future__ import annotations
@@ -20,10 +20,14 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from agent.report.data import level_metrics, load_result, parse_ts
+from agent.report.figures import Figures
+from agent.report.measured import parse_ts
 from agent.view.bars import Bar
+from agent.view.standing import figures_of, standing
 from state.events import Event
 from state.fold import RunState
+from tools.bench import results
+from tools.bench.schema import BenchResult
 
 SYMBOL = {"completed": "✓", "in_progress": "▶", "pending": "○", "cancelled": "✗"}
 STYLE = {"completed": "green", "in_progress": "bold yellow", "pending": "", "cancelled": "dim"}
@@ -42,18 +46,34 @@ class Board:
     events: int = 0
     bars: list[Bar] = field(default_factory=list)
     gone: int | None = None  # pid of a run process that ended without finishing the run
-    run_path: Path | None = None  # where result files are, for latencies the event lacks
-    _metrics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    run_path: Path = Path(".")  # the run folder: result files, recommendation.json
+    log: list[Event] = field(default_factory=list)
+    _results: dict[str, BenchResult] = field(default_factory=dict)
+    _figures: tuple[int, Figures | None] = (-1, None)
 
-    def metrics(self, result: Event) -> dict[int, dict[str, Any]]:
-        """Per-level figures of a benchmark event, completed from its result file once."""
-        key = str(result.get("id", result.get("seq")))
-        if key not in self._metrics:
-            full = load_result(self.run_path, result) if self.run_path else None
-            self._metrics[key] = level_metrics(result, full)
-        return self._metrics[key]
+    def result(self, event: Event) -> BenchResult:
+        """The typed result of a benchmark event (its file, else the event), read once."""
+        key = str(event.get("id", event.get("seq")))
+        if key not in self._results:
+            self._results[key] = results.of_event(event, self.run_path)
+        return self._results[key]
+
+    def figures(self) -> Figures | None:
+        """The run's figures, computed again only when a benchmark or a recommendation arrived."""
+        marks = sum(
+            e["type"] == "benchmark" or (e["type"] == "tool_result" and e["name"] == "recommend")
+            for e in self.log
+        )
+        if marks != self._figures[0]:
+            try:
+                figures = figures_of(self.run_path, self.log)
+            except (ValueError, TypeError, KeyError):  # an odd event must not stop the view
+                figures = None
+            self._figures = (marks, figures)
+        return self._figures[1]
 
     def apply(self, event: Event) -> None:
+        self.log.append(event)
         self.state.apply(event)
         self.events += 1
         self.last_ts = event.get("ts", self.last_ts)
@@ -90,6 +110,9 @@ def render(board: Board, now: datetime | None = None) -> RenderableType:
         parts.append(_servers(board.state, now))
     if board.state.results:
         parts.append(_benchmark(board))
+        figures = board.figures()
+        if figures is not None:
+            parts.append(Text(standing(figures)))
     parts.append(_spend(board, now))
     if board.state.supervisor:
         lines = [f"[{m['seq']}] {short(m['text'], 200)}" for m in board.state.supervisor[-3:]]
@@ -182,25 +205,27 @@ def _servers(s: RunState, now: datetime) -> RenderableType:
     return Panel(table, title="servers up", title_align="left")
 
 
+LATENCIES = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms")
+
+
 def _benchmark(board: Board) -> RenderableType:
     s = board.state
-    latest = s.results[-1]
-    metrics = board.metrics(latest)
+    latest = board.result(s.results[-1])
+    points = {p.max_concurrency: p.model_dump(exclude_unset=True) for p in latest.points}
     table = Table(box=None, padding=(0, 1), show_edge=False)
     table.add_column("C", justify="right")
     table.add_column("tok/s", justify="right")
-    extra = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
-    has_extra = any(m.get(k) is not None for m in metrics.values() for k in extra)
+    has_extra = any(p.get(k) is not None for p in points.values() for k in LATENCIES)
     if has_extra:
         for col in ("TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99 (ms)"):
             table.add_column(col, justify="right")
-    for level in sorted(metrics):
-        m = metrics[level]
-        row = [str(level), _num(m.get("output_throughput"))]
+    for level, p in sorted(points.items()):
+        tput = "FAILED" if p.get("level_failed") else _num(p.get("output_throughput"))
+        row = [str(level), tput]
         if has_extra:
-            row += [_num(m.get(k)) for k in extra]
+            row += [_num(p.get(k)) for k in LATENCIES]
         table.add_row(*row)
-    name = latest.get("label") or latest.get("server") or latest.get("id", "")
+    name = latest.label or latest.server.name or latest.id
     title = f"latest benchmark: {name} ({len(s.results)} so far)"
     return Panel(table, title=title, title_align="left")
 

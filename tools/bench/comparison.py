@@ -8,22 +8,26 @@ Fairness (docs/benchmark.md): the two server commands are normalized (confighash
   UNFAIR as well - something else changed between the launches;
 - more than one flag under test differs: "not a one-factor comparison" (a note, not an error:
   the gain is real but cannot be attributed to one flag).
-Noise floor: for every configuration measured at least twice (same config hash, in the ledger or
-among the results given), the spread (max - min) / mean of its throughputs at a level; the floor
-of a level is the largest such spread. A ratio within 1 +- floor is "within noise"; without any
-repeat the floor is unknown, and the output says so.
+Noise (tools/domain/stats.py, docs/statistics.md): from every configuration swept more than once
+(`repeats`, as tools.bench.results.repeats builds it), the per-level floors mark a ratio "~ within
+noise"; the summary states each configuration's geometric-mean ratio to the baseline with the
+noise floor of that geometric mean, and the winner is the best configuration that beats it.
+Results of one configuration compared together are that configuration's mean, as everywhere.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tools.bench.confighash import normalize_command, workload_key
+from tools.bench.results import repeats as repeats_of
+from tools.bench.results import sweep_of
 from tools.bench.schema import BenchResult
 from tools.bench.table import render
+from tools.domain import stats
 
 HARD_FLAGS = {
     "--model",
@@ -51,10 +55,13 @@ class Comparison:
     values: dict[int, dict[str, float | None]]  # level -> id -> output tok/s (None: not measured)
     ratios: dict[str, dict[int, float]]  # contender -> level -> contender / baseline
     winners: dict[int, str]
-    geomean: dict[str, float | None]
+    geomean: dict[str, float | None]  # result -> its configuration's geomean ratio
     crossovers: dict[str, list[str]]
-    noise: dict[int, float]  # level -> relative spread; missing level: unknown
+    noise: dict[int, float]  # level -> per-level noise floor; missing level: unknown
     within_noise: dict[str, list[int]]
+    versus: dict[str, stats.Versus]  # result -> its configuration against the baseline's
+    winner: str  # the baseline, or the result whose configuration beats it the most
+    config_of: dict[str, str]  # result -> its configuration (config hash and workload)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -68,32 +75,24 @@ class Comparison:
             "winners": {str(k): v for k, v in self.winners.items()},
             "geomean_ratio": self.geomean,
             "crossovers": self.crossovers,
-            "noise_floor": {str(k): v for k, v in self.noise.items()},
+            "level_noise_floor": {str(k): v for k, v in self.noise.items()},
+            "noise_floor": {i: v.floor for i, v in self.versus.items()},
+            "verdict": {i: v.verdict for i, v in self.versus.items()},
+            "winner": self.winner,
             "within_noise": self.within_noise,
             "warnings": self.warnings,
             "notes": self.notes,
         }
 
 
-def noise_floor(samples: list[dict[str, list[float]]]) -> dict[int, float]:
-    """Per level, the largest relative spread among configurations measured at least twice."""
-    floor: dict[int, float] = {}
-    for per_level in samples:
-        for level, values in per_level.items():
-            good = [v for v in values if v > 0]
-            if len(good) < 2:
-                continue
-            spread = (max(good) - min(good)) / (sum(good) / len(good))
-            floor[int(level)] = max(floor.get(int(level), 0.0), spread)
-    return floor
-
-
 def compare(
     results: list[BenchResult],
     baseline: str | None = None,
-    repeats: list[dict[str, list[float]]] | None = None,
+    repeats: Sequence[Sequence[stats.Sweep]] | None = None,
 ) -> Comparison:
-    """`repeats`: per config hash, {"<level>": [throughputs]} of every measurement known."""
+    """`repeats`: every configuration's sweeps known (tools.bench.results.repeats); default: those
+    among the results compared."""
+    repeats = repeats_of(results) if repeats is None else repeats
     ids = [r.id for r in results]
     base = next((r for r in results if r.id == baseline), results[0]) if baseline else results[0]
     others = [r for r in results if r is not base]
@@ -110,28 +109,31 @@ def compare(
         measured = {k: v for k, v in row.items() if v is not None}
         if measured:
             winners[level] = max(measured, key=lambda k: measured[k])
-    ratios: dict[str, dict[int, float]] = {}
-    geomean: dict[str, float | None] = {}
-    crossovers: dict[str, list[str]] = {}
-    for r in others:
-        rr = {
-            lv: row[r.id] / row[base.id]  # type: ignore[operator]
-            for lv, row in values.items()
-            if row.get(r.id) and row.get(base.id)
-        }
-        ratios[r.id] = rr
-        geomean[r.id] = math.exp(sum(math.log(x) for x in rr.values()) / len(rr)) if rr else None
-    noise = noise_floor(list(repeats or []) + _repeats_among(results))
-    noise = {lv: v for lv, v in noise.items() if lv in levels}
+    sweeps = {r.id: sweep_of(r) for r in results}
+    ratios = {r.id: stats.level_ratios(sweeps[r.id], sweeps[base.id]) for r in others}
+    noise = {c: v for c, v in stats.level_floors(repeats).items() if c in levels}
     within = {
-        rid: [lv for lv, x in rr.items() if lv in noise and abs(x - 1) <= noise[lv]]
+        rid: [c for c, x in rr.items() if stats.within_noise(x, noise.get(c))]
         for rid, rr in ratios.items()
     }
-    for r in others:
-        crossovers[r.id] = _crossovers(r.id, base.id, ratios[r.id], within[r.id])
+    config_of = {r.id: _config_key(r) for r in results}
+    means = {
+        key: stats.mean_sweep(sweeps[r.id] for r in results if config_of[r.id] == key)
+        for key in set(config_of.values())
+    }
+    versus = {
+        r.id: stats.versus(means[config_of[r.id]], means[config_of[base.id]], repeats)
+        for r in others
+        if config_of[r.id] != config_of[base.id]
+    }
+    crossovers = {r.id: _crossovers(r.id, base.id, ratios[r.id], within[r.id]) for r in others}
+    geomean = {rid: v.ratio for rid, v in versus.items()}
+    wins = [rid for rid, v in versus.items() if v.wins]
+    winner = max(wins, key=lambda rid: versus[rid].ratio or 0.0, default=base.id)
     cmp = Comparison(
-        ids, base.id, levels, values, ratios, winners, geomean, crossovers, noise, within
-    )
+        ids, base.id, levels, values, ratios, winners, geomean, crossovers, noise, within, versus,
+        winner, config_of,
+    )  # fmt: skip
     for r in others:
         _check_workload(cmp, base, r)
         _check_commands(cmp, base, r)
@@ -152,6 +154,10 @@ def compare(
     return cmp
 
 
+def _config_key(r: BenchResult) -> str:
+    return f"{r.config_hash} {sorted(workload_key(r.workload.model_dump()).items())}"
+
+
 def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) -> list[str]:
     """Where the ratio crosses 1 between consecutive levels; one inside the noise on either side
     is said to be not established."""
@@ -165,16 +171,6 @@ def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) 
                 line += " (within the noise floor: not established)"
             out.append(line)
     return out
-
-
-def _repeats_among(results: list[BenchResult]) -> list[dict[str, list[float]]]:
-    by_hash: dict[str, dict[str, list[float]]] = {}
-    for r in results:
-        per = by_hash.setdefault(r.config_hash, {})
-        for p in r.points:
-            if not p.level_failed:
-                per.setdefault(str(p.max_concurrency), []).append(p.output_throughput)
-    return list(by_hash.values())
 
 
 def _check_workload(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:
@@ -255,6 +251,14 @@ def _show(v: Any) -> str:
     return "(absent)" if v is None else "on" if v is True else str(v)
 
 
+def _one_per_config(cmp: Comparison, ids: list[str]) -> list[str]:
+    """The first of `ids` of each configuration."""
+    seen: dict[str, str] = {}
+    for i in ids:
+        seen.setdefault(cmp.config_of[i], i)
+    return list(seen.values())
+
+
 def render_comparison(cmp: Comparison) -> str:
     others = [i for i in cmp.ids if i != cmp.baseline]
     headers = ["C", *cmp.ids, *(f"ratio {i.split('-')[0]}" for i in others), "winner"]
@@ -269,23 +273,29 @@ def render_comparison(cmp: Comparison) -> str:
         row.append(cmp.winners.get(level))
         rows.append(row)
     lines = [
-        f"output tok/s per level; ratio = result / {cmp.baseline} (~ within noise)",
+        f"output tok/s per level; ratio = result / {cmp.baseline} (~ within noise); "
+        "a+b: the mean of results of one configuration",
         render(headers, rows),
     ]
     for i in others:
-        g = cmp.geomean[i]
-        lines.append(
-            f"geomean ratio {i} / {cmp.baseline}: {g:.3f}"
-            if g
-            else f"geomean ratio {i} / {cmp.baseline}: no common level"
-        )
         cross = cmp.crossovers[i]
         lines.append(f"crossover {i} vs {cmp.baseline}: " + ("; ".join(cross) if cross else "none"))
+    for i in _one_per_config(cmp, list(cmp.versus)):
+        v = cmp.versus[i]
+        same = [j for j in cmp.ids if cmp.config_of[j] == cmp.config_of[i]]
+        base = [j for j in cmp.ids if cmp.config_of[j] == cmp.config_of[cmp.baseline]]
+        ratio = "no common level" if v.ratio is None else f"{v.ratio:.3f}"
+        lines.append(
+            f"geomean ratio {'+'.join(same)} / {'+'.join(base)}: {ratio} (noise floor "
+            f"{stats.percent(v.floor)}: {v.verdict})"
+        )
     if cmp.noise:
         lines.append(
-            "noise floor: "
-            + ", ".join(f"C={k} {100 * v:.1f}%" for k, v in sorted(cmp.noise.items()))
+            "noise floor per level: "
+            + ", ".join(f"C={k} {stats.percent(v)}" for k, v in sorted(cmp.noise.items()))
         )
+    is_base = cmp.winner == cmp.baseline
+    lines.append(f"winner: {cmp.winner}" + (" (the baseline: nothing beat it)" if is_base else ""))
     lines += [f"WARNING: {w}" for w in cmp.warnings]
     lines += [f"note: {n}" for n in cmp.notes]
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Result files: ids, building a BenchResult from a sweep, saving under results/, loading by id
-or path (our schema, or a vLLM result JSON read into it)."""
+or path (our schema, or a vLLM result JSON read into it), the result of a `benchmark` event, and
+the sweeps that campaign statistics read (tools/domain/stats.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import os
 import platform
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 
 from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
-from tools.bench.confighash import config_hash
+from tools.bench.confighash import config_hash, workload_key
 from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
 
@@ -146,3 +147,82 @@ def from_vllm(obj: dict[str, Any], path: Path, max_tokens: int | None = None) ->
         levels=[point["max_concurrency"]],
         points=[Point.model_validate(point)],
     )
+
+
+REBUILT = "rebuilt from the benchmark event: the result file is missing"
+
+
+def of_event(event: Mapping[str, Any], run_path: Path) -> BenchResult:
+    """The result a `benchmark` event announced: its file under the run folder, else rebuilt from
+    the event itself (a session replayed elsewhere has the events but not results/)."""
+    for ref in (str(event.get("path") or ""), str(event.get("id") or "")):
+        if ref:
+            try:
+                return load(ref, run_path / "results")
+            except ResultError:
+                continue
+    return _from_event(event)
+
+
+def _from_event(event: Mapping[str, Any]) -> BenchResult:
+    failed = {str(c) for c in event.get("failed_levels") or []}
+    raw = event.get("points")
+    compact: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    points = []
+    for level, value in (event.get("summary") or {}).items():
+        point = {**(compact.get(level) or {}), "max_concurrency": int(level)}
+        point.setdefault("output_throughput", float(value or 0.0))
+        point["level_failed"] = bool(point.get("level_failed")) or level in failed
+        points.append(point)
+    flags = event.get("flags")
+    server = ServerRef(
+        name=str(event.get("server") or "") or None,
+        command=event.get("command") or None,
+        flags=flags if isinstance(flags, dict) else {},
+        url=str(event.get("url") or ""),
+    )
+    workload = Workload.model_validate(
+        {k: v for k, v in (event.get("workload") or {}).items() if k in Workload.model_fields}
+    )
+    return BenchResult(
+        id=str(event.get("id") or event.get("seq")),
+        created=str(event.get("ts") or ""),
+        label=str(event.get("label") or ""),
+        config_hash=str(event.get("config_hash") or ""),
+        server=server,
+        workload=workload,
+        client=ClientInfo(),
+        levels=[p["max_concurrency"] for p in points],
+        points=[Point.model_validate(p) for p in points],
+        interrupted=bool(event.get("interrupted")),
+        notes=[REBUILT],
+    )
+
+
+def sweep_of(result: BenchResult) -> dict[int, float]:
+    """{level: output tok/s} as the statistics read it: a failed level is 0.0, a level cut short
+    by an interruption is left out (it is not a whole measurement)."""
+    return {
+        p.max_concurrency: 0.0 if p.level_failed else p.output_throughput
+        for p in result.points
+        if not p.interrupted or p.level_failed
+    }
+
+
+def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
+    """The `repeats` input of tools.domain.stats: for each configuration (same config hash and
+    workload), its sweeps in the order they were measured. compare, recommend, the report and the
+    view all pass their results through here, so the same sweeps meet the same formula."""
+    by_config: dict[str, list[BenchResult]] = {}
+    for r in measured:
+        key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
+        by_config.setdefault(key, []).append(r)
+    return [
+        [sweep_of(r) for r in sorted(rs, key=lambda r: (r.created, _number(r.id)))]
+        for rs in by_config.values()
+    ]
+
+
+def _number(result_id: str) -> int:
+    m = _ID.match(result_id)
+    return int(m.group(1)) if m else 0

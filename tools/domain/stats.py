@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 NOISE_MIN = 0.005  # relative; a measured floor below this is luck
@@ -39,6 +40,16 @@ def geomean(values: Iterable[float]) -> float:
     if not vals or min(vals) <= 0:
         return 0.0
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def mean_sweep(sweeps: Iterable[Sweep]) -> dict[int, float]:
+    """A configuration's figure per level: the mean of its sweeps that measured the level, a
+    failed level counting as 0.0 (a level that failed once is not one to rely on)."""
+    values: dict[int, list[float]] = {}
+    for sweep in sweeps:
+        for c, v in sweep.items():
+            values.setdefault(c, []).append(v)
+    return {c: sum(v) / len(v) for c, v in sorted(values.items())}
 
 
 def level_ratios(a: Sweep, b: Sweep) -> dict[int, float]:
@@ -103,6 +114,53 @@ def beats(ratio: float | None, floor: float | None) -> bool:
     """A ratio to the baseline that is a win: above 1 by more than the noise floor. With the floor
     unknown nothing is a win yet - measure the baseline twice first."""
     return ratio is not None and floor is not None and ratio > 1 + floor
+
+
+def objective_levels(
+    levels: Iterable[int], kind: str = "geomean", level: int | None = None
+) -> list[int]:
+    """The levels an objective reads among `levels`: its one level for kind 'level', else all."""
+    levels = sorted(set(levels))
+    return [level] if kind == "level" and level is not None else levels
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A candidate against the baseline, as every summary states it: the geometric-mean ratio over
+    the levels both measured (where the baseline served), and the objective's noise floor over
+    the same levels."""
+
+    ratio: float | None
+    floor: float | None
+    levels: tuple[int, ...]
+
+    @property
+    def wins(self) -> bool:
+        return beats(self.ratio, self.floor)
+
+    @property
+    def verdict(self) -> str:
+        """win | within noise | noise floor unknown | below the baseline | not comparable."""
+        if self.ratio is None:
+            return "not comparable"
+        if self.wins:
+            return "win"
+        if self.floor is None:
+            return "noise floor unknown"
+        return "within noise" if within_noise(self.ratio, self.floor) else "below the baseline"
+
+
+def versus(
+    candidate: Sweep,
+    baseline: Sweep,
+    repeats: Iterable[Sequence[Sweep]],
+    kind: str = "geomean",
+    level: int | None = None,
+) -> Versus:
+    """`candidate` and `baseline` are the configurations' figures per level (`mean_sweep`)."""
+    levels = sorted(level_ratios(candidate, baseline))
+    floor = objective_floor(repeats, objective_levels(levels, kind, level), kind)
+    return Versus(geomean_ratio(candidate, baseline), floor, tuple(levels))
 
 
 class Slo(Protocol):

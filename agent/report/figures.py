@@ -1,0 +1,158 @@
+"""The figures of a run, computed once from what was measured (agent.report.measured) with the
+campaign statistics (tools/domain/stats.py): the baseline, the candidate and its standing against
+the baseline (geometric-mean ratio, noise floor, verdict), the winner, the per-level noise floors
+and the cost. The report's sections and the supervisor's view read these; none computes its own.
+
+The candidate is the configuration recommendation.json names (else the best geometric-mean ratio
+to the baseline among those measured on at least half its levels). It is the winner when it beats
+the baseline beyond the noise floor - recommendation.json's verdict when there is one - else the
+baseline stays. The noise floor stated is the objective's over the levels of that comparison,
+the same number recommendation.json states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.report.measured import Configuration, Measured, parse_ts
+from state.events import Event
+from tools.bench import results
+from tools.domain import stats
+
+NOISY_LEVEL = 0.10  # a per-level floor above this makes that level's ratios meaningless
+
+
+@dataclass
+class Figures:
+    m: Measured
+    baseline: Configuration | None
+    candidate: Configuration | None
+    winner: Configuration | None
+    versus: stats.Versus | None  # the candidate against the baseline
+    floor: float | None  # the objective's noise floor: the one number every summary prints
+    level_floors: dict[int, float]
+    repeats: list[list[dict[int, float]]]
+    kind: str
+    level: int | None
+
+    def ratio(self, c: Configuration) -> float | None:
+        """c's geometric-mean ratio to the baseline (stats.geomean_ratio of the mean sweeps)."""
+        return None if self.baseline is None else stats.geomean_ratio(c.sweep, self.baseline.sweep)
+
+    def level_ratios(self, c: Configuration) -> dict[int, float]:
+        return {} if self.baseline is None else stats.level_ratios(c.sweep, self.baseline.sweep)
+
+    @property
+    def repeated(self) -> list[Configuration]:
+        return [c for c in self.m.configs if len(c.runs) > 1]
+
+    @property
+    def noisy_levels(self) -> dict[int, float]:
+        return {c: v for c, v in self.level_floors.items() if v > NOISY_LEVEL}
+
+
+def objective_of(m: Measured) -> tuple[str, int | None]:
+    raw = (m.recommendation or {}).get("objective") or m.state.config.get("objective") or {}
+    if not isinstance(raw, dict):
+        return str(raw), None
+    level = raw.get("level")
+    return str(raw.get("kind") or "geomean"), level if isinstance(level, int) else None
+
+
+def compute(m: Measured) -> Figures:
+    kind, level = objective_of(m)
+    repeats = results.repeats(m.results)
+    base = pick_baseline(m)
+    candidate = pick_candidate(m, base, repeats)
+    vs = None
+    if base is not None and candidate is not None and candidate is not base:
+        vs = stats.versus(candidate.sweep, base.sweep, repeats, kind, level)
+    if vs is not None:
+        floor = vs.floor
+    else:  # nothing to compare with: the floor over the baseline's own levels
+        levels = stats.objective_levels(base.levels if base else [], kind, level)
+        floor = stats.objective_floor(repeats, levels, kind)
+    verdict = (m.recommendation or {}).get("verdict")
+    wins = verdict in (None, "win") and vs is not None and (verdict == "win" or vs.wins)
+    return Figures(
+        m=m,
+        baseline=base,
+        candidate=candidate,
+        winner=candidate if wins else base,
+        versus=vs,
+        floor=floor,
+        level_floors=stats.level_floors(repeats),
+        repeats=repeats,
+        kind=kind,
+        level=level,
+    )
+
+
+def pick_baseline(m: Measured) -> Configuration | None:
+    rec = m.recommendation or {}
+    found = m.config_holding(rec.get("baseline_results")) or m.config_for(m.base_flags)
+    if found is None:
+        named = [c for c in m.configs if "baseline" in (c.name + str(c.runs[-1].server.name))]
+        found = max(named, key=lambda c: len(c.levels), default=None)
+    return found or (m.configs[0] if m.configs else None)
+
+
+def pick_candidate(
+    m: Measured, base: Configuration | None, repeats: list[list[dict[int, float]]]
+) -> Configuration | None:
+    rec = m.recommendation
+    if rec is not None:
+        asked = rec.get("candidate")
+        flags = (asked if isinstance(asked, dict) else rec).get("config")
+        found = m.config_holding(rec.get("results")) or m.config_for(flags)
+        if found is not None:
+            return found
+    if base is None:
+        return None
+    # a candidate must have been measured on most of the baseline's levels, not only screened
+    full = [c for c in m.configs if c is not base and len(c.levels) * 2 >= len(base.levels)]
+    scored = [(r, c) for c in full if (r := stats.geomean_ratio(c.sweep, base.sweep)) is not None]
+    return max(scored, key=lambda rc: rc[0])[1] if scored else base
+
+
+def cost(m: Measured) -> dict[str, float]:
+    events, state = m.events, m.state
+    bench_s = sum(
+        float(e.get("duration_s") or 0)
+        for e in events
+        if e["type"] == "tool_result" and e.get("name") == "run_benchmark"
+    )
+    sp = state.spend
+    return {
+        "launches": sum(e["type"] == "server_started" for e in events),
+        "failed_launches": sum(e["type"] == "server_failed" for e in events),
+        "benchmarks": sum(e["type"] == "benchmark" for e in events),
+        "benchmark_minutes": bench_s / 60,
+        "wall_minutes": wall_minutes(events),
+        "steps": state.steps,
+        "input_tokens": sp.input_tokens
+        + sp.cache_read_input_tokens
+        + sp.cache_creation_input_tokens,
+        "output_tokens": sp.output_tokens,
+        "usd": sp.usd,
+    }
+
+
+def wall_minutes(events: list[Event]) -> float:
+    """The sum of the run's sessions: the time between runs of `agent resume` is not spent."""
+    wall = 0.0
+    start = last = None
+    for e in events:
+        if e["type"] in ("run_started", "run_resumed"):
+            if start and last:
+                wall += _seconds(start, last)
+            start = e["ts"]
+        last = e["ts"]
+    if start and last:
+        wall += _seconds(start, last)
+    return wall / 60
+
+
+def _seconds(a: str, b: str) -> float:
+    ta, tb = parse_ts(a), parse_ts(b)
+    return max((tb - ta).total_seconds(), 0.0) if ta and tb else 0.0

@@ -1,0 +1,221 @@
+"""What a run measured, read from its folder: every `benchmark` event's result (the typed result
+file, else rebuilt from the event: a session replayed elsewhere has the events only), grouped into
+configurations; the recommendation; the servers that failed to start; the launches.
+
+One configuration is one config hash on one workload (tools/bench/confighash.py), as for the
+noise floor (tools.bench.results.repeats), so the report's groups are the statistics' groups.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from state.events import Event
+from state.fold import RunState, fold
+from tools.bench import results
+from tools.bench.confighash import workload_key
+from tools.bench.schema import BenchResult
+from tools.domain import stats
+
+RECOMMENDATION = "recommendation.json"
+
+
+def parse_ts(ts: str) -> datetime | None:
+    """An event's `ts` (UTC ISO-8601 with a Z)."""
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+
+
+def norm_flags(flags: dict[str, Any] | None) -> dict[str, Any]:
+    """Flags as compared: omitted flags dropped, values as the command line spells them."""
+    return {
+        k: True if v is True else str(v)
+        for k, v in sorted((flags or {}).items())
+        if v is not False and v is not None
+    }
+
+
+def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
+    """How a configuration differs from the baseline, e.g. `--attention-backend triton, -X`."""
+    a, b = norm_flags(flags), norm_flags(base)
+    parts = [(k if v is True else f"{k} {v}") for k, v in a.items() if b.get(k) != v]
+    parts += [f"no {k}" for k in b if k not in a]
+    return ", ".join(parts) or "(baseline flags)"
+
+
+@dataclass
+class Configuration:
+    """The results of one configuration, in the order they were measured."""
+
+    name: str
+    runs: list[BenchResult]
+    from_file: list[bool]  # per run: read from its result file (else rebuilt from the event)
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        return self.runs[-1].server.flags
+
+    @property
+    def command(self) -> str:
+        return next((r.server.command for r in reversed(self.runs) if r.server.command), "")
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return self.runs[-1].workload.model_dump()
+
+    @property
+    def sweep(self) -> dict[int, float]:
+        """Output tok/s per level: the mean of its sweeps, a failed level 0.0 (stats.mean_sweep)."""
+        return stats.mean_sweep(results.sweep_of(r) for r in self.runs)
+
+    @property
+    def levels(self) -> list[int]:
+        """The levels where it served something."""
+        return [c for c, v in self.sweep.items() if v > 0]
+
+    @property
+    def failed_levels(self) -> list[int]:
+        return [c for c, v in self.sweep.items() if v <= 0]
+
+    def latency(self, level: int, key: str) -> float | None:
+        """The mean of a latency percentile (a Point key, e.g. p99_ttft_ms) over the sweeps that
+        served the level and carry it."""
+        values = [
+            v
+            for r in self.runs
+            if (p := r.point(level)) is not None and not p.level_failed
+            if isinstance(v := p.model_dump(exclude_unset=True).get(key), int | float)
+        ]
+        return sum(values) / len(values) if values else None
+
+
+@dataclass
+class Failure:
+    name: str
+    flags: dict[str, Any] | None
+    diagnosis: str
+    excerpt: str
+
+
+@dataclass
+class Measured:
+    run_path: Path
+    state: RunState
+    events: list[Event]
+    status: str  # how the run ended, or is ending
+    configs: list[Configuration]
+    recommendation: dict[str, Any] | None
+    failures: list[Failure]
+    launches: dict[str, str] = field(default_factory=dict)  # server name -> its latest command
+
+    @property
+    def results(self) -> list[BenchResult]:
+        return [r for c in self.configs for r in c.runs]
+
+    @property
+    def base_flags(self) -> dict[str, Any] | None:
+        baseline = (self.state.config.get("search") or {}).get("baseline")
+        return baseline if isinstance(baseline, dict) else None
+
+    def config_for(self, flags: dict[str, Any] | None) -> Configuration | None:
+        if flags is None:
+            return None
+        want = norm_flags(flags)
+        same = [c for c in self.configs if norm_flags(c.flags) == want]
+        return max(same, key=lambda c: len(c.levels), default=None)
+
+    def config_holding(self, ids: Any) -> Configuration | None:
+        """The configuration of the result ids listed (recommendation.json's results)."""
+        wanted = {str(i) for i in ids or []}
+        found = [c for c in self.configs if any(r.id in wanted for r in c.runs)]
+        return max(found, key=lambda c: len(c.levels), default=None)
+
+    def command_of(self, c: Configuration) -> str:
+        """Its launch command: as its latest result recorded it, else its server's launch."""
+        if c.command:
+            return c.command
+        for r in reversed(c.runs):
+            if r.server.name in self.launches:
+                return self.launches[r.server.name]
+        return ""
+
+
+def read_run(run_path: Path, events: list[Event], status: str | None = None) -> Measured:
+    state = fold(events)
+    bench = [e for e in events if e["type"] == "benchmark"]
+    loaded = [results.of_event(e, run_path) for e in bench]
+    return Measured(
+        run_path=run_path,
+        state=state,
+        events=events,
+        status=status or (state.finished or {}).get("status") or "running",
+        configs=group(loaded, [results.REBUILT not in r.notes for r in loaded]),
+        recommendation=load_recommendation(run_path, events),
+        failures=failures(events),
+        launches={
+            e["name"]: str(e.get("command", "")) for e in events if e["type"] == "server_started"
+        },
+    )
+
+
+def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuration]:
+    """One Configuration per config hash and workload, named by its latest label (else its
+    server's name), unique."""
+    by_key: dict[str, Configuration] = {}
+    for r, f in zip(loaded, from_file, strict=True):
+        key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
+        c = by_key.setdefault(key, Configuration("", [], []))
+        c.runs.append(r)
+        c.from_file.append(f)
+    configs = list(by_key.values())
+    used: set[str] = set()
+    for c in configs:
+        base = next((r.label for r in reversed(c.runs) if r.label), "") or (
+            c.runs[-1].server.name or c.runs[-1].id
+        )
+        name, n = base, 2
+        while name in used:
+            name, n = f"{base} #{n}", n + 1
+        used.add(name)
+        c.name = name
+    return configs
+
+
+def load_recommendation(run_path: Path, events: list[Event]) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_path / RECOMMENDATION).read_text())
+        if isinstance(data, dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    for e in reversed(events):  # a replayed session: the recommend tool's result carries it
+        if e["type"] == "tool_result" and e.get("name") == "recommend" and not e.get("is_error"):
+            data = (e.get("data") or {}).get("recommendation") or e.get("data")
+            if isinstance(data, dict) and "config" in data:
+                return data
+    return None
+
+
+def failures(events: list[Event]) -> list[Failure]:
+    started: dict[str, Event] = {}
+    out = []
+    for e in events:
+        if e["type"] == "server_started":
+            started[e["name"]] = e
+        elif e["type"] == "server_failed":
+            launch = started.get(e["name"], {})
+            out.append(
+                Failure(
+                    name=e["name"],
+                    flags=launch.get("flags"),
+                    diagnosis=str(e.get("diagnosis") or "failed"),
+                    excerpt=str(e.get("log_excerpt") or ""),
+                )
+            )
+    return out

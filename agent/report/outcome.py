@@ -1,0 +1,201 @@
+"""The report's first sections - what the campaign found: the conclusion (what to deploy, the gain,
+the concurrency policy), throughput by concurrency (chart and table), every configuration."""
+
+from __future__ import annotations
+
+from agent.report.chart import crossing_pairs, crossing_points, draw
+from agent.report.figures import Figures
+from agent.report.measured import Configuration, flags_change
+from agent.report.render import Block, Code, Heading, Image, Para, Table
+from tools.domain import stats
+
+CHART_FILE = "report-throughput.png"
+MAX_OTHERS = 3  # configurations drawn besides the baseline, the winner and the policy's
+LATENCIES = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms")
+
+
+def pct(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.3f}x ({(ratio - 1) * 100:+.1f} %)"
+
+
+def num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def objective_text(f: Figures) -> str:
+    if f.kind == "geomean":
+        return "the geometric mean of output throughput over the sweep"
+    return f.kind + (f" C={f.level}" if f.level is not None else "")
+
+
+def conclusion(f: Figures) -> list[Block]:
+    out: list[Block] = [Heading(2, "Conclusion")]
+    base, win, cand, rec = f.baseline, f.winner, f.candidate, f.m.recommendation or {}
+    if base is None or win is None:
+        return [*out, Para("No benchmark finished, so there is nothing to recommend yet.")]
+    floor = stats.percent(f.floor)
+    if len(f.m.configs) == 1:
+        out.append(Para("**Keep the baseline**: it is the only configuration measured."))
+        out.append(Code(f.m.command_of(base)))
+    elif win is base:
+        tried = ""
+        if cand is not None and cand is not base and f.versus is not None:
+            tried = (
+                f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
+                f"{f.versus.verdict}."
+            )
+        out.append(
+            Para(
+                "**Keep the baseline.** No configuration beat it on the objective "
+                f"({objective_text(f)}) by more than the noise floor ({floor}).{tried}"
+            )
+        )
+        out.append(Code(f.m.command_of(base)))
+    else:
+        assert f.versus is not None
+        out.append(Para(f"**Deploy {win.name}** ({flags_change(win.flags, f.m.base_flags)}):"))
+        out.append(Code(rec.get("command") or f.m.command_of(win)))
+        value, base_value = rec.get("value"), rec.get("baseline_value")
+        measured = ""
+        if isinstance(value, int | float) and isinstance(base_value, int | float):
+            measured = f" ({value:,.1f} vs {base_value:,.1f})"
+        out.append(
+            Para(
+                f"**Gain over the baseline:** {pct(f.versus.ratio)} geometric-mean ratio"
+                f"{measured} on {objective_text(f)}; noise floor {floor}."
+            )
+        )
+    out.append(Para("**Concurrency policy:** " + policy_text(f)))
+    return out
+
+
+def policy_text(f: Figures) -> str:
+    rec = f.m.recommendation or {}
+    policy = [p for p in rec.get("policy") or [] if isinstance(p, dict)]
+    crossover = rec.get("crossover") or []
+    if len(policy) > 1:
+        parts = []
+        for p in policy:
+            lo, hi = p.get("from_concurrency"), p.get("to_concurrency")
+            span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
+            c = f.m.config_for(p.get("config"))
+            change = flags_change(p.get("config"), f.m.base_flags)
+            parts.append(f"{span}: **{c.name}** ({change})" if c else f"{span}: {change}")
+        text = "; ".join(parts)
+        return text + (f" (crossover at C={', '.join(map(str, crossover))})." if crossover else ".")
+    assert f.winner is not None and f.baseline is not None
+    pairs = crossing_pairs(f.winner.sweep, f.baseline.sweep) if f.winner is not f.baseline else []
+    if crossover or pairs:
+        where = (
+            f"at C={', '.join(map(str, crossover))}"
+            if crossover
+            else " and ".join(f"between C={lo} and C={hi}" for lo, hi in pairs)
+        )
+        return (
+            f"one configuration everywhere, but it crosses the baseline {where}: "
+            "see the per-level table."
+        )
+    return "one configuration at every concurrency level measured (no crossover)."
+
+
+def legend(f: Figures, c: Configuration, prefix: str = "") -> str:
+    change = (
+        "" if c is f.baseline else f" ({short_text(flags_change(c.flags, f.m.base_flags), 48)})"
+    )
+    return f"{prefix}{c.name}{change}"
+
+
+def short_text(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def in_policy(f: Figures, c: Configuration) -> bool:
+    policy = (f.m.recommendation or {}).get("policy") or []
+    return any(isinstance(p, dict) and f.m.config_for(p.get("config")) is c for p in policy)
+
+
+def chart_curves(f: Figures) -> list[tuple[str, Configuration, str]]:
+    base, win = f.baseline, f.winner
+    chosen: list[tuple[str, Configuration, str]] = []
+    if base is not None:
+        chosen.append((legend(f, base, "baseline: "), base, "baseline"))
+    if win is not None and win is not base:
+        chosen.append((legend(f, win, "winner: "), win, "winner"))
+    seen = {id(c) for _, c, _ in chosen}
+    for c in f.m.configs:
+        if id(c) not in seen and in_policy(f, c):
+            chosen.append((legend(f, c, "policy: "), c, "other"))
+            seen.add(id(c))
+    if base is not None:
+        others = [
+            (r, c)
+            for c in f.m.configs
+            if id(c) not in seen and len(c.levels) >= 3 and (r := f.ratio(c))
+        ]
+        for _, c in sorted(others, key=lambda rc: -rc[0])[:MAX_OTHERS]:
+            screened = len(c.levels) * 2 < len(base.levels)
+            role = "screened" if screened else "other"
+            chosen.append((legend(f, c, "screened: " if screened else ""), c, role))
+    return chosen
+
+
+def crossover_marks(f: Figures) -> list[float]:
+    rec = (f.m.recommendation or {}).get("crossover") or []
+    marks = [float(x) for x in rec if isinstance(x, int | float)]
+    if not marks and f.winner is not None and f.baseline is not None and f.winner is not f.baseline:
+        marks = crossing_points(f.winner.sweep, f.baseline.sweep)
+    return marks
+
+
+def curves(f: Figures) -> list[Block]:
+    if f.baseline is None:
+        return []
+    out: list[Block] = [Heading(2, "Throughput by concurrency")]
+    marks = crossover_marks(f)
+    title = "Output throughput vs concurrency" + (
+        f" (crossover near C={', '.join(f'{x:.0f}' for x in marks)})" if marks else ""
+    )
+    png = draw(chart_curves(f), marks, title)
+    out.append(Image(CHART_FILE, png, "output throughput vs concurrency"))
+    rows = []
+    shown = [
+        c for _, c, role in chart_curves(f) if role in ("baseline", "winner") or in_policy(f, c)
+    ]
+    for level in sorted({c for k in shown for c in k.levels}):
+        here = [c for c in shown if level in c.levels]
+        top = max(here, key=lambda c: c.sweep[level])
+        for c in here:
+            vs = f.level_ratios(c).get(level)
+            name = f"**{c.name}**" if c is top and len(here) > 1 else c.name
+            row = [str(level), name, num(c.sweep[level]), "-" if vs is None else f"{vs:.3f}x"]
+            row += [num(c.latency(level, k)) for k in LATENCIES]
+            rows.append(row)
+    headers = ["C", "configuration", "tok/s", "vs baseline"]
+    headers += ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]
+    out.append(Table(headers, rows, right={0, 2, 3, 4, 5, 6, 7}))
+    if len(shown) > 1:
+        out.append(Para("The fastest configuration at each level is in bold."))
+    return out
+
+
+def all_configs(f: Figures) -> list[Block]:
+    if not f.m.configs or f.baseline is None:
+        return []
+    rows = []
+    for c in sorted(f.m.configs, key=lambda c: -(f.ratio(c) or 0)):
+        ratios = f.level_ratios(c)
+        best = max(ratios.items(), key=lambda kv: kv[1], default=None)
+        mark = " (winner)" if c is f.winner else " (baseline)" if c is f.baseline else ""
+        rows.append(
+            [
+                c.name + mark,
+                flags_change(c.flags, f.m.base_flags) if c.flags else c.command,
+                ",".join(map(str, c.levels)) or "-",
+                str(len(c.runs)),
+                pct(f.ratio(c)),
+                f"{best[1]:.3f}x at C={best[0]}" if best else "-",
+            ]
+        )
+    headers = ["configuration", "change from the baseline", "levels", "runs"]
+    headers += ["geomean vs baseline", "best level"]
+    return [Heading(2, "All configurations measured"), Table(headers, rows, right={3, 4})]

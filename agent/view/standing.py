@@ -1,0 +1,33 @@
+"""Where the campaign stands, in one line: the baseline, the best candidate's geometric-mean ratio
+and verdict, the noise floor, the winner. The watch view, `agent run`'s live view and its plain
+lines print it; the figures are the report's (agent.report.figures), so every screen states the
+same numbers as report.md and recommendation.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.report import gather
+from agent.report.figures import Figures
+from state.events import Event
+from tools.domain import stats
+
+
+def figures_of(run_path: Path, events: list[Event]) -> Figures | None:
+    """The run's figures, or None before its first benchmark."""
+    if not any(e["type"] == "benchmark" for e in events):
+        return None
+    return gather(run_path, events)
+
+
+def standing(f: Figures) -> str:
+    if f.baseline is None or f.winner is None:
+        return "no benchmark yet"
+    parts = [f"baseline {f.baseline.name}"]
+    if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
+        ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
+        verdict = "win" if f.winner is f.candidate else f.versus.verdict
+        parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
+    parts.append(f"noise floor {stats.percent(f.floor)}")
+    parts.append(f"winner {f.winner.name}")
+    return " · ".join(parts)
