@@ -24,9 +24,23 @@ async def maybe_compact(agent: Agent) -> None:
     if state.last_context_tokens < cfg.threshold_tokens:
         return
     freed = prune(agent, cfg.keep_tool_tokens)
-    if state.last_context_tokens - freed // CHARS_PER_TOKEN >= cfg.threshold_tokens:
+    if freed == 0 or await prompt_tokens(agent, freed) >= cfg.threshold_tokens:
         await summarize(agent, cfg.keep_turns)
     state.last_context_tokens = 0  # measured again by the next model call
+
+
+async def prompt_tokens(agent: Agent, freed_chars: int) -> int:
+    """The next prompt's size after a prune: the API's count (count_tokens, recorded as an
+    api_exchange) where the brain can ask for one, else the last prompt less an estimate."""
+    count = getattr(agent.brain, "count_tokens", None)
+    if count is not None:
+        measured = await count(agent.request())
+        if measured is not None:
+            if measured.exchange is not None:
+                agent.run.append("api_exchange", **measured.exchange)
+            tokens: int = measured.tokens
+            return tokens
+    return agent.run.state.last_context_tokens - freed_chars // CHARS_PER_TOKEN
 
 
 def prune(agent: Agent, keep_tokens: int) -> int:

@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.brains.base import Brain, BrainError, Turn, TurnRequest
+from agent.brains.base import Brain, BrainError, BrainUnavailable, Turn, TurnRequest
 from agent.compaction import maybe_compact
+from agent.tool_batch import run_batch
 from state.inbox import drain
 from state.run import Run
-from tools.base import ToolBox, ToolContext
+from tools.base import ToolBox, ToolContext, ToolResult
 
 
 class RunEnded(Exception):
@@ -46,7 +47,15 @@ class Failed(RunEnded):
     status, exit_code = "error", 1
 
 
+class ModelUnavailable(RunEnded):
+    """The API stayed overloaded past [model] overload_wait_minutes; `agent resume` goes on."""
+
+    status, exit_code = "model_unavailable", 1
+
+
 WARN_AT = 0.8  # share of a budget at which the model is told to wrap up
+PAUSE_FIRST_S, PAUSE_MAX_S = 15.0, 120.0  # the run's pauses on an unavailable API: doubling
+THINKING_SHOWN = 2000  # characters of a turn's thinking summary kept on its message event
 NUDGE = (
     "You have made the same tool call with the same result several times (or are cycling "
     "between two calls). That is not progress: re-read the todo list and change approach."
@@ -60,11 +69,14 @@ class Agent:
     tools: ToolBox
     ctx: ToolContext
     system: str
-    max_tokens: int = 8192
+    max_tokens: int = 32_000
     session_start: float = field(default_factory=time.monotonic)
     calls: list[str] = field(default_factory=list)  # recent (call, result) keys, for stuck checks
     nudged: bool = False
     on_end: Callable[[str], Awaitable[None]] | None = None  # clean-up before run_finished
+    overload_wait_minutes: float = 30.0  # how long an unavailable API pauses the run
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # injectable: tests simulate time
+    clock: Callable[[], float] = time.monotonic
 
     async def run_loop(self) -> int:
         """Step until the run ends; returns the exit code. The run_finished event says why."""
@@ -98,8 +110,17 @@ class Agent:
     async def query(
         self, purpose: str = "step", messages: list[dict[str, Any]] | None = None
     ) -> Turn:
+        turn = await self.ask(self.request(purpose, messages))
+        if turn.exchange is not None:
+            self.run.append("api_exchange", **turn.exchange)
+        return turn
+
+    def request(
+        self, purpose: str = "step", messages: list[dict[str, Any]] | None = None
+    ) -> TurnRequest:
+        """What the brain gets: the conversation (the fold's, unless given) and the tool specs."""
         state = self.run.state
-        request = TurnRequest(
+        return TurnRequest(
             system=self.system,
             tools=self.tools.specs(),
             messages=state.messages if messages is None else messages,
@@ -108,12 +129,34 @@ class Agent:
             config=self.ctx.config,
             purpose="summary" if purpose == "summary" else "step",
         )
-        turn = await self.brain.next_turn(request)
-        if turn.exchange is not None:
-            self.run.append("api_exchange", **turn.exchange)
-        return turn
+
+    async def ask(self, request: TurnRequest) -> Turn:
+        """The brain's next turn. An overloaded, rate-limited or unreachable API (past the SDK's
+        own retries) pauses the run - a model_wait event per pause - until it answers, or until
+        overload_wait_minutes have passed: then the run ends, resumable."""
+        since, pauses = self.clock(), 0
+        while True:
+            try:
+                return await self.brain.next_turn(request)
+            except BrainUnavailable as err:
+                waited = self.clock() - since
+                limit = self.overload_wait_minutes * 60
+                if waited >= limit:
+                    raise ModelUnavailable(
+                        f"{err} (for {waited / 60:.1f} minutes); `agent resume "
+                        f"{self.run.id}` goes on from here"
+                    ) from err
+                pause = min(PAUSE_FIRST_S * 2**pauses, PAUSE_MAX_S, limit - waited)
+                waits = {"waited_s": round(waited, 1), "pause_s": round(pause, 1)}
+                self.run.append("model_wait", reason=str(err), **waits)
+                await self.sleep(pause)
+                pauses += 1
+                drain(self.run)  # the supervisor may stop a paused run
+                if self.run.state.stop_requested:
+                    raise Stopped("stopped by the supervisor") from None
 
     async def execute(self, turn: Turn) -> None:
+        extra = {"thinking": turn.thinking[:THINKING_SHOWN]} if turn.thinking else {}
         self.run.append(
             "message",
             role="assistant",
@@ -122,26 +165,31 @@ class Agent:
             usage=turn.usage,
             cost_usd=turn.cost_usd,
             model=turn.model,
+            **extra,  # the thinking summary, for watch and the report
         )
+        uses = turn.tool_uses  # independent calls overlap; the log stays in call order
+        results = await run_batch(self.ctx, uses, self.call_tool)
         pattern = ""
-        for block in turn.tool_uses:  # every tool_use of the turn, results in order
-            self.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
-            result, seconds = await self.tools.call(
-                self.ctx, block["name"], block["input"], block["id"]
-            )
-            self.run.append(
-                "tool_result",
-                id=block["id"],
-                name=block["name"],
-                text=result.text,
-                is_error=result.is_error,
-                data=result.data,
-                duration_s=round(seconds, 3),
-            )
+        for block, (result, _) in zip(uses, results, strict=True):
             pattern = self.track(block, result.text) or pattern
         if pattern:  # after the turn's results: tool_result blocks must lead their message
             self.unstick(pattern)
         self.after_turn(turn)
+
+    async def call_tool(self, ctx: ToolContext, block: dict[str, Any]) -> tuple[ToolResult, float]:
+        """One tool_use: its tool_call and tool_result events, through the call's run view."""
+        ctx.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
+        result, seconds = await self.tools.call(ctx, block["name"], block["input"], block["id"])
+        ctx.run.append(
+            "tool_result",
+            id=block["id"],
+            name=block["name"],
+            text=result.text,
+            is_error=result.is_error,
+            data=result.data,
+            duration_s=round(seconds, 3),
+        )
+        return result, seconds
 
     def after_turn(self, turn: Turn) -> None:
         reason = turn.stop_reason

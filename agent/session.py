@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.brains.base import Brain
+from agent.brains.models import check_model_config
 from agent.brains.pricing import known_models
 from agent.briefing import briefing
 from agent.loop import Agent
@@ -38,6 +39,10 @@ def choose_model(requested: str | None, config: Config) -> tuple[str, str | None
         raise UsageError(
             f"unknown model {name!r}; use 'autopilot' or one of: " + ", ".join(known_models())
         )
+    try:
+        check_model_config(name, config.model)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     if not os.environ.get("ANTHROPIC_API_KEY"):
         if explicit:
             raise UsageError(
@@ -139,4 +144,5 @@ def make_agent(
         ctx=make_context(run, config, progress),
         system=system_prompt(),
         max_tokens=config.model.max_tokens,
+        overload_wait_minutes=config.model.overload_wait_minutes,
     )

@@ -20,6 +20,7 @@ class Spend:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    thinking_tokens: int = 0  # part of output_tokens (billed as output), shown apart
     usd: float = 0.0
     calls: int = 0
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.brains.base import Turn, TurnRequest
+import pytest
+
+from agent.brains.base import TokenCount, Turn, TurnRequest
 from state.events import read_events
 from tests.conftest import ScriptedBrain, agent_for, plain_config, tool_turn
 from tools.domain.config import CompactionConfig
@@ -87,3 +89,38 @@ async def test_prune_alone_when_it_frees_enough(make_run: Any) -> None:
     stages = [e["stage"] for e in read_events(run.events_path).events if e["type"] == "compaction"]
     assert stages and set(stages) == {"prune"}
     assert "[output pruned by compaction" in json.dumps(run.state.messages)
+
+
+class CountingBrain(SummarisingBrain):
+    """Measures prompts like the API's count_tokens: `tokens`, or None when the count fails."""
+
+    def __init__(self, turns: list[Turn], tokens: int | None) -> None:
+        super().__init__(turns)
+        self.tokens, self.counted = tokens, 0
+
+    async def count_tokens(self, request: TurnRequest) -> TokenCount | None:
+        self.counted += 1
+        if self.tokens is None:
+            return None
+        return TokenCount(self.tokens, {"endpoint": "count_tokens", "request_hash": "sha256:x"})
+
+
+@pytest.mark.parametrize(("counted", "summarised"), [(100, False), (None, True)])
+async def test_the_api_count_decides_after_a_prune_and_the_estimate_is_the_fallback(
+    make_run: Any, counted: int | None, summarised: bool
+) -> None:
+    config = plain_config(
+        compaction=CompactionConfig(threshold_tokens=10_000, keep_turns=2, keep_tool_tokens=1)
+    )
+    run, _ = make_run(config)
+    brain = CountingBrain(
+        [tool_turn(("todowrite", {"todos": TODOS}), step=0), tool_turn(("todoread", {}), step=1)],
+        counted,
+    )
+    assert await agent_for(run, config, brain).run_loop() == 0
+    events = read_events(run.events_path).events
+    stages = [e["stage"] for e in events if e["type"] == "compaction"]
+    assert brain.counted >= 1 and "prune" in stages
+    assert ("summary" in stages) == summarised  # the estimate (50k - a few) says summarise
+    counts = [e for e in events if e["type"] == "api_exchange"]
+    assert len(counts) == (brain.counted if counted is not None else 0)

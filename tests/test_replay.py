@@ -23,7 +23,14 @@ def test_sessions_cover_what_the_contract_asks() -> None:
         assert any(sum(b["type"] == "tool_use" for b in t["content"]) > 1 for t in turns), path
         assert any(e["type"] == "tool_result" and e["is_error"] for e in events), path
         assert any(e["type"] == "compaction" and e["stage"] == "summary" for e in events), path
-        assert any(e["type"] == "api_exchange" for e in events), path
+        exchanges = [e for e in events if e["type"] == "api_exchange"]
+        assert exchanges and all(e.get("stream") or "endpoint" in e for e in exchanges), path
+        assert any(e.get("thinking") for e in turns), path
+        assert any(b["type"] == "thinking" and b["signature"] for t in turns for b in t["content"])
+        sent_back = [m for e in exchanges for m in e.get("request", {}).get("messages", [])]
+        assert any(b["type"] == "thinking" for m in sent_back for b in m["content"]), path
+    counted = [e for p in SESSIONS for e in read_events(p).events if e.get("endpoint")]
+    assert counted and all(e["endpoint"] == "count_tokens" for e in counted)
     walked = {
         (old, new)
         for e in read_events(SESSIONS[-1]).events

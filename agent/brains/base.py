@@ -39,6 +39,20 @@ class Turn:
     def text(self) -> str:
         return "\n".join(b["text"] for b in self.content if b.get("type") == "text")
 
+    @property
+    def thinking(self) -> str:
+        """The (summarised) thinking of the turn; its blocks go back to the API verbatim."""
+        parts = [b["thinking"] for b in self.content if b.get("type") == "thinking"]
+        return "\n\n".join(p for p in parts if p.strip())
+
+
+@dataclass
+class TokenCount:
+    """A prompt's size in tokens as the API counts it, and the exchange to record."""
+
+    tokens: int
+    exchange: dict[str, Any] | None = None
+
 
 class Brain(Protocol):
     name: str
@@ -46,8 +60,19 @@ class Brain(Protocol):
     async def next_turn(self, request: TurnRequest) -> Turn: ...
 
 
+class TokenCounter(Protocol):
+    """A brain that can measure a prompt before sending it (compaction asks; None: estimate)."""
+
+    async def count_tokens(self, request: TurnRequest) -> TokenCount | None: ...
+
+
 class BrainError(Exception):
     """The brain cannot go on (bad credentials, a rejected request); the run saves and exits 1."""
+
+
+class BrainUnavailable(BrainError):
+    """The API is overloaded, rate-limited or unreachable after the SDK's retries: worth waiting
+    for (the loop pauses the run for up to [model] overload_wait_minutes)."""
 
 
 # --- the canonical request: what is hashed and recorded -------------------------------------------

@@ -1,13 +1,16 @@
 """Plays recorded API exchanges back through the real SDK and reports drift.
 
-The SDK is built on httpx2; a MockTransport hands it the recorded response bodies, so parsing,
-retries and error mapping are the SDK's own. Before each call the request the loop built now is
-hashed and checked against the recording; on a mismatch the drift is a unified diff against the
-request rebuilt from the recording (volatile fields ignored).
+The SDK is built on httpx2; a MockTransport hands it the recorded responses - as a server-sent
+event stream for streamed calls (agent/brains/sse.py) - so parsing, stream accumulation, retries
+and error mapping are the SDK's own. Before each call the request the loop built now is hashed and
+checked against the recording; on a mismatch the drift is a unified diff against the request
+rebuilt from the recording (volatile fields ignored). Token counts (count_tokens) are recorded
+exchanges too, answered in their place.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import random
@@ -19,6 +22,8 @@ import httpx2
 
 from agent.brains.anthropic import AnthropicBrain
 from agent.brains.base import apply_delta
+from agent.brains.client import PatientAnthropic
+from agent.brains.sse import render_sse
 
 
 class DriftError(BaseException):
@@ -45,19 +50,38 @@ class Faults:
 class ReplayBrain(AnthropicBrain):
     name = "replay"
 
-    def __init__(self, exchanges: list[dict[str, Any]], model: str, faults: Faults | None = None):
+    def __init__(
+        self,
+        exchanges: list[dict[str, Any]],
+        model: str,
+        faults: Faults | None = None,
+    ) -> None:
         self.exchanges = exchanges
         self.index = 0
         self.faults = faults
         self._recorded: dict[str, Any] | None = None  # the recorded request, rebuilt
         transport = httpx2.MockTransport(self._handle)
-        client = anthropic.AsyncAnthropic(
+        client: anthropic.AsyncAnthropic = PatientAnthropic(
             api_key="replay",
             base_url="http://replay.invalid",
             max_retries=8 if faults else 0,
             http_client=httpx2.AsyncClient(transport=transport),
+            sleep=_no_wait,  # the retry schedule is the SDK's; waiting it out is not the point
         )
         super().__init__(model, client=client)
+
+    def check_count(self, digest: str) -> bool:
+        """Count where the recording counted; elsewhere the loop estimates, as it did then."""
+        if self.index >= len(self.exchanges):
+            return False
+        recorded = self.exchanges[self.index]
+        if recorded.get("endpoint") != "count_tokens":
+            return False
+        if digest != recorded["request_hash"]:
+            raise DriftError(
+                f"model call {self.index + 1}: the token count request differs from the recording"
+            )
+        return True
 
     def check(self, digest: str, canon: dict[str, Any]) -> None:
         if self.index >= len(self.exchanges):
@@ -66,6 +90,10 @@ class ReplayBrain(AnthropicBrain):
                 f"only {len(self.exchanges)}"
             )
         recorded = self.exchanges[self.index]
+        if recorded.get("endpoint") == "count_tokens":
+            raise DriftError(
+                f"model call {self.index + 1}: the recording counted tokens here; the loop did not"
+            )
         self._recorded = apply_delta(self._recorded, recorded["request"])
         if digest != recorded["request_hash"]:
             raise DriftError(
@@ -88,7 +116,14 @@ class ReplayBrain(AnthropicBrain):
                 return _error(int(kind), faults)
         recorded = self.exchanges[self.index]
         self.index += 1
+        if recorded.get("stream"):
+            sse = render_sse(recorded["response"])
+            return httpx2.Response(200, content=sse, headers={"content-type": "text/event-stream"})
         return httpx2.Response(recorded.get("status", 200), json=recorded["response"])
+
+
+async def _no_wait(seconds: float) -> None:
+    await asyncio.sleep(0)
 
 
 def _error(status: int, faults: Faults) -> httpx2.Response:

@@ -3,8 +3,10 @@
     .venv/bin/python -m tests.sessions.make_sessions
 
 There is no API key in CI, so "Claude" here is a script of Messages API responses served through
-an httpx2 MockTransport; everything else is real: the SDK parses the responses, the loop runs the
-real tools and records every exchange exactly as it would against the API.
+an httpx2 MockTransport as the server-sent events of a streamed call (with thinking blocks and
+their signatures), plus answers to count_tokens; everything else is real: the SDK parses the
+streams, the loop runs the real tools and records every exchange exactly as it would against the
+API.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import anthropic
 import httpx2
 
 from agent.brains.anthropic import AnthropicBrain
+from agent.brains.sse import render_sse
 from agent.compaction import compaction_prompt
 from agent.session import Limits, make_agent, start
 from tools.domain.config import CompactionConfig, Config, ServerConfig
@@ -41,9 +44,19 @@ class Script:
 
     def turn(self, *blocks: dict[str, Any], stop: str = "tool_use", tokens: int = 1200) -> None:
         self.n += 1
-        content = []
+        content: list[dict[str, Any]] = []
         for i, block in enumerate(blocks):
-            if "tool" in block:
+            if "thinking" in block:
+                content.append(
+                    {
+                        "type": "thinking",
+                        "thinking": block["thinking"],
+                        "signature": f"sig_{self.name}_{self.n:02d}_{i}",
+                    }
+                )
+            elif "redacted" in block:
+                content.append({"type": "redacted_thinking", "data": block["redacted"]})
+            elif "tool" in block:
                 content.append(
                     {
                         "type": "tool_use",
@@ -54,6 +67,7 @@ class Script:
                 )
             else:
                 content.append({"type": "text", "text": block["text"]})
+        thought = sum(len(b.get("thinking", "")) // 4 for b in content)
         self.responses.append(
             {
                 "id": f"msg_{self.name}_{self.n:02d}",
@@ -65,12 +79,17 @@ class Script:
                 "stop_sequence": None,
                 "usage": {
                     "input_tokens": tokens,
-                    "output_tokens": 60,
+                    "output_tokens": 60 + thought,
                     "cache_creation_input_tokens": 0,
                     "cache_read_input_tokens": tokens // 2,
+                    "output_tokens_details": {"thinking_tokens": thought},
                 },
             }
         )
+
+
+def think(text: str) -> dict[str, Any]:
+    return {"thinking": text}
 
 
 def say(text: str) -> dict[str, Any]:
@@ -90,12 +109,25 @@ def todo_campaign() -> Script:
         todo("base", "Start and sweep the baseline", "pending", "high"),
         todo("report", "Write the recommendation", "pending", "low"),
     ]
-    s.turn(say("I will write the plan first."), call("todowrite", todos=plan))
+    s.turn(
+        think("The goal is to beat the baseline. Leftover servers first, or the port is taken."),
+        say("I will write the plan first."),
+        call("todowrite", todos=plan),
+    )
     plan[0]["status"] = "in_progress"
-    s.turn(say("Starting with the leftovers."), call("todowrite", todos=plan), call("todoread"))
+    s.turn(
+        think("The plan is stored. Mark the first item and read the list back to check it."),
+        say("Starting with the leftovers."),
+        call("todowrite", todos=plan),
+        call("todoread"),
+    )
     s.turn(say("Marking it done."), call("todowrite", todos=[{"id": "kill", "content": "x"}]))
     plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
-    s.turn(say("Fixed the call: status is required."), call("todowrite", todos=plan))
+    s.turn(
+        think("The error says status is required for each item: send the whole list again."),
+        say("Fixed the call: status is required."),
+        call("todowrite", todos=plan),
+    )
     s.turn(call("todoread"), tokens=9000)  # a large prompt: compaction runs before the next call
     s.turn(say("After compaction the list is still here."), call("todoread"))
     plan[1]["status"], plan[2]["status"] = "completed", "in_progress"
@@ -116,7 +148,12 @@ def recovery_campaign() -> Script:
         todo("c", "Compare against the baseline", "pending"),
     ]
     s.turn(say("Plan."), call("todowrite", todos=plan))
-    s.turn(say("Thinking about the order of experiments..."), stop="pause_turn")
+    s.turn(
+        think("Order of experiments: the baseline first, then EAGLE-3 at one stream."),
+        {"redacted": "ENCRYPTED-THINKING-0001"},
+        say("Thinking about the order of experiments..."),
+        stop="pause_turn",
+    )
     s.turn(call("read_everything", path="/"), call("todoread"))
     s.turn(say("That tool does not exist; I have todoread. Let me be brief."), stop="max_tokens")
     plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
@@ -153,6 +190,17 @@ def summary(name: str, n: int) -> dict[str, Any]:
     }
 
 
+COUNTED = 8500  # the scripted count_tokens answer: above the sessions' 8000-token threshold
+
+
+def answer(body: dict[str, Any], message: dict[str, Any]) -> httpx2.Response:
+    """A streamed call gets the message as server-sent events, a plain one as JSON."""
+    if body.get("stream"):
+        sse = render_sse(message)
+        return httpx2.Response(200, content=sse, headers={"content-type": "text/event-stream"})
+    return httpx2.Response(200, json=message)
+
+
 def session_config() -> Config:
     return Config(
         server=ServerConfig(engine="sim", command="true", port=30000),
@@ -168,14 +216,18 @@ async def record(
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         nonlocal summaries
-        last = json.loads(request.content)["messages"][-1]["content"][-1]
+        body = json.loads(request.content)
+        if request.url.path.endswith("/count_tokens"):  # after a prune
+            counted = len(request.content) // 4 if usage_from_size else COUNTED
+            return httpx2.Response(200, json={"input_tokens": counted})
+        last = body["messages"][-1]["content"][-1]
         if last.get("type") == "text" and last["text"] == compaction_prompt():
             summaries += 1  # "Claude" answers a compaction request with a summary
-            return httpx2.Response(200, json=summary(script.name, summaries))
+            return answer(body, summary(script.name, summaries))
         response = next(responses)
         if usage_from_size:  # a prompt's tokens grow with the conversation, as they would
             response["usage"]["input_tokens"] = len(request.content) // 4
-        return httpx2.Response(200, json=response)
+        return answer(body, response)
 
     client = anthropic.AsyncAnthropic(
         api_key="recording",
