@@ -10,6 +10,7 @@ from typing import Any
 from sim.flags import FlagError
 from sim.truth import model_of, throughput_of
 from tools.base import Tool, ToolBox, ToolContext, ToolError, ToolResult
+from tools.bench.confighash import config_hash
 from tools.compare import Compare
 from tools.domain.config import Config, lab_config
 from tools.domain.space import render_flags
@@ -112,7 +113,7 @@ class FakeBench(Tool):
             "benchmark",
             id=result_id,
             path=f"results/{result_id}.json",
-            config_hash="h",
+            config_hash=config_hash(servers[name]["command"], workload),  # one per configuration
             server=name,
             command=servers[name]["command"],
             flags=flags,

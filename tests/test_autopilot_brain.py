@@ -11,11 +11,11 @@ from typing import Any
 from agent.brains.autopilot import AutopilotBrain
 from agent.brains.base import TurnRequest
 from agent.session import Limits, make_agent, start
-from sim import truth
 from sim.space import default_space
 from state.run import Run
 from tests.autopilot_world import lab, world
 from tools.compare import Compare
+from tools.domain import lab_truth
 from tools.domain.config import Config
 from tools.kill_server import KillServer
 from tools.recommend import Recommend
@@ -60,8 +60,8 @@ async def test_a_whole_campaign_through_the_loop(tmp_path: Path) -> None:
     assert {t["status"] for t in run.state.todos} <= {"completed", "cancelled"}
     assert json.loads((run.path / "todos.json").read_text())["todos"] == run.state.todos
     rec = json.loads((run.path / "recommendation.json").read_text())
-    _, best = truth.optimum(default_space(), max_tokens=MAX_TOKENS)
-    assert truth.config_value(rec["config"], max_tokens=MAX_TOKENS) >= 0.98 * best
+    _, best = lab_truth.optimum(default_space(), max_tokens=MAX_TOKENS)
+    assert lab_truth.config_value(rec["config"], max_tokens=MAX_TOKENS) >= 0.98 * best
     assert rec["gain"] > 0 and rec["crossover"] and len(rec["policy"]) >= 2
     assert rec["policy"][0]["config"]["--speculative-algorithm"] == "EAGLE3"
     assert run.state.servers == {}, "the autopilot kills what it started"

@@ -7,8 +7,10 @@ import pytest
 from agent.brains.autopilot.brain import groups
 from agent.brains.autopilot.directives import read
 from agent.brains.autopilot.engine_limits import engine_check, sim_base_argv
-from agent.brains.autopilot.history import NOISE_DEFAULT, History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Launch, Measurement, Objective
 from agent.brains.autopilot.narrate import short, tag
+from agent.brains.autopilot.reading import NOISE_DEFAULT, Reading
+from agent.brains.autopilot.steps import Settings
 from sim.space import DEFAULT_BASE_FLAGS, default_space
 from tools.domain.space import SearchSpace
 
@@ -65,13 +67,18 @@ def test_words_for_a_configuration() -> None:
 def test_the_noise_floor_comes_from_repeated_sweeps() -> None:
     h = History(SPACE, [Launch(SPACE.baseline)], running=0)
     h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0)))
-    assert h.noise(LEVELS, Objective()) == (NOISE_DEFAULT, NOISE_DEFAULT, False)
-    h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 102.0)))
-    per_level, objective, measured = h.noise(LEVELS, Objective())
-    assert measured and per_level == pytest.approx(2 * 2 / 101)
-    assert objective == pytest.approx(per_level / len(LEVELS) ** 0.5)
-    _, level_objective, _ = h.noise(LEVELS, Objective("level", 10))
-    assert level_objective == pytest.approx(per_level)
+    unknown = Reading(SPACE, Settings(LEVELS), h)
+    assert unknown.floors == (None, None), "nothing repeated: the floor is unknown"
+    assert unknown.level_noise == unknown.objective_noise == NOISE_DEFAULT  # planned with
+    again = {**dict.fromkeys(LEVELS, 102.0), 10: 110.0}  # C=10 differs more than the others
+    h.measurements.append(Measurement(SPACE.baseline, 0, again))
+    per_level, objective = Reading(SPACE, Settings(LEVELS), h).floors
+    d = [2 / 101] * (len(LEVELS) - 1) + [10 / 105]
+    pooled = 2 * (sum(x * x for x in d) / len(d)) ** 0.5
+    assert per_level == pytest.approx(pooled), "one level's floor pools every level"
+    assert objective == pytest.approx(pooled / len(LEVELS) ** 0.5), "the geomean averages it"
+    level = Reading(SPACE, Settings(LEVELS, Objective("level", 10)), h)
+    assert level.floors == (pytest.approx(pooled), pytest.approx(pooled)), "pooled: one d is few"
 
 
 def test_the_simulators_own_flags_are_found_in_the_command() -> None:

@@ -14,12 +14,13 @@ from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from sim import truth
 from sim.space import DEFAULT_LEVELS, default_space
+from tools.domain import lab_truth
 from tools.domain.space import Flags, SearchSpace
 
 LEVELS = tuple(DEFAULT_LEVELS)
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
 GRID = len(SPACE.enumerate())
-OPT_CONFIG, OPT = truth.optimum(default_space())
+OPT_CONFIG, OPT = lab_truth.optimum(default_space())
 
 
 def planner(**settings: object) -> Planner:
@@ -30,7 +31,7 @@ def planner(**settings: object) -> Planner:
 def test_reaches_the_optimum_with_a_quarter_of_the_grid(seed: int) -> None:
     h, finish = simulate(planner(), sim_truth(), seed=seed)
     assert finish.best is not None and not finish.failed
-    assert truth.config_value(finish.best) >= 0.98 * OPT
+    assert lab_truth.config_value(finish.best) >= 0.98 * OPT
     assert h.launches_used() <= GRID // 4
     assert finish.baseline_value > 0 and finish.value > finish.baseline_value
 

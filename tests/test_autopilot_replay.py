@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from agent.session_replay import replay
-from sim import truth
 from sim.space import default_space
+from tools.domain import lab_truth
 
 SESSION = Path(__file__).parent / "sessions" / "autopilot" / "lab.jsonl"
 
@@ -42,8 +42,8 @@ def test_the_recorded_campaign_reached_the_optimum() -> None:
     assert events[0]["brain"] == "autopilot"
     done = [e for e in events if e["type"] == "tool_result" and e["name"] == "recommend"]
     rec = done[-1]["data"]["recommendation"]
-    _, best = truth.optimum(default_space(), max_tokens=128)
-    assert truth.config_value(rec["config"], max_tokens=128) >= 0.98 * best
+    _, best = lab_truth.optimum(default_space(), max_tokens=128)
+    assert lab_truth.config_value(rec["config"], max_tokens=128) >= 0.98 * best
     assert events[-1]["type"] == "run_finished" and events[-1]["exit_code"] == 0
     todos = [e for e in events if e["type"] == "todo"][-1]["todos"]
     assert {t["status"] for t in todos} <= {"completed", "cancelled"}

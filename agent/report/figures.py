@@ -70,8 +70,7 @@ def compute(m: Measured) -> Figures:
     if vs is not None:
         floor = vs.floor
     else:  # nothing to compare with: the floor over the baseline's own levels
-        levels = stats.objective_levels(base.levels if base else [], kind, level)
-        floor = stats.objective_floor(repeats, levels, kind)
+        floor = stats.objective_floor(repeats, base.levels if base else [], kind)
     verdict = (m.recommendation or {}).get("verdict")
     wins = verdict in (None, "win") and vs is not None and (verdict == "win" or vs.wins)
     return Figures(

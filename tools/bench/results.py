@@ -218,9 +218,24 @@ def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
         key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
         by_config.setdefault(key, []).append(r)
     return [
-        [sweep_of(r) for r in sorted(rs, key=lambda r: (r.created, _number(r.id)))]
-        for rs in by_config.values()
+        _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))) for rs in by_config.values()
     ]
+
+
+def _sweeps(ordered: list[BenchResult]) -> list[dict[int, float]]:
+    """One sweep per result, except that consecutive results under the same label that measured
+    other levels are one sweep split into calls by groups of levels (as the autopilot measures).
+    A result that measured a level again is a new sweep."""
+    out: list[dict[int, float]] = []
+    last_label = None
+    for r in ordered:
+        sweep = sweep_of(r)
+        if r.label and r.label == last_label and not set(sweep) & set(out[-1]):
+            out[-1] = dict(sorted({**out[-1], **sweep}.items()))
+        else:
+            out.append(sweep)
+        last_label = r.label
+    return out
 
 
 def _number(result_id: str) -> int:

@@ -116,14 +116,6 @@ def beats(ratio: float | None, floor: float | None) -> bool:
     return ratio is not None and floor is not None and ratio > 1 + floor
 
 
-def objective_levels(
-    levels: Iterable[int], kind: str = "geomean", level: int | None = None
-) -> list[int]:
-    """The levels an objective reads among `levels`: its one level for kind 'level', else all."""
-    levels = sorted(set(levels))
-    return [level] if kind == "level" and level is not None else levels
-
-
 @dataclass(frozen=True)
 class Versus:
     """A candidate against the baseline, as every summary states it: the geometric-mean ratio over
@@ -157,9 +149,14 @@ def versus(
     kind: str = "geomean",
     level: int | None = None,
 ) -> Versus:
-    """`candidate` and `baseline` are the configurations' figures per level (`mean_sweep`)."""
-    levels = sorted(level_ratios(candidate, baseline))
-    floor = objective_floor(repeats, objective_levels(levels, kind, level), kind)
+    """`candidate` and `baseline` are the configurations' figures per level (`mean_sweep`). The
+    ratio is the one the objective reads (its level's for kind 'level', else the geometric mean);
+    the floor pools every level both measured, as `objective_floor` says."""
+    ratios = level_ratios(candidate, baseline)
+    levels = sorted(ratios)
+    floor = objective_floor(repeats, levels, kind)
+    if kind == "level" and level is not None:
+        return Versus(ratios.get(level), floor, tuple(levels))
     return Versus(geomean_ratio(candidate, baseline), floor, tuple(levels))
 
 

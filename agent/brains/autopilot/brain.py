@@ -7,16 +7,26 @@ events, asks the planner, and emits todowrite / start_server / run_benchmark / c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agent.brains.autopilot import directives, narrate
 from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Objective
-from agent.brains.autopilot.observe import busy_port, interrupted, observe, tool_exchanges
+from agent.brains.autopilot.observe import (
+    busy_port,
+    interrupted,
+    observe,
+    run_config,
+    slo_of,
+    tool_exchanges,
+)
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
 from state.fold import RunState
+from state.run import read_state
 from tools.domain.config import Config
 from tools.domain.space import SearchError
 
@@ -52,9 +62,10 @@ class AutopilotBrain:
 
 
 class Campaign:
-    """One turn's view of the campaign."""
+    """One turn's view of the campaign. `run_path`: the run folder, where the result files are
+    found by id (None: at the paths the tools wrote)."""
 
-    def __init__(self, state: RunState, config: Config) -> None:
+    def __init__(self, state: RunState, config: Config, run_path: Path | None = None) -> None:
         self.state, self.config = state, config
         self.server = config.server.name
         self.space = space_of(config)
@@ -72,8 +83,7 @@ class Campaign:
             wrap_up=self.directives.wrap_up or state.warned_budget,
         )
         self.planner = Planner(self.space, settings)
-        slo = obj if obj.kind == "slo" else None  # result paths are as the tool wrote them
-        self.h: History = observe(state, self.space, self.server, None, slo)
+        self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
         self.blocks: list[dict[str, Any]] = []
         self.calls = 0
 
@@ -210,6 +220,14 @@ class Campaign:
 
     def summary(self) -> str:
         return narrate.summary(self.state, self.h, self.planner)
+
+
+def reading_of_run(run_path: Path) -> Reading:
+    """What the autopilot reads from a run folder - its History under the run's config and the
+    supervisor's directives: the noise floor and ratios it plans with and prints."""
+    state = read_state(run_path)
+    campaign = Campaign(state, run_config(state, run_path), run_path)
+    return campaign.planner.read(campaign.h)
 
 
 def groups(

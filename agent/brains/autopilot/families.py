@@ -1,89 +1,89 @@
-"""Families: a switch that gates other flags (speculation and its parameters)."""
+"""Families (stage 4 of the strategy): a switch that gates other flags - speculation and its
+parameters. Its first probe used arbitrary parameters, so one probe says little: unless the family
+is far behind everywhere, it gets its own search on the levels where it comes closest to the best,
+which finds the challenger of a concurrency policy."""
 
 from __future__ import annotations
 
 import itertools
 
-from agent.brains.autopilot.core import Core
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.reading import Reading, gated
 from agent.brains.autopilot.steps import Experiment, show_value
-from tools.domain.space import Flags, Scalar, same
+from tools.domain import stats
+from tools.domain.space import Flags, Scalar, SearchSpace, same
 
 FAMILY_FLOOR = 0.8  # a family farther behind than this at every level is not tuned
 
 
-class Families(Core):
-    def tune_families(self, h: History, inc: Flags) -> Experiment | None:
-        """A switch that gates other flags (speculation and its parameters) is a family: its
-        first probe used arbitrary parameters, so one probe says little. Unless the family is far
-        behind everywhere, it gets its own search on the levels where it comes closest to the
-        best: first on the best's other flags, then its parameters, one or two at a time (they
-        are often coupled: SGLang wants draft tokens = steps + 1 when topk is 1)."""
-        if not self.settings.challenger:
-            return None
-        crashed = h.crashed()
-        for gate, value in self.gates(inc):
-            members = [
-                c
-                for c in h.configs()
-                if same(c.get(gate, False), value) and self.allowed(c) and h.key(c) not in crashed
-            ]
-            scored = [(self.closeness(h, c, inc), c) for c in members]
-            scored = [(sc, c) for sc, c in scored if sc[0] >= FAMILY_FLOOR]
-            if not scored:
-                continue
-            (ratio, level), anchor = max(scored, key=lambda sc: sc[0][0])
-            family = {gate, *self.gated(gate)}
-            levels = self.settings.levels
-            targets = (level, *[c for c in levels if c > level][:1])
-            rebased = self.space.repair({**inc, **{f: anchor.get(f, False) for f in family}})
-            moves = [("the family on the best's other flags", rebased)]
-            moves += [(self.describe(anchor, m), m) for m in self.family_moves(anchor, family)]
-            for what, cand in moves:
-                if not self.space.admissible(cand) or not self.allowed(cand) or h.tried(cand):
-                    continue
-                if self.crash_skip(h, anchor, cand):
-                    continue
-                why = (
-                    f"tune {gate}={show_value(value)}: it comes to {ratio:.2f}x of the best at "
-                    f"C={level}; {what}"
-                )
-                return Experiment(cand, targets, "challenger", why, fresh=True, base=anchor)
+def tune(r: Reading, inc: Flags) -> Experiment | None:
+    """The next member of a family to screen where it comes closest to the best: first the family
+    on the best's other flags, then its parameters, one or two at a time (they are often coupled:
+    SGLang wants draft tokens = steps + 1 when topk is 1)."""
+    if not r.settings.challenger:
         return None
-
-    def family_moves(self, anchor: Flags, family: set[str]) -> list[Flags]:
-        """Valid changes of one, then two, of the family's parameters."""
-        params = [
-            f
-            for f in self.space.flags
-            if f in family and self.space.active(f, anchor) and not self.gated(f)
+    h, space = r.h, r.space
+    crashed = h.crashed()
+    for gate, value in gates(space, inc):
+        members = [
+            c
+            for c in h.configs()
+            if same(c.get(gate, False), value) and r.allowed(c) and h.key(c) not in crashed
         ]
-        options = [self.space.flags[f] for f in params]
-        out: list[tuple[int, Flags]] = []
-        for combo in itertools.product(*options):
-            cand = {**anchor, **dict(zip(params, combo, strict=True))}
-            distance = len(self.space.diff(anchor, cand))
-            if 1 <= distance <= 2 and self.space.admissible(cand):
-                out.append((distance, cand))
-        return [c for _, c in sorted(out, key=lambda dc: dc[0])]
-
-    def describe(self, base: Flags, cand: Flags) -> str:
-        return ", ".join(
-            f"{f} {show_value(base.get(f, False))} -> {show_value(v)}"
-            for f, v in self.space.diff(base, cand).items()
-        )
-
-    def gates(self, inc: Flags) -> list[tuple[str, Scalar]]:
-        """(flag, value) switches that turn on gated flags, other than what the best has."""
-        out: list[tuple[str, Scalar]] = []
-        for flag, candidates in self.space.flags.items():
-            if not self.gated(flag):
+        scored = [(closeness(r, c, inc), c) for c in members]
+        scored = [(sc, c) for sc, c in scored if sc[0] >= FAMILY_FLOOR]
+        if not scored:
+            continue
+        (ratio, level), anchor = max(scored, key=lambda sc: sc[0][0])
+        family = {gate, *gated(space, gate)}
+        targets = (level, *[c for c in r.settings.levels if c > level][:1])
+        rebased = space.repair({**inc, **{f: anchor.get(f, False) for f in family}})
+        moves = [("the family on the best's other flags", rebased)]
+        moves += [(describe(space, anchor, m), m) for m in family_moves(space, anchor, family)]
+        for what, cand in moves:
+            if not space.admissible(cand) or not r.allowed(cand) or h.tried(cand):
                 continue
-            out += [(flag, v) for v in candidates if v is not False and not same(v, inc.get(flag))]
-        return out
+            if r.crash_skip(anchor, cand):
+                continue
+            why = (
+                f"tune {gate}={show_value(value)}: it comes to {ratio:.2f}x of the best at "
+                f"C={level}; {what}"
+            )
+            return Experiment(cand, targets, "challenger", why, fresh=True, base=anchor)
+    return None
 
-    def closeness(self, h: History, config: Flags, inc: Flags) -> tuple[float, int]:
-        """(the best per-level ratio to the best configuration, the level where it is)."""
-        a, b = h.estimate(config), h.estimate(inc)
-        ratios = [(a[c] / b[c], c) for c in a if b.get(c, 0) > 0]
-        return max(ratios, default=(0.0, 0))
+
+def family_moves(space: SearchSpace, anchor: Flags, family: set[str]) -> list[Flags]:
+    """Valid changes of one, then two, of the family's parameters."""
+    params = [
+        f for f in space.flags if f in family and space.active(f, anchor) and not gated(space, f)
+    ]
+    options = [space.flags[f] for f in params]
+    out: list[tuple[int, Flags]] = []
+    for combo in itertools.product(*options):
+        cand = {**anchor, **dict(zip(params, combo, strict=True))}
+        distance = len(space.diff(anchor, cand))
+        if 1 <= distance <= 2 and space.admissible(cand):
+            out.append((distance, cand))
+    return [c for _, c in sorted(out, key=lambda dc: dc[0])]
+
+
+def describe(space: SearchSpace, base: Flags, cand: Flags) -> str:
+    return ", ".join(
+        f"{f} {show_value(base.get(f, False))} -> {show_value(v)}"
+        for f, v in space.diff(base, cand).items()
+    )
+
+
+def gates(space: SearchSpace, inc: Flags) -> list[tuple[str, Scalar]]:
+    """(flag, value) switches that turn on gated flags, other than what the best has."""
+    out: list[tuple[str, Scalar]] = []
+    for flag, candidates in space.flags.items():
+        if gated(space, flag):
+            out += [(flag, v) for v in candidates if v is not False and not same(v, inc.get(flag))]
+    return out
+
+
+def closeness(r: Reading, config: Flags, inc: Flags) -> tuple[float, int]:
+    """(the best per-level ratio to the best configuration, the level where it is)."""
+    ratios = stats.level_ratios(r.h.estimate(config), r.h.estimate(inc))
+    return max(((ratio, c) for c, ratio in ratios.items()), default=(0.0, 0))

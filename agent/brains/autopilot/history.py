@@ -6,16 +6,12 @@ the efficiency study builds one from the simulator's truth, so both drive the sa
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from tools.domain import stats
 from tools.domain.objective import objective_value
 from tools.domain.space import Flags, SearchSpace
-
-NOISE_MIN = 0.005  # a measured floor below this is luck: two sweeps never agree that well
-NOISE_DEFAULT = 0.03  # before the A/A pair exists
 
 
 @dataclass(frozen=True)
@@ -125,12 +121,9 @@ class History:
         return list(seen.values())
 
     def estimate(self, config: Mapping[str, object]) -> dict[int, float]:
-        """Mean throughput per level over every measurement of the configuration."""
-        sums: dict[int, list[float]] = {}
-        for m in self.of(config):
-            for level, value in m.per_level.items():
-                sums.setdefault(level, []).append(value)
-        return {c: sum(v) / len(v) for c, v in sorted(sums.items())}
+        """Mean throughput per level over every measurement of the configuration (a failed
+        level counts as 0), as compare, recommend and the report average it."""
+        return stats.mean_sweep(m.per_level for m in self.of(config))
 
     def slo_ok(self, config: Mapping[str, object]) -> dict[int, bool] | None:
         """A level meets the SLO when every measurement of it did."""
@@ -153,37 +146,9 @@ class History:
     def launches_used(self) -> int:
         return len(self.launches)
 
-    # --- the noise floor ------------------------------------------------------------------------
-    def noise(self, levels: Iterable[int], objective: Objective) -> tuple[float, float, bool]:
-        """(per-level floor, objective floor, measured?) from configurations swept twice or more.
-
-        Two sweeps of one configuration differ by d per level; twice the RMS of d is the smallest
-        per-level difference that is likely real. The geometric mean over n levels averages the
-        noise down by sqrt(n); the other objectives read one level, so they keep the level floor.
-        """
-        levels = tuple(levels)
-        diffs: list[float] = []
-        for config in self.configs():
-            runs = self.sweeps(config, levels)
-            for a, b in itertools.pairwise(runs):
-                diffs += [_rel(a.per_level[c], b.per_level[c]) for c in levels]
-        if not diffs:
-            return NOISE_DEFAULT, NOISE_DEFAULT, False
-        rms = math.sqrt(sum(d * d for d in diffs) / len(diffs))
-        per_level = max(2 * rms, NOISE_MIN)
-        if objective.kind == "geomean":
-            return per_level, max(2 * rms / math.sqrt(len(levels)), NOISE_MIN), True
-        return per_level, per_level, True
-
-
-def _rel(a: float, b: float) -> float:
-    mean = (a + b) / 2
-    return abs(a - b) / mean if mean > 0 else 0.0
-
-
-def geomean_ratio(a: Mapping[int, float], b: Mapping[int, float], levels: Iterable[int]) -> float:
-    """Geometric mean over `levels` of a/b (levels missing in either are left out)."""
-    logs = [math.log(a[c] / b[c]) for c in levels if a.get(c, 0) > 0 and b.get(c, 0) > 0]
-    if not logs:
-        return 0.0
-    return math.exp(sum(logs) / len(logs))
+    def repeats(self) -> list[list[dict[int, float]]]:
+        """The sweeps of each configuration measured more than once, in the order measured (a
+        screen's few levels too): what tools.domain.stats reads the noise floor from - the same
+        sweeps tools.bench.results.repeats gives compare, recommend and the report."""
+        each = ([m.per_level for m in self.of(c)] for c in self.configs())
+        return [sweeps for sweeps in each if len(sweeps) >= 2]

@@ -91,7 +91,7 @@ def measure(space: SearchSpace, step: Experiment, h: History) -> str:
 def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -> str:
     if step.best is None:
         return f"{CONCLUSION} no recommendation - {step.why}."
-    noise_level, noise_obj = planner.noise(h)
+    level_floor, objective_floor = planner.read(h).floors
     gain = step.value / step.baseline_value - 1 if step.baseline_value else 0.0
     lines = [
         f"{CONCLUSION} deploy {short(space, step.best)} ({' '.join(render_flags(step.best))}): "
@@ -112,9 +112,15 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
         lines.append(f"Failed to start (not retried): {short(space, config)}: {reason[:160]}")
     lines.append(
         f"Cost: {h.launches_used()} launches ({len(crashed)} failed), {len(h.measurements)} "
-        f"benchmarks; noise floor {noise_level:.1%} per level, {noise_obj:.1%} on the objective."
+        f"benchmarks; {floors_text(level_floor, objective_floor)}."
     )
     return "\n".join(lines)
+
+
+def floors_text(level_floor: float | None, objective_floor: float | None) -> str:
+    if level_floor is None or objective_floor is None:
+        return "noise floor unknown (no configuration measured twice)"
+    return f"noise floor {level_floor:.1%} per level, {objective_floor:.1%} on the objective"
 
 
 def concluded(state: RunState) -> bool:
@@ -141,13 +147,14 @@ def closing(h: History, planner: Planner, recommended: bool) -> str:
 
 
 def summary(state: RunState, h: History, planner: Planner) -> str:
-    inc = planner.incumbent(h)
-    crashed = "; ".join(f"{short(planner.space, c)}: {r}" for c, r in h.crashed().values())
+    r = planner.read(h)
+    inc = r.incumbent
+    crashed = "; ".join(f"{short(planner.space, c)}: {why}" for c, why in h.crashed().values())
     return "\n".join(
         [
             f"Goal: {state.goal}",
             f"Launches: {h.launches_used()}; benchmarks: {len(h.measurements)}.",
-            f"Best so far: {short(planner.space, inc)} ({planner.value(h, inc):,.1f}).",
+            f"Best so far: {short(planner.space, inc)} ({r.value(inc):,.1f}).",
             f"Failed to start: {crashed or 'none'}.",
             "Todo list:",
             render(state.todos),

@@ -3,7 +3,8 @@
 Launches and crashes come from the conversation (each start_server call and its result), the
 numbers from the `benchmark` events. A sweep the autopilot split into several run_benchmark calls
 (one per group of levels, so that each level runs about as many requests as it has streams) is one
-measurement again: the calls of one turn on one launch share a label.
+measurement again: the calls of one turn on one launch share a label. Whether a level met the SLO
+comes from the result files, read through tools/bench/results.py and judged by tools.domain.stats.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Launch, Measurement
 from state.fold import RunState
+from state.run import read_state
 from tools.base import INTERRUPTED_PREFIX
+from tools.bench.results import ResultError, load, of_event
+from tools.domain import stats
+from tools.domain.config import Config
 from tools.domain.space import SearchSpace
 
 RESULT_ID = re.compile(r"\(id ([^,\s)]+)")
@@ -53,13 +61,69 @@ def first_line(block: dict[str, Any]) -> str:
     return str(content or "").strip().splitlines()[0][:300] if content else ""
 
 
+def run_config(state: RunState, where: object = "the run") -> Config:
+    """The configuration a run recorded when it started."""
+    try:
+        return Config.model_validate(state.config)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        why = f"{loc}: {first['msg']}"
+        raise ValueError(f"{where}: the recorded config does not load: {why}") from None
+
+
+def slo_of(config: Config) -> stats.Slo | None:
+    """The SLO limits each level is judged against, when the objective is "slo"."""
+    return config.objective if config.objective.kind == "slo" else None
+
+
+def history_of_run(run_path: Path) -> History:
+    """The History the autopilot reads from a run folder: its events, and its result files for
+    the SLO - the measurements compare, recommend and the report read too. A run whose servers
+    were not started by its own start_server calls (measured by hand, or written by a test) is
+    read from its benchmark events alone (`history_of_benchmarks`)."""
+    state = read_state(run_path)
+    config = run_config(state, run_path)
+    space, server, slo = space_of(config), config.server.name, slo_of(config)
+    launched = any(
+        name == "start_server" and inp.get("name", "server") == server
+        for name, inp, _ in tool_exchanges(state)
+    )
+    if not launched:
+        return history_of_benchmarks(state.results, space, run_path, slo)
+    return observe(state, space, server, run_path, slo)
+
+
+def history_of_benchmarks(
+    events: list[dict[str, Any]],
+    space: SearchSpace,
+    run_path: Path | None = None,
+    slo: stats.Slo | None = None,
+) -> History:
+    """A History from `benchmark` events alone: a launch per change of server or configuration,
+    and consecutive events of one launch and label merged into one sweep, as `observe` does."""
+    h = History(space)
+    last: tuple[str, str] | None = None
+    for event in events:
+        flags = space.complete(event.get("flags") or {})
+        server = (str(event.get("server") or ""), space.key(flags))
+        if server != last:
+            h.launches.append(Launch(flags))
+            last = server
+        _add(h, len(h.launches) - 1, str(event.get("label") or ""), event, run_path, slo)
+    return h
+
+
 def observe(
-    state: RunState, space: SearchSpace, server: str, run_path: Path | None = None, slo: Any = None
+    state: RunState,
+    space: SearchSpace,
+    server: str,
+    run_path: Path | None = None,
+    slo: stats.Slo | None = None,
 ) -> History:
     h = History(space)
     by_id = {str(r.get("id")): r for r in state.results}
     unmatched = list(state.results)
-    merged: dict[tuple[int, str], int] = {}  # (launch, label) -> index in h.measurements
     failures: dict[int, int] = {}  # launch -> failed run_benchmark calls
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
@@ -90,30 +154,37 @@ def observe(
             if event is None:
                 continue
             label = str(inp.get("label") or event.get("label") or "")
-            per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
-            ok = _slo_ok(event, run_path, slo) if slo is not None else None
-            where = merged.get((h.running, label))
-            if where is not None and where == len(h.measurements) - 1:
-                old = h.measurements[where]
-                both = {**old.per_level, **per}
-                slo_both = {**(old.slo_ok or {}), **(ok or {})} if ok is not None else None
-                h.measurements[where] = Measurement(
-                    old.config,
-                    old.launch,
-                    dict(sorted(both.items())),
-                    label,
-                    slo_both,
-                    (*old.ids, str(event.get("id"))),
-                )
-                continue
-            config = h.launches[h.running].config
-            h.measurements.append(
-                Measurement(config, h.running, per, label, ok, (str(event.get("id")),))
-            )
-            merged[(h.running, label)] = len(h.measurements) - 1
+            _add(h, h.running, label, event, run_path, slo)
     if server not in state.servers:  # it died, or was killed outside our calls
         h.running = None
     return h
+
+
+def _add(
+    h: History,
+    launch: int,
+    label: str,
+    event: dict[str, Any],
+    run_path: Path | None,
+    slo: stats.Slo | None,
+) -> None:
+    """One benchmark of `launch`: a new measurement, or the rest of the sweep measured just before
+    on the same launch under the same label (a sweep split into calls by groups of levels; a
+    level measured again starts a new sweep, as tools.bench.results.repeats reads them)."""
+    per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
+    ok = slo_ok_of(event, run_path, slo) if slo is not None else None
+    result_id = str(event.get("id"))
+    last = h.measurements[-1] if h.measurements else None
+    fresh_levels = last is not None and not set(per) & set(last.per_level)
+    if last is not None and last.launch == launch and last.label == label and fresh_levels:
+        slo_both = {**(last.slo_ok or {}), **(ok or {})} if ok is not None else None
+        both = dict(sorted({**last.per_level, **per}.items()))
+        h.measurements[-1] = Measurement(
+            last.config, launch, both, label, slo_both, (*last.ids, result_id)
+        )
+        return
+    config = h.launches[launch].config
+    h.measurements.append(Measurement(config, launch, per, label, ok, (result_id,)))
 
 
 def _event_for(
@@ -131,18 +202,20 @@ def _event_for(
     return unmatched.pop(0) if unmatched else None  # pruned text: the events keep their order
 
 
-def _slo_ok(event: dict[str, Any], run_path: Path | None, slo: Any) -> dict[int, bool] | None:
-    path = Path(str(event.get("path", "")))
-    if run_path is not None and not path.is_absolute():
-        path = run_path / path
+def slo_ok_of(
+    event: dict[str, Any], run_path: Path | None, slo: stats.Slo
+) -> dict[int, bool] | None:
+    """Per level, whether the benchmark met the SLO (stats.slo_met: a latency the result does not
+    carry is not met). With the run folder known, its result as tools.bench.results reads it (the
+    file, else rebuilt from the event); without, the file at the path the tool wrote, or None."""
     try:
-        points = json.loads(path.read_text())["points"]
-    except (OSError, ValueError, KeyError):
+        if run_path is not None:
+            result = of_event(event, run_path)
+        else:
+            result = load(str(event.get("path", "")))
+    except ResultError:
         return None
-    out = {}
-    for p in points:
-        met = (slo.ttft_p99_ms is None or p.get("p99_ttft_ms", 0) <= slo.ttft_p99_ms) and (
-            slo.tpot_p99_ms is None or p.get("p99_tpot_ms", 0) <= slo.tpot_p99_ms
-        )
-        out[int(p["max_concurrency"])] = bool(met) and not p.get("level_failed")
-    return out
+    return {
+        p.max_concurrency: stats.slo_met(p.model_dump(exclude_unset=True), slo)
+        for p in result.points
+    }

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
+from agent.brains.autopilot.reading import gated
 
 ORDER = ("cleanup", "baseline", "noise", "explore", "family", "validate", "report")
 STAGE = {
@@ -24,7 +25,7 @@ def plan(planner: Planner) -> dict[str, tuple[str, str]]:
     s, space = planner.settings, planner.space
     levels = ",".join(map(str, s.levels))
     screens = ",".join(map(str, s.screens()))
-    gates = [f for f in space.flags if planner.gated(f)]
+    gates = [f for f in space.flags if gated(space, f)]
     family = (
         f"Tune {', '.join(gates)} and its parameters on the levels where it comes closest to "
         "the best; find the crossover"
