@@ -6,7 +6,9 @@ previous one ends) and fills the same RequestRecord, so compute_point scores the
   httpx-scan     httpx, aiter_raw + the lean `choices` scan (is it httpx or the parsing?)
   aiohttp-lines  aiohttp, per-line json.loads (vLLM's `bench serve` way)
   aiohttp-scan   aiohttp, iter_any + the lean scan
-  raw            tools.bench.http: an asyncio Protocol with the lean scan (ours)
+  raw            tools.bench.http: an asyncio Protocol, httptools framing, the lean scan (ours)
+  raw-handparsed the same with the hand-written framing it had before httptools
+                 (client_handparsed.py; for the side-by-side figures only)
 """
 
 from __future__ import annotations
@@ -160,10 +162,20 @@ async def raw_level(url: str, bodies: list[bytes], c: int) -> LevelRun:
     return await run_level(target, requests, c, warmup=requests[:c])
 
 
+async def handparsed_level(url: str, bodies: list[bytes], c: int) -> LevelRun:
+    from client_handparsed import HandParsedTarget
+
+    base = Target.parse(url.rsplit("/v1/", 1)[0])
+    target = HandParsedTarget(base.scheme, base.host, base.port, base.prefix)
+    requests = [target.request("/v1/completions", b) for b in bodies]
+    return await run_level(target, requests, c, warmup=requests[:c])
+
+
 CANDIDATES: dict[str, Callable[[str, list[bytes], int], Awaitable[LevelRun]]] = {
     "httpx-lines": lambda u, b, c: httpx_level(u, b, c, scan=False),
     "httpx-scan": lambda u, b, c: httpx_level(u, b, c, scan=True),
     "aiohttp-lines": lambda u, b, c: aiohttp_level(u, b, c, scan=False),
     "aiohttp-scan": lambda u, b, c: aiohttp_level(u, b, c, scan=True),
     "raw": raw_level,
+    "raw-handparsed": handparsed_level,
 }

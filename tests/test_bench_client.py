@@ -61,7 +61,6 @@ async def test_errors_are_recorded_per_request_and_the_sweep_goes_on(fake: str) 
     for model, kind in (
         ("http500", "http_500"),
         ("html", "not_openai"),
-        ("nousage", "no_usage"),
         ("errorevent", "stream_error"),
         ("dropmid", "disconnect"),
     ):
@@ -70,6 +69,16 @@ async def test_errors_are_recorded_per_request_and_the_sweep_goes_on(fake: str) 
         for p in out.points:
             assert p["level_failed"] and p["failed"] == 6 and p["errors"] == {kind: 6}, model
         assert any("every request failed" in n for n in out.notes)
+
+
+async def test_a_stream_without_usage_is_measured_from_its_chunks_and_says_so(fake: str) -> None:
+    out = await run_sweep(spec(fake, "nousage", [2]))
+    p = out.points[0]
+    assert p["completed"] == 6 and not p["level_failed"] and p["usage_counted"] == 6
+    assert p["total_output_tokens"] == 48 and p["output_throughput"] > 0
+    assert p["total_input_tokens"] == 6 * 16  # the length sent: 16 words (no /tokenize here)
+    assert out.prompts["length"] == "words"
+    assert any(n.startswith("usage: counted from chunks at C=2") for n in out.notes)
 
 
 async def test_ideal_and_speculative_like_streams(fake: str) -> None:

@@ -54,12 +54,18 @@ def sse_response(n: int, tokens_per: int = 1, spaced: bool = False, crlf: bool =
     return SSE_HEAD + chunked(*(e.encode() for e in events))
 
 
-async def feed(response: bytes, cuts: list[int]) -> RequestRecord:
+def start(prompt_tokens: int = 0) -> tuple[StreamConn, RequestRecord, asyncio.Future[None]]:
+    """A connection on a fake transport with one request sent."""
     conn = StreamConn()
     conn.connection_made(FakeTransport())  # type: ignore[arg-type]
-    rec = RequestRecord()
+    rec = RequestRecord(prompt_tokens=prompt_tokens)
     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     conn.send(b"POST / HTTP/1.1\r\n\r\n", rec, fut)
+    return conn, rec, fut
+
+
+async def feed(response: bytes, cuts: list[int], prompt_tokens: int = 0) -> RequestRecord:
+    conn, rec, fut = start(prompt_tokens)
     pos = 0
     for cut in [*cuts, len(response)]:
         if cut > pos:
@@ -134,11 +140,82 @@ async def test_error_responses_become_kinds(response: bytes, kind: str, message:
     assert message in rec.error
 
 
-async def test_stream_without_usage_and_close_delimited_body() -> None:
+async def test_stream_without_usage_is_counted_from_its_text_chunks() -> None:
+    # llama-cpp-python's server: no usage message, a last chunk with no text and the finish reason
+    events = (
+        b'data: {"choices":[{"text":"a","finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"text":"b","finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"text":"","finish_reason":"length"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    rec = await feed(SSE_HEAD + chunked(events), [len(SSE_HEAD) + 30], prompt_tokens=64)
+    assert rec.success and rec.usage_counted
+    assert (rec.chunks, rec.output_tokens, rec.prompt_tokens) == (3, 2, 64)
+    chat = b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n' + (
+        b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' * 3
+    )
+    rec = await feed(SSE_HEAD + chunked(chat), [])
+    assert rec.success and rec.output_tokens == 3 and rec.prompt_tokens == 0
+
+
+async def test_a_usage_message_wins_over_the_sent_length() -> None:
+    rec = await feed(sse_response(3), [], prompt_tokens=64)
+    assert not rec.usage_counted and rec.prompt_tokens == 7
+
+
+async def test_a_body_delimited_by_the_close_ends_with_it() -> None:
     events = b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\n'
-    no_usage = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + events
-    rec = await feed(no_usage, [])  # no length, no chunking: the body ends when the server closes
-    assert rec.error_kind == "no_usage" and rec.chunks == 1
+    no_length = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + events
+    rec = await feed(no_length, [])  # no length, no chunking: the body ends when the server closes
+    assert rec.success and rec.chunks == 1 and rec.usage_counted
+
+
+async def test_the_final_crlf_in_its_own_read_belongs_to_the_response() -> None:
+    # llama-server: `0\r\n` then, a moment later, the last CRLF; the response is whole only then,
+    # and the connection stays usable (no stray bytes waiting for the next request)
+    response = sse_response(2)
+    conn, rec, fut = start()
+    conn.data_received(response[:-2])
+    assert not fut.done()
+    conn.data_received(response[-2:])
+    await fut
+    assert rec.success and not conn.closed
+    rec2, fut2 = RequestRecord(), asyncio.get_running_loop().create_future()
+    conn.send(b"POST / HTTP/1.1\r\n\r\n", rec2, fut2)
+    conn.data_received(sse_response(1))
+    await fut2
+    assert rec2.success and rec2.chunks == 1
+
+
+async def test_keep_alive_and_close_follow_the_response_headers() -> None:
+    close = sse_response(1).replace(b"chunked\r\n", b"chunked\r\nconnection: close\r\n", 1)
+    http10 = b"HTTP/1.0" + sse_response(1)[8:]
+    for response, closed in ((sse_response(1), False), (close, True), (http10, True)):
+        conn, rec, fut = start()
+        conn.data_received(response)
+        await fut
+        assert rec.success and conn.closed is closed
+
+
+async def test_bytes_after_a_whole_response_drop_the_connection() -> None:
+    for junk in (b"xyz", b"HTTP/1.1 200 OK\r\n"):  # in the same read
+        conn, rec, fut = start()
+        conn.data_received(sse_response(1) + junk)
+        await fut
+        assert rec.success and conn.closed
+    conn, rec, fut = start()
+    conn.data_received(sse_response(1))
+    await fut
+    conn.data_received(b"\r\n")  # junk while idle: the next request takes a fresh connection
+    assert conn.closed
+
+
+async def test_a_stream_that_ended_with_done_survives_a_close_before_the_last_bytes() -> None:
+    response = sse_response(2)
+    rec = await feed(response[:-5], [])  # closed before `0\r\n\r\n`
+    assert rec.success and rec.output_tokens == 2
+    rec = await feed(response[: len(SSE_HEAD) + 40], [])  # closed mid-stream
+    assert rec.error_kind == "disconnect"
 
 
 def test_target_parsing() -> None:

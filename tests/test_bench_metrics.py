@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tools.bench.metrics import compute_point, mean_std, percentile
+from tools.bench.metrics import compute_point, level_failed, mean_std, percentile
 from tools.bench.request_record import RequestRecord
 
 
@@ -88,7 +88,7 @@ def test_point_matches_vllm_on_random_timings() -> None:
         assert point[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
     assert point["failed"] == 2 and point["num_prompts"] == 62
     assert point["errors"] == {"disconnect": 1, "http_500": 1}
-    assert not point["level_failed"]
+    assert point["level_failed"]  # 2 of 62 (3 %) failed: more than 1 %, a failed measurement
 
 
 def test_multi_token_chunks_give_tpot_per_token_and_itl_per_chunk() -> None:
@@ -155,3 +155,17 @@ def test_client_cpu_per_chunk() -> None:
     point = compute_point(records, duration=2.0, level=2, max_tokens=100, cpu_seconds=0.002)
     assert point["client_cpu_us_per_chunk"] == pytest.approx(10.0)
     assert point["client_cpu_percent"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("ok", "bad", "verdict"),
+    [(100, 1, False), (99, 1, False), (98, 2, True), (297, 3, False), (10, 1, True), (0, 0, True)],
+)
+def test_a_level_fails_when_more_than_one_percent_of_its_requests_fail(
+    ok: int, bad: int, verdict: bool
+) -> None:
+    records = [rec(i * 0.01, 0.05, [0.01] * 3, out=4) for i in range(ok)]
+    records += [failed(float(i)) for i in range(bad)]
+    point = compute_point(records, duration=2.0, level=4, max_tokens=4)
+    assert point["level_failed"] is verdict
+    assert level_failed(ok, bad) is verdict

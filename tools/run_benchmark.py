@@ -1,7 +1,13 @@
 """run_benchmark: sweep a running server (by name) or a URL over concurrency levels.
 
 The result JSON goes to the run's results/<id>.json, a line to the ledger (<runs-dir>/ledger.jsonl)
-and a `benchmark` event to the run's log; the model gets a compact table and the file's path.
+and a `benchmark` event to the run's log; the model gets a compact table and the file's path. A
+result whose every level failed is saved too, and answered as an error with the reason.
+
+Each call sends prompts no earlier call sent: the prompt seed comes from the config's seed, the
+run, the event the call follows and the result id - the same in a replay of the run's log (which
+sends nothing), different after a resume (later events). The server's engine profile adds its
+request fields (llama.cpp: cache_prompt false) and names its tokenizer endpoint.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
+from tools.bench.random_prompts import sweep_seed
 from tools.bench.remote import run_remote
 from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.bench.sweep import (
@@ -25,6 +32,7 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.benchmark_outcome import BenchProgress, record
+from tools.servers.profiles import ENGINES, Engine, ProfileError, engine_for
 
 MAX_LEVEL = 4096
 
@@ -79,6 +87,7 @@ class RunBenchmark(Tool):
         label = inp.label or server.name or "url"
         results_dir = ctx.run.path / "results"
         result_id = results.new_id(results_dir, label)
+        prompt_seed = sweep_seed(bench.seed, ctx.run.id, ctx.run.state.last_seq, result_id)
         client = ClientInfo(where="controller")
         observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
@@ -92,13 +101,21 @@ class RunBenchmark(Tool):
                     remote_command=bench.remote_command,
                 )
                 outcome = await self._remote(
-                    ctx, server, host_name, workload, levels, result_id, observer
+                    ctx, server, host_name, workload, levels, result_id, observer, prompt_seed
                 )
             else:
                 server.url = await self._reach(ctx, server, host_name, inp.url)
                 if host_name and not _is_local(ctx, host_name):
                     client.where = "forward" if bench.client == "forward" else "controller"
-                spec = SweepSpec(url=server.url, levels=levels, workload=workload)
+                engine = _engine(ctx, server)
+                spec = SweepSpec(
+                    url=server.url,
+                    levels=levels,
+                    workload=workload,
+                    prompt_seed=prompt_seed,
+                    extra_body=engine.extra_body if engine else None,
+                    tokenize_path=engine.tokenize_path if engine else "/tokenize",
+                )
                 client.connect_timeout_s, client.stall_timeout_s = (
                     spec.connect_timeout_s,
                     spec.stall_timeout_s,
@@ -121,9 +138,13 @@ class RunBenchmark(Tool):
             interrupted=outcome.interrupted,
             notes=outcome.notes,
         )
+        result.prompts = outcome.prompts
         text, data = record(ctx, result, results_dir)
         if outcome.interrupted:
             raise asyncio.CancelledError  # saved; now let the interruption go on
+        if result.failed:  # nothing was measured: not a result to compare or recommend
+            reason = f"benchmark failed at every level: {result.failure_reason()}"
+            return ToolResult(text=f"{reason}\n{text}", is_error=True, data=data)
         return ToolResult(text=text, data=data)
 
     # --- where the server is ---------------------------------------------------------------------
@@ -197,6 +218,7 @@ class RunBenchmark(Tool):
         levels: list[int],
         tag: str,
         observer: Observer,
+        prompt_seed: int,
     ) -> SweepOutcome:
         bench = ctx.config.bench
         if not bench.remote_command:
@@ -225,10 +247,22 @@ class RunBenchmark(Tool):
             workload.input_len,
             workload.max_tokens,
             workload.requests_per_level,
-            workload.seed,
+            prompt_seed,
             tag,
             observer=observer,
         )
+
+
+def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:
+    """The engine profile of a server started in this run; None for a bare URL."""
+    if server.name is None:
+        return None
+    try:
+        if server.name == ctx.config.server.name:
+            return engine_for(ctx.config)
+    except ProfileError:
+        pass
+    return ENGINES.get(server.engine or "")
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

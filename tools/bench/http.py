@@ -2,9 +2,11 @@
 
 Why not httpx or aiohttp: at C=250 a server streams ~25,000 SSE messages a second, and a client
 that parses each with json.loads behind a generic stream iterator spends ~100-200 us of CPU on
-every one (docs/benchmark.md has the figures). Here a socket read costs one callback: the chunked
-framing is cut with bytes.find, `choices` messages are counted with bytes.count on the complete
-events, and only the one usage message of a request (or an error) is parsed, with orjson.
+every one (docs/benchmark.md has the figures). Here a socket read costs one callback: the HTTP
+framing is llhttp's (httptools, the parser of Node.js and uvicorn: servers nobody here wrote
+split, close and keep alive in ways a hand-written parser keeps missing), `choices` messages are
+counted with bytes.count on the complete events, and only the one usage message of a request (or
+an error) is parsed, with orjson.
 
 One connection carries one request at a time (keep-alive between requests), so C connections
 are C requests in flight and nothing queues inside the client.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from urllib.parse import urlsplit
 
+import httptools
 import orjson
 
 from tools.bench.diagnose import error_message, no_choices
@@ -28,9 +31,21 @@ from tools.bench.request_record import RequestRecord
 _CHOICES = b'"choices":[{'
 _CHOICES_SP = b'"choices": [{'
 _USAGE = (b'"usage":{', b'"usage": {')
+# A `choices` message that carries no text (a chat role chunk, llama-cpp-python's last chunk with
+# the finish reason): not a token when the tokens are counted from the chunks.
+_EMPTY = (
+    b'"text":""',
+    b'"content":""',
+    b'"content":null',
+    b'"delta":{}',
+    b'"text": ""',
+    b'"content": ""',
+    b'"content": null',
+    b'"delta": {}',
+)
+_DONE = b"data: [DONE]"
 _ERROR_BODY_KEEP = 2048
-
-HEAD, CHUNKED, LENGTH, UNTIL_CLOSE, IDLE = range(5)
+_HEADERS_MAX = 65536
 
 
 class BadURL(ValueError):
@@ -88,23 +103,34 @@ class Target:
 
 
 class StreamConn(asyncio.Protocol):
-    """One keep-alive connection; `send` one request, await the future it is given."""
+    """One keep-alive connection; `send` one request, await the future it is given.
+
+    httptools calls back while `feed_data` runs; the callbacks only collect (header fields,
+    body pieces, the end of the message), and the SSE scan runs once per socket read after it.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.rec: RequestRecord | None = None
         self.fut: asyncio.Future[None] | None = None
-        self.state = IDLE
         self.last_rx = 0.0
         self.requests = 0  # sent on this connection so far
         self.answered = False  # any byte of the current response received
-        # per request (reset by send)
-        self.head = bytearray()
-        self.raw = b""  # chunked framing not yet cut
-        self.sse = b""  # SSE text after the last complete event
+        self.server_closed = False  # the server ended the connection (EOF or reset), not we
+        self._reset()
+
+    def _reset(self) -> None:
+        """The per-response state; a fresh llhttp parser for each response."""
+        self.parser = httptools.HttpResponseParser(self)
+        self.pieces: list[bytes] = []  # body bytes of the current read, before the SSE scan
+        self.headers_done = self.complete = self.extra = False
+        self.framed = False  # a Content-Length or chunked body (else: until the server closes)
         self.status, self.ctype, self.keep_alive = 0, "", True
-        self.remaining, self.last_t, self.crlf = 0, 0.0, False
+        self.first = b""  # the response's first bytes, for the message when it is not HTTP
+        self.head_rx = 0  # bytes received before the end of the headers
+        self.sse = b""  # SSE text after the last complete event
+        self.last_t, self.crlf, self.done_seen, self.empty = 0.0, False, False, 0
         self.usage_event = b""
         self.other_event = b""
         self.error_body = bytearray()
@@ -114,58 +140,77 @@ class StreamConn(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.server_closed = not self.closed  # not our own close()
         self.closed = True
-        if self.rec is not None:
-            if self.state == UNTIL_CLOSE:
-                self._finish()
-            else:
-                self._abort("disconnect", f"server closed the connection ({exc or 'EOF'})")
+        if self.rec is None:
+            return
+        if self.headers_done and (not self.framed or self.done_seen):
+            # a body delimited by the close, or a stream that ended with `data: [DONE]` and lost
+            # only its last framing bytes: the response is whole
+            self._finish()
+        else:
+            self._abort("disconnect", f"server closed the connection ({exc or 'EOF'})")
 
     def data_received(self, data: bytes) -> None:
         t = perf_counter()
         self.last_rx = t
         if self.rec is None:
-            return  # bytes after a finished response (or after an abort): ignore
-        if self.state == HEAD:
-            self.answered = True
-            self.head += data
-            end = self.head.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.head) > 65536:
-                    self._abort("bad_response", "response headers over 64 KiB")
+            # bytes nobody asked for (after a complete response or an abort): this connection's
+            # framing can no longer be trusted, so the next request takes a fresh one
+            self.close()
+            return
+        if not self.answered:
+            self.answered, self.first = True, data[:80]
+        if not self.headers_done:
+            self.head_rx += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as err:
+            if not self.complete:
+                self._abort("bad_response", self._parser_error(err))
                 return
-            data = bytes(self.head[end + 4 :])
-            if not self._parse_head(bytes(self.head[:end])):
+            self.extra = True  # junk after a whole response: answer it, then drop the socket
+        if self.pieces:
+            self._scan(t)
+            if self.rec is None:  # the scan gave up on the response
                 return
-            if not data:
-                if self.state == LENGTH and self.remaining == 0:
-                    self._finish()
-                return
-        if self.state == CHUNKED:
-            self._chunked(data, t)
-        elif self.state == LENGTH:
-            if len(data) >= self.remaining:
-                data = data[: self.remaining]
-                self.remaining = 0
-                self._body(data, t)
-                self._finish()
-            else:
-                self.remaining -= len(data)
-                self._body(data, t)
-        elif self.state == UNTIL_CLOSE:
-            self._body(data, t)
+        if self.complete:
+            self._finish()
+        elif not self.headers_done and self.head_rx > _HEADERS_MAX:
+            self._abort("bad_response", "response headers over 64 KiB")
+
+    # --- httptools callbacks (they only collect) -----------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.extra = True  # a second response on one request
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lower = name.lower()
+        if lower == b"content-type":
+            self.ctype = value.decode("latin-1").lower()
+        elif lower in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        if self.complete:
+            return
+        self.headers_done = True
+        self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once complete
+
+    def on_body(self, body: bytes) -> None:
+        if not self.complete:
+            self.pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
 
     # --- one request ---------------------------------------------------------------------------
     def send(self, request: bytes, rec: RequestRecord, fut: asyncio.Future[None]) -> None:
         self.rec, self.fut = rec, fut
         self.requests += 1
         self.answered = False
-        self.state, self.head, self.raw, self.sse = HEAD, bytearray(), b"", b""
-        self.status, self.ctype, self.keep_alive = 0, "", True
-        self.remaining, self.last_t, self.crlf = 0, 0.0, False
-        self.usage_event = b""
-        self.other_event = b""
-        self.error_body = bytearray()
+        self._reset()
         assert self.transport is not None
         rec.start = self.last_rx = perf_counter()
         self.transport.write(request)
@@ -176,78 +221,22 @@ class StreamConn(asyncio.Protocol):
             self._abort(kind, message)
 
     def close(self) -> None:
-        if self.transport is not None and not self.closed:
+        was_open, self.closed = not self.closed, True  # before connection_lost can run
+        if was_open and self.transport is not None:
             self.transport.close()
-        self.closed = True
 
-    # --- parsing -------------------------------------------------------------------------------
-    def _parse_head(self, head: bytes) -> bool:
-        lines = head.split(b"\r\n")
-        status_line = lines[0].split(None, 2)
-        if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/"):
-            self._abort("bad_response", f"not an HTTP response: {lines[0][:80]!r}")
-            return False
-        try:
-            self.status = int(status_line[1])
-        except ValueError:
-            self._abort("bad_response", f"bad status line: {lines[0][:80]!r}")
-            return False
-        self.keep_alive = status_line[0] == b"HTTP/1.1"
-        chunked, length = False, -1
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name, value = name.strip().lower(), value.strip()
-            if name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"content-length":
-                length = int(value) if value.isdigit() else -1
-            elif name == b"connection":
-                self.keep_alive = value.lower() != b"close"
-            elif name == b"content-type":
-                self.ctype = value.decode("latin-1").lower()
-        if chunked:
-            self.state = CHUNKED
-        elif length >= 0:
-            self.state, self.remaining = LENGTH, length
-        else:
-            self.state, self.keep_alive = UNTIL_CLOSE, False
-        return True
-
-    def _chunked(self, data: bytes, t: float) -> None:
-        raw = self.raw + data if self.raw else data
-        pos, n = 0, len(raw)
-        while pos < n:
-            eol = raw.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            size_field = raw[pos:eol].split(b";", 1)[0]
-            try:
-                size = int(size_field, 16)
-            except ValueError:
-                self._abort("bad_response", f"bad chunk size {size_field[:20]!r}")
-                return
-            if size == 0:  # last chunk; trailers (none in practice) are not needed
-                self.raw = b""
-                self._finish()
-                return
-            start, end = eol + 2, eol + 2 + size
-            if end + 2 > n:
-                break  # the chunk is not complete yet
-            self._body(raw[start:end], t)
-            if self.rec is None:  # the body handler gave up
-                return
-            pos = end + 2
-        self.raw = raw[pos:]
-
-    def _body(self, payload: bytes, t: float) -> None:
+    # --- the SSE scan --------------------------------------------------------------------------
+    def _scan(self, t: float) -> None:
+        payload = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+        self.pieces = []
         if self.status != 200:
             if len(self.error_body) < _ERROR_BODY_KEEP:
                 self.error_body += payload[: _ERROR_BODY_KEEP - len(self.error_body)]
             return
-        if self.crlf or (not self.sse and b"\r\n" in payload):
-            self.crlf = True
-            payload = payload.replace(b"\r\n", b"\n")
         buf = self.sse + payload if self.sse else payload
+        if self.crlf or b"\r" in payload:  # CRLF events; a CR at the end waits for its LF
+            self.crlf = True
+            buf = buf.replace(b"\r\n", b"\n")
         end = buf.rfind(b"\n\n")
         if end < 0:
             self.sse = buf
@@ -267,15 +256,19 @@ class StreamConn(asyncio.Protocol):
                 rec.itl.extend([0.0] * (n - 1))
             rec.chunks += n
             self.last_t = t
+            if b'""' in events or b"{}" in events or b't":null' in events or b't": null' in events:
+                self.empty += sum(events.count(e) for e in _EMPTY)
         if _USAGE[0] in events or _USAGE[1] in events:
             self.usage_event = events
         elif not n and not self.other_event:
             self.other_event = events[:4096]  # for the diagnosis when no choices ever come
+        if _DONE in events:
+            self.done_seen = True
 
     def _finish(self) -> None:
         rec, fut = self.rec, self.fut
         assert rec is not None and fut is not None
-        self.rec, self.fut, self.state = None, None, IDLE
+        self.rec, self.fut = None, None
         rec.end = perf_counter()
         if self.status != 200:
             rec.fail(f"http_{self.status}", error_message(bytes(self.error_body)) or "(no body)")
@@ -287,7 +280,7 @@ class StreamConn(asyncio.Protocol):
                 self._usage(rec)
             else:
                 rec.fail(*no_choices(self.other_event, self.ctype))
-        if not self.keep_alive:
+        if not self.keep_alive or self.extra:
             self.close()
         if not fut.done():
             fut.set_result(None)
@@ -295,9 +288,7 @@ class StreamConn(asyncio.Protocol):
     def _usage(self, rec: RequestRecord) -> None:
         events = self.usage_event
         if not events:
-            rec.fail(
-                "no_usage", "the stream had no usage message (stream_options.include_usage ignored)"
-            )
+            self._count_from_chunks(rec)
             return
         at = max(events.rfind(_USAGE[0]), events.rfind(_USAGE[1]))
         start = events.rfind(b"data:", 0, at)
@@ -306,14 +297,23 @@ class StreamConn(asyncio.Protocol):
         try:
             usage = orjson.loads(line)["usage"]
             rec.output_tokens = int(usage.get("completion_tokens") or 0)
-            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            rec.prompt_tokens = int(usage.get("prompt_tokens") or 0) or rec.prompt_tokens
             rec.success = True
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             rec.fail("bad_response", f"unparsable usage message: {line[:120]!r}")
 
+    def _count_from_chunks(self, rec: RequestRecord) -> None:
+        """No usage message (llama-cpp-python's server ignores include_usage): one `choices`
+        message with text is taken as one token; the prompt keeps the length it was sent with."""
+        tokens = rec.chunks - self.empty
+        if tokens <= 0:
+            rec.fail("no_usage", "the stream had no usage message and no text to count")
+            return
+        rec.output_tokens, rec.usage_counted, rec.success = tokens, True, True
+
     def _abort(self, kind: str, message: str) -> None:
         rec, fut = self.rec, self.fut
-        self.rec, self.fut, self.state = None, None, IDLE
+        self.rec, self.fut = None, None
         if rec is not None:
             rec.end = perf_counter()
             if rec.chunks:
@@ -322,3 +322,8 @@ class StreamConn(asyncio.Protocol):
         self.close()
         if fut is not None and not fut.done():
             fut.set_result(None)
+
+    def _parser_error(self, err: Exception) -> str:
+        if not self.first.startswith(b"HTTP/"):
+            return f"not an HTTP response: {self.first!r}"
+        return f"bad HTTP response ({err})"

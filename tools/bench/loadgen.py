@@ -4,6 +4,11 @@ as the previous one finished, so exactly C requests are in flight (request rate 
 Connections are opened and warm-up requests sent before the clock starts: TCP (and TLS) set-up
 is not part of any request's TTFT. A watchdog fails a request that received nothing for
 `stall_s` seconds, so a hung server cannot hang the sweep.
+
+Keep-alive: a connection is reused while the server keeps it open. A server that says Keep-Alive
+and closes anyway after each response (llama.cpp's llama-server) races the next request: a
+request the server closed on before answering is sent once more on a fresh connection, and once
+the server has shown it closes, every request of the level takes a fresh connection.
 """
 
 from __future__ import annotations
@@ -78,9 +83,11 @@ async def run_level(
     stall_s: float = 300.0,
     ready: asyncio.Event | None = None,
     go: asyncio.Event | None = None,
+    prompt_tokens: int = 0,
 ) -> LevelRun:
     """Send `requests` with `concurrency` in flight; `ready`/`go` let a parent start shards
-    together (set `ready` once connected and warmed up, then wait for `go`)."""
+    together (set `ready` once connected and warmed up, then wait for `go`). `prompt_tokens`:
+    each prompt's expected length, kept when the server reports no usage."""
     run = out if out is not None else LevelRun()
     workers = max(1, min(concurrency, len(requests)))
     conns, _ = await open_connections(target, workers, connect_timeout)
@@ -92,8 +99,9 @@ async def run_level(
             ready.set()
         if go is not None:
             await go.wait()
-        run.records = [RequestRecord() for _ in requests]
+        run.records = [RequestRecord(prompt_tokens=prompt_tokens) for _ in requests]
         order = iter(range(len(requests)))
+        reuse = _Reuse()
         cpu0 = time.process_time()
 
         def tick() -> None:
@@ -104,7 +112,7 @@ async def run_level(
         try:
             await asyncio.gather(
                 *(
-                    _worker(target, conns, w, requests, run.records, order, tick, connect_timeout)
+                    _worker(target, conns, w, requests, run, order, tick, connect_timeout, reuse)
                     for w in range(workers)
                 )
             )
@@ -119,21 +127,34 @@ async def run_level(
     return run
 
 
+@dataclass
+class _Reuse:
+    """Whether connections outlive a response on this server (learnt during the level)."""
+
+    keep: bool = True
+
+
 async def _worker(
     target: Target,
     conns: list[StreamConn | None],
     w: int,
     requests: list[bytes],
-    records: list[RequestRecord],
+    run: LevelRun,
     order: Iterator[int],
     tick: Callable[[], None],
     connect_timeout: float,
+    reuse: _Reuse,
 ) -> None:
     loop = asyncio.get_running_loop()
+    records = run.records
     free_since = perf_counter()
     for i in order:  # shared by the workers: whoever is free takes the next request
         rec = records[i]
         conn = conns[w]
+        if conn is not None and conn.requests and (conn.server_closed or not reuse.keep):
+            reuse.keep = False  # it closes connections after a response: one per request
+            conn.close()
+            conn = None
         if conn is None or conn.closed:
             try:
                 conn = conns[w] = await target.connect(connect_timeout)
@@ -151,7 +172,8 @@ async def _worker(
         await fut
         if rec.error_kind == "disconnect" and not conn.answered and conn.requests > 1:
             # the server closed an idle keep-alive connection as we sent: once more, fresh
-            rec = records[i] = RequestRecord()
+            reuse.keep = False
+            rec = records[i] = RequestRecord(prompt_tokens=rec.prompt_tokens)
             try:
                 conn = conns[w] = await target.connect(connect_timeout)
                 fut = loop.create_future()

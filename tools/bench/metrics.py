@@ -11,7 +11,9 @@ Formulas (shared/reference/serving.md, vllm/benchmarks/serve.py `calculate_metri
 - max_output_tokens_per_s / max_concurrent_requests: vLLM's one-second buckets; like vLLM it
   counts streamed messages, not tokens, in the buckets.
 Ours on top: achieved_concurrency = sum(e2el) / dur (Little's law), early_eos, errors by kind,
-client CPU, chunks and tokens per chunk.
+client CPU, chunks and tokens per chunk, usage_counted (successes whose tokens were counted from
+the chunks: the server sent no usage message), and the verdict level_failed: more than
+FAILED_SHARE of the requests failed (a level that lost requests measured a different load).
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from tools.bench.request_record import RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
+FAILED_SHARE = 0.01  # a level where more than this share of the requests failed: failed
+
+
+def level_failed(completed: int, failed: int) -> bool:
+    """The level's verdict: nothing completed, or more than FAILED_SHARE of it failed."""
+    return completed == 0 or failed > FAILED_SHARE * (completed + failed)
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
@@ -140,7 +148,8 @@ def compute_point(
             "early_eos": sum(1 for n in out_lens if n < max_tokens),
             "errors": dict(sorted(errors.items())),
             "error_samples": samples,
-            "level_failed": not ok,
+            "level_failed": level_failed(len(ok), len(records) - len(ok)),
+            "usage_counted": sum(1 for r in ok if r.usage_counted),
             "chunks": chunks,
             "tokens_per_chunk": total_out / chunks if chunks else 0.0,
             "mean_queue_ms": (math.fsum(r.queue_time for r in records) / len(records) * 1000)

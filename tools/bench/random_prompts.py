@@ -1,14 +1,17 @@
 """Prompts of a given token length without a tokenizer, and the request bodies that carry them.
 
-Each prompt is `input_len` common English words, each with a leading space. Such words are one
-token in the BPE vocabularies of Llama, Qwen, Mistral, GPT and DeepSeek models, so the server's
-own count (usage.prompt_tokens, which is what the metrics use) lands within a few tokens of the
-target (chat templates add their own). Prompts are drawn from a seeded generator and differ from
-one request to the next from the first word on, so a prefix cache cannot serve them.
+Each prompt is a number of common English words, each with a leading space. Such words are one
+token in the BPE vocabularies of Llama, Qwen, Mistral, GPT and DeepSeek models, so `input_len`
+words land near `input_len` tokens; where the server can tokenize, tools/bench/prompt_length.py
+scales the word count so they land within a few % on any vocabulary. Prompts are drawn from a
+seeded generator and differ from one request to the next from the first word on, so a prefix
+cache cannot serve them - and each sweep draws from its own seed (`sweep_seed`), so no sweep
+re-sends what an earlier one sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any, Literal
 
@@ -146,8 +149,21 @@ _WORDS = [
 ]
 
 
-def make_prompt(rng: random.Random, input_len: int) -> str:
-    return "".join(" " + rng.choice(_WORDS) for _ in range(input_len)).lstrip()
+def make_prompt(rng: random.Random, words: int) -> str:
+    return "".join(" " + rng.choice(_WORDS) for _ in range(words)).lstrip()
+
+
+def sweep_seed(*parts: object) -> int:
+    """A prompt seed for one sweep from what makes it unique (the run, the call, the result id):
+    the same parts give the same prompts, any other parts prompts no earlier sweep sent."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=6).digest()
+    return int.from_bytes(digest, "big")
+
+
+def level_seed(prompt_seed: int, level: int, part: Literal["measured", "warmup"]) -> str:
+    """The generator seed of one level's measured or warm-up prompts (random.Random hashes a
+    str seed with SHA-512: the same on every machine and Python run)."""
+    return f"{prompt_seed}/{level}/{part}"
 
 
 def request_body(
@@ -182,19 +198,21 @@ def request_body(
 
 def bodies(
     n: int,
-    seed: int,
+    seed: int | str,
     model: str,
-    input_len: int,
+    words: int,
     max_tokens: int,
     endpoint: Endpoint = "completions",
     ignore_eos: bool = True,
     temperature: float = 0.0,
+    extra: dict[str, Any] | None = None,
 ) -> list[bytes]:
-    """n request bodies, the same for the same seed (one generator per level keeps levels apart)."""
+    """n request bodies of `words`-word prompts, the same for the same seed (one generator per
+    level keeps levels apart); `extra` fields go into every body (e.g. cache_prompt: false)."""
     rng = random.Random(seed)
     return [
         request_body(
-            model, make_prompt(rng, input_len), max_tokens, endpoint, ignore_eos, temperature
+            model, make_prompt(rng, words), max_tokens, endpoint, ignore_eos, temperature, extra
         )
         for _ in range(n)
     ]

@@ -14,13 +14,14 @@ class RequestRecord:
     ttft: float = 0.0  # first message with non-empty `choices` - start (0 when none came)
     latency: float = 0.0  # last `choices` message - start (the usage-only chunk excluded)
     itl: list[float] = field(default_factory=list)  # gaps between consecutive `choices` messages
-    output_tokens: int = 0  # usage.completion_tokens
-    prompt_tokens: int = 0  # usage.prompt_tokens
+    output_tokens: int = 0  # usage.completion_tokens (or the text chunks, see usage_counted)
+    prompt_tokens: int = 0  # usage.prompt_tokens; before the response: the length it was sent at
     chunks: int = 0  # messages with non-empty `choices`
     success: bool = False
     error_kind: str = ""  # e.g. "http_500", "connect", "no_usage"; "" when success
     error: str = ""  # one line, for the first few failures of a kind
     queue_time: float = 0.0  # time between a worker becoming free and sending (client queue)
+    usage_counted: bool = False  # no usage message: tokens counted from the chunks
 
     def fail(self, kind: str, message: str) -> None:
         self.success = False
@@ -42,6 +43,7 @@ class RequestRecord:
             self.error_kind,
             self.error,
             self.queue_time,
+            self.usage_counted,
         ]
 
     @classmethod

@@ -3,7 +3,8 @@
 A Point is one concurrency level with vLLM `bench serve`'s flat keys (a vLLM user reads
 `output_throughput`, `mean_ttft_ms`, `p99_itl_ms`, `max_concurrency` as they know them) plus ours.
 Where a vLLM key exists its meaning is vLLM's: `failed` is the number of failed requests; the
-level's verdict is `level_failed`. `errors` is {kind: count} (vLLM keeps one string per request).
+level's verdict is `level_failed` (more than 1 % of the requests failed: tools/bench/metrics.py).
+`errors` is {kind: count} (vLLM keeps one string per request).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class Point(BaseModel):
     client_cpu_percent: float | None = None
     early_eos: int = 0
     errors: dict[str, int] = {}
+    usage_counted: int = 0  # successes without a usage message: tokens counted from the chunks
     level_failed: bool = False
     interrupted: bool = False  # Ctrl-C during this level: the requests that finished
 
@@ -106,10 +108,37 @@ class BenchResult(BaseModel):
     points: list[Point]  # one per level measured (a failed level is kept, marked level_failed)
     interrupted: bool = False  # stopped before every level was measured
     notes: list[str] = []
+    # how the prompts were made: seed, length ("tokenizer" | "words"), words, expected_tokens,
+    # length_detail, extra_body (tools/bench/sweep.py); {} in results from before it existed
+    prompts: dict[str, Any] = {}
 
     def summary(self) -> dict[str, float]:
-        """{"<level>": output_throughput} - the `benchmark` event's summary."""
-        return {str(p.max_concurrency): round(p.output_throughput, 2) for p in self.points}
+        """{"<level>": output_throughput} - the `benchmark` event's summary; a failed level is 0
+        (whatever its successes streamed), as every reader of a summary counts it."""
+        return {
+            str(p.max_concurrency): 0.0 if p.level_failed else round(p.output_throughput, 2)
+            for p in self.points
+        }
+
+    @property
+    def failed(self) -> bool:
+        """Nothing measured: every level failed (an interrupted result is not a failure)."""
+        return bool(self.points) and all(p.level_failed for p in self.points)
+
+    def failure_reason(self) -> str:
+        """One line: why every level failed, from the commonest error kind's sample message."""
+        counts: dict[str, int] = {}
+        sample: dict[str, str] = {}
+        for p in self.points:
+            for kind, n in p.errors.items():
+                counts[kind] = counts.get(kind, 0) + n
+            for kind, text in (getattr(p, "error_samples", None) or {}).items():
+                sample.setdefault(kind, str(text))
+        if not counts:
+            return "no request completed"
+        kind = max(counts, key=lambda k: counts[k])
+        total = sum(p.num_prompts for p in self.points)
+        return f"{counts[kind]} of {total} requests failed with {kind}: {sample.get(kind, '')}"
 
     def point(self, level: int) -> Point | None:
         return next((p for p in self.points if p.max_concurrency == level), None)

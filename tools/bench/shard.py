@@ -24,7 +24,7 @@ import orjson
 
 from tools.bench.http import Target
 from tools.bench.loadgen import LevelRun, run_level
-from tools.bench.random_prompts import PATHS, bodies
+from tools.bench.random_prompts import PATHS, bodies, level_seed
 from tools.bench.request_record import RequestRecord
 
 _LIMIT = 1 << 30  # a level's records (every ITL of every request) come back in one line
@@ -44,15 +44,20 @@ def level_requests(
     path = PATHS[spec["endpoint"]]
     make = [
         spec["model"],
-        spec["input_len"],
+        spec["words"],
         spec["max_tokens"],
         spec["endpoint"],
         spec["ignore_eos"],
         spec["temperature"],
+        spec["extra_body"],
     ]
-    measured = bodies(spec["num_prompts"], spec["seed"], *make)[shard::shards]
-    warm = bodies(spec["warmup"], spec["seed"] + 7919, *make)[shard::shards]  # other prompts
-    return [target.request(path, b) for b in measured], [target.request(path, b) for b in warm]
+    seed, level = spec["seed"], spec["level"]
+    measured = bodies(spec["num_prompts"], level_seed(seed, level, "measured"), *make)
+    warm = bodies(spec["warmup"], level_seed(seed, level, "warmup"), *make)
+    return (
+        [target.request(path, b) for b in measured[shard::shards]],
+        [target.request(path, b) for b in warm[shard::shards]],
+    )
 
 
 class ShardPool:
@@ -216,6 +221,7 @@ async def _child_level(
             out=run,
             connect_timeout=spec["connect_timeout"],
             stall_s=spec["stall_s"],
+            prompt_tokens=spec["prompt_tokens"],
             ready=ready,
             go=go,
         )

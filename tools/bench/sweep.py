@@ -2,9 +2,14 @@
 
 Before the first level the server is checked (reachable within the connect timeout, the model
 name from /v1/models when none is given), so a wrong URL is one clear error, not a level of
-failures. A level where every request failed is kept, marked `level_failed`. On cancellation
-(Ctrl-C) the requests of the current level that finished become a point marked `interrupted`
-and the sweep returns what it has, with `interrupted` set.
+failures, and the prompt length is calibrated where the server can tokenize (prompt_length.py).
+A level where more than 1 % of the requests failed is kept, marked `level_failed`. On
+cancellation (Ctrl-C) the requests of the current level that finished become a point marked
+`interrupted` and the sweep returns what it has, with `interrupted` set.
+
+Prompts: each level draws from `prompt_seed` (default: the workload's seed); a caller that
+sweeps one server more than once gives each sweep its own (random_prompts.sweep_seed), or the
+server's prefix cache answers the repeats.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import httpx
 
 from tools.bench.http import BadURL, Target
 from tools.bench.loadgen import LevelRun, connect_error, run_level
-from tools.bench.metrics import DEFAULT_PERCENTILES, compute_point
+from tools.bench.metrics import DEFAULT_PERCENTILES, FAILED_SHARE, compute_point
+from tools.bench.prompt_length import PromptLength, calibrate
 from tools.bench.schema import Workload
 from tools.bench.shard import ShardError, ShardPool, level_requests
 from tools.bench.timescale import server_time_scale, to_model_time
@@ -52,6 +58,9 @@ class SweepSpec:
     stall_timeout_s: float = 300.0
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     slo_ms: dict[str, float] | None = None
+    prompt_seed: int | None = None  # None: the workload's seed (the same prompts every time)
+    extra_body: dict[str, Any] | None = None  # fields added to every request, e.g. cache_prompt
+    tokenize_path: str | None = "/tokenize"  # None: one token per word, no calibration
 
 
 @dataclass
@@ -61,6 +70,7 @@ class SweepOutcome:
     interrupted: bool = False
     processes: int = 1
     notes: list[str] = field(default_factory=list)
+    prompts: dict[str, Any] = field(default_factory=dict)  # how the prompts were made
 
 
 def requests_for(level: int, workload: Workload) -> int:
@@ -111,9 +121,14 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
     scale = await server_time_scale(spec.url)
     wl = spec.workload.model_copy(update={"model": model})
+    length = await calibrate(
+        Target.parse(spec.url).url, model, wl.input_len, spec.tokenize_path, spec.connect_timeout_s
+    )
     auto = spec.processes is None
     procs = 1 if auto else int(spec.processes or 0)
     outcome = SweepOutcome(model=model, processes=procs)
+    seed = wl.seed if spec.prompt_seed is None else spec.prompt_seed
+    outcome.prompts = {"seed": seed, **length.info(), "extra_body": spec.extra_body or {}}
     if scale != 1.0:
         outcome.notes.append(
             f"the server runs {scale:g}x faster than the box it models (a "
@@ -131,7 +146,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             n = requests_for(level, wl)
             obs.level_start(level, n)
             run = LevelRun()
-            job = _job(spec, wl, level, n)
+            job = _job(spec, wl, level, n, seed, length)
             try:
                 if pool is not None:
                     await pool.run_level(job, functools.partial(obs.progress, level), run)
@@ -146,6 +161,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                         progress=functools.partial(obs.progress, level),
                         connect_timeout=spec.connect_timeout_s,
                         stall_s=spec.stall_timeout_s,
+                        prompt_tokens=length.tokens,
                     )
             except asyncio.CancelledError:
                 done = [r for r in run.done if r.error_kind != "cancelled"]
@@ -187,22 +203,28 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     except asyncio.CancelledError:
         outcome.interrupted = True  # Ctrl-C: the caller gets what was measured
     finally:
+        _usage_note(outcome, length)
         if pool is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(pool.close())
     return outcome
 
 
-def _job(spec: SweepSpec, wl: Workload, level: int, n: int) -> dict[str, Any]:
+def _job(
+    spec: SweepSpec, wl: Workload, level: int, n: int, seed: int, length: PromptLength
+) -> dict[str, Any]:
     return {
         "url": spec.url,
         "endpoint": wl.endpoint,
         "model": wl.model,
-        "input_len": wl.input_len,
+        "words": length.words,
+        "prompt_tokens": length.tokens,
         "max_tokens": wl.max_tokens,
         "ignore_eos": wl.ignore_eos,
         "temperature": wl.temperature,
-        "seed": wl.seed * 1_000_003 + level,
+        "extra_body": spec.extra_body,
+        "seed": seed,
+        "level": level,
         "num_prompts": n,
         "warmup": wl.warmup_requests,
         "concurrency": level,
@@ -213,9 +235,14 @@ def _job(spec: SweepSpec, wl: Workload, level: int, n: int) -> dict[str, Any]:
 
 def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> None:
     """Notes a reader of the result must see: failures, a client-bound level, early EOS."""
-    if point["level_failed"]:
-        kinds = ", ".join(f"{k} x{v}" for k, v in point["errors"].items())
+    kinds = ", ".join(f"{k} x{v}" for k, v in point["errors"].items())
+    if point["level_failed"] and not point["completed"]:
         notes.append(f"C={level}: every request failed ({kinds})")
+    elif point["level_failed"]:
+        notes.append(
+            f"C={level}: {point['failed']} of {point['num_prompts']} requests failed ({kinds}), "
+            f"more than {100 * FAILED_SHARE:g} %: a failed measurement"
+        )
     elif point["failed"]:
         notes.append(f"C={level}: {point['failed']} of {point['num_prompts']} requests failed")
     cpu = point.get("client_cpu_percent")
@@ -233,3 +260,16 @@ def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> N
             f"C={level}: achieved concurrency {point['achieved_concurrency']:.1f} - the server "
             "admits fewer requests at once, or the level was too short to fill"
         )
+
+
+def _usage_note(outcome: SweepOutcome, length: PromptLength) -> None:
+    """Say so where the tokens were counted from the chunks: never a silent 0 or a silent guess."""
+    counted = [p for p in outcome.points if p.get("usage_counted")]
+    if not counted:
+        return
+    levels = ", ".join(f"C={p['max_concurrency']}" for p in counted)
+    outcome.notes.append(
+        f"usage: counted from chunks at {levels} - the server sent no usage message, so each "
+        f"text chunk is taken as one token and each prompt as {length.tokens} tokens "
+        f"({length.method}); throughput is approximate"
+    )

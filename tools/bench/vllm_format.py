@@ -5,13 +5,16 @@ vLLM's flat keys are ours, so they are copied as they are. What vLLM does not st
   vLLM reported e2el (it does with --percentile-metrics including e2el), else left out;
 - early_eos from output_lens against the max_tokens asked for;
 - errors: vLLM keeps one string per request ("" for a success) -> {kind: count}, the kind being
-  the message's first words.
+  the message's first words;
+- level_failed by our rule (metrics.level_failed: more than 1 % of the requests failed).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+
+from tools.bench.metrics import level_failed
 
 DROP = ("itls", "generated_texts")  # per-token and text arrays: large, not needed here
 
@@ -47,6 +50,6 @@ def point_from_vllm(
     out_lens = obj.get("output_lens") or []
     if max_tokens:
         point["early_eos"] = sum(1 for n in out_lens if 0 < n < max_tokens)
-    point["level_failed"] = completed == 0
+    point["level_failed"] = level_failed(completed, point["failed"])
     point["request_rate"] = str(obj.get("request_rate", "inf"))
     return point
