@@ -197,7 +197,7 @@ async def test_run_benchmark_saves_logs_and_remembers(
     assert "measured before" not in other.text  # no level in common
     cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
     assert not cmp.is_error, cmp.text
-    assert set(cmp.data["noise_floor"]) == {"1", "3"}  # an A/A pair: the noise floor is known
+    assert set(cmp.data["level_noise_floor"]) == {"1", "3"}  # an A/A pair: the floor is known
 
 
 async def test_run_benchmark_by_url_and_bad_input(
