@@ -1,7 +1,13 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+`write_all` is the one way state/ writes bytes: os.write may write fewer bytes than asked (a full
+disk does that before it raises ENOSPC), and a short write taken for a whole one once renamed a
+truncated todos.json over a valid one.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -13,7 +19,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, mode)
-        os.write(fd, data)
+        write_all(fd, data)
         os.fsync(fd)
         os.close(fd)
         os.replace(tmp, path)
@@ -26,6 +32,16 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
         os.fsync(dir_fd)  # make the rename itself durable
     finally:
         os.close(dir_fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` or raise OSError (ENOSPC when the disk takes no more)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "no space left on device: a write stopped short")
+        view = view[n:]
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -15,6 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from state.atomic import write_all
+from state.text import utf8
+
 Event = dict[str, Any]
 
 
@@ -35,8 +38,17 @@ class LogContents:
         return f"dropped a torn last line of {len(self.torn)} bytes (a write cut short by a crash)"
 
 
-def parse_lines(data: bytes, start_offset: int = 0) -> LogContents:
-    """Parse complete lines of `data`; an unterminated or unparsable tail is reported as torn."""
+def is_event(obj: Any) -> bool:
+    """Valid JSON that is not an object with seq and type is as damaged as a line that does not
+    parse (a number or a list made todos, report and resume raise TypeError)."""
+    return isinstance(obj, dict) and isinstance(obj.get("seq"), int) and "type" in obj
+
+
+def parse_lines(
+    data: bytes, start_offset: int = 0, valid: Callable[[Any], bool] = is_event
+) -> LogContents:
+    """Parse complete lines of `data`; an unterminated or unparsable tail is reported as torn.
+    A line that parses but is not `valid` counts as unparsable."""
     out = LogContents(end=start_offset)
     pos = 0
     while pos < len(data):
@@ -47,7 +59,10 @@ def parse_lines(data: bytes, start_offset: int = 0) -> LogContents:
         line = data[pos:nl]
         if line.strip():
             try:
-                out.events.append(json.loads(line))
+                obj = json.loads(line)
+                if not valid(obj):
+                    raise ValueError("not a record")
+                out.events.append(obj)
             except ValueError:
                 # only the last line can be torn; a bad line in the middle is corruption
                 if data[nl + 1 :].strip():
@@ -81,7 +96,8 @@ class EventLog:
         contents = existing if existing is not None else read_events(path)
         self.repaired = contents.torn_report
         self.seq = contents.events[-1]["seq"] if contents.events else 0
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        # O_APPEND: every write lands at the end, whatever else has the file open
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         if contents.torn:
             os.ftruncate(fd, contents.end)  # cut the torn line so the next event starts clean
         os.lseek(fd, 0, os.SEEK_END)
@@ -92,8 +108,13 @@ class EventLog:
         line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
         if self.scrub is not None:
             line = self.scrub(line)  # a secret never reaches the disk, whatever the tool printed
-        os.write(self._fd, line.encode() + b"\n")
-        os.fsync(self._fd)
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            write_all(self._fd, utf8(line) + b"\n")
+            os.fsync(self._fd)
+        except OSError:
+            os.ftruncate(self._fd, end)  # no half event stays behind (a full disk, say)
+            raise
         self.seq += 1
         return event
 

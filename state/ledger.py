@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from state.atomic import write_all
 from state.events import parse_lines, utc_now
+from state.text import utf8
 
 LEDGER_NAME = "ledger.jsonl"
 
@@ -51,9 +53,13 @@ class Ledger:
                 if end < size:  # a torn last line from a crash: cut it so ours starts clean
                     os.ftruncate(fd, end)
                     self.repaired = f"cut a torn last line of {size - end} bytes"
-            os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, data.encode())
-            os.fsync(fd)
+            end = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                write_all(fd, utf8(data))
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, end)  # no half line stays behind (a full disk, say)
+                raise
         finally:
             os.close(fd)  # closing releases the lock
         return line
@@ -64,7 +70,7 @@ class Ledger:
         except FileNotFoundError:
             return []
         try:
-            contents = parse_lines(data)
+            contents = parse_lines(data, valid=lambda obj: isinstance(obj, dict))
         except ValueError:  # a corrupt line in the middle: keep every line that parses
             self.repaired = "skipped corrupt lines"
             return [e for e in _lenient(data)]

@@ -24,10 +24,12 @@ from typing import Any
 from state.atomic import write_atomic
 from state.events import Event, EventLog, LogContents, read_events
 from state.fold import RunState, fold
+from state.lock import Locked, acquire
 from state.secrets import Scrubber, secret_values
+from state.text import utf8
 from state.todos import Todo, check_rules, diff
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: `$` lets "id\n" in
 SUBDIRS = ("results", "outputs", "logs", "inbox")
 
 
@@ -44,16 +46,27 @@ class Run:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        contents = _read(self.events_path)
-        self.state = fold(contents.events)
-        self.scrub = Scrubber(secret_values())
-        self.log = EventLog(self.events_path, contents, self.scrub)
+        try:
+            self._lock = acquire(path)  # before the read: the live writer's last line is not torn
+        except Locked as err:
+            raise RunError(
+                f"run {path.name} is being written by a live process (pid {err.pid}); "
+                f"wait for it to end or ask it to stop with `agent stop {path.name}`"
+            ) from None
+        try:
+            contents = _read(self.events_path)
+            self.state = fold(contents.events)
+            self.scrub = Scrubber(secret_values())
+            self.log = EventLog(self.events_path, contents, self.scrub)
+        except BaseException:
+            os.close(self._lock)
+            raise
         self.listeners: list[Callable[[Event], None]] = []  # e.g. the terminal view
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str | None = None) -> Run:
         run_id = run_id or new_run_id()
-        if not RUN_ID.match(run_id):
+        if not RUN_ID.fullmatch(run_id):
             raise RunError(f"bad run id {run_id!r}: use letters, digits, '.', '_' and '-'")
         if runs_dir.exists() and not runs_dir.is_dir():
             raise RunError(f"runs folder {runs_dir} is not a folder")
@@ -111,11 +124,14 @@ class Run:
         """Write a file of the run atomically, secrets scrubbed."""
         path = self.path / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, self.scrub(text).encode())
+        write_atomic(path, utf8(self.scrub(text)))
         return path
 
     def close(self) -> None:
         self.log.close()
+        if getattr(self, "_lock", -1) >= 0:  # (a tool call's view of the run holds no lock)
+            os.close(self._lock)  # releases the lock
+            self._lock = -1
 
 
 def read_state(path: Path) -> RunState:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from state.text import repair, utf8
+
 WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 MIN_LENGTH = 8
 MASK = "[redacted]"
@@ -67,11 +69,25 @@ def config_secrets(obj: Any, under_secret: bool = False) -> list[str]:
 
 
 class Scrubber:
+    """Replaces secret values in text and in files. A value with a non-UTF-8 byte (an environment
+    variable arrives with it as a lone surrogate) is looked for as its raw bytes in files and as
+    text both ways: as it came, and with U+FFFD where tool output was decoded."""
+
     def __init__(self, values: list[str]) -> None:
         self.values = values
 
+    @property
+    def values(self) -> list[str]:
+        return self._values
+
+    @values.setter
+    def values(self, values: list[str]) -> None:
+        variants = {v for value in values for v in (value, repair(value))}
+        self._values = sorted(variants, key=len, reverse=True)
+        self._bytes = sorted({_raw(v) for v in variants}, key=len, reverse=True)
+
     def __call__(self, text: str) -> str:
-        for value in self.values:
+        for value in self._values:
             if value in text:
                 text = text.replace(value, MASK)
         return text
@@ -86,9 +102,17 @@ class Scrubber:
             if not path.is_file() or path.stat().st_size > 512 * 1024 * 1024:
                 continue
             data = path.read_bytes()
-            if any(v.encode() in data for v in self.values):
-                for value in self.values:
-                    data = data.replace(value.encode(), MASK.encode())
+            if any(v in data for v in self._bytes):
+                for value in self._bytes:
+                    data = data.replace(value, MASK.encode())
                 path.write_bytes(data)
                 scrubbed += 1
         return scrubbed
+
+
+def _raw(value: str) -> bytes:
+    """The bytes a program wrote for `value`: a lone surrogate stands for the byte it escaped."""
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return utf8(value)

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from state.text import printable
+
 Status = Literal["pending", "in_progress", "completed", "cancelled"]
 Priority = Literal["high", "medium", "low"]
 
@@ -71,10 +73,13 @@ def diff(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def render(todos: list[dict[str, Any]]) -> str:
-    """The list as the model and a person read it: one line per item."""
+    """The list as the model and a person read it: one line per item, with no terminal escape
+    sequence or line break of the model's making (state/text.py)."""
     if not todos:
         return "(the todo list is empty)"
     mark = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
     return "\n".join(
-        f"{mark[t['status']]} {t['id']}: {t['content']} ({t['priority']})" for t in todos
+        f"{mark.get(t['status'], '[?]')} {printable(str(t['id']), one_line=True)}: "
+        f"{printable(str(t['content']), one_line=True)} ({t['priority']})"
+        for t in todos
     )

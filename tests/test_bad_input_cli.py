@@ -48,10 +48,10 @@ RUN = ["run", "--goal", "beat baseline", "--model", "autopilot"]
         (["--config", "{tmp}"], "cannot read config file {tmp}: Is a directory"),
         (["--config", "{tmp}/binary.toml"], "is not a text file"),
         (["--config", "{tmp}/table.toml"], "server must be a table"),
-        (["--max-steps", "-3"], "argument --max-steps: must be > 0, got -3"),
+        (["--max-steps", "-3"], "argument --max-steps: must be a number > 0, got -3"),
         (["--max-steps", "many"], "argument --max-steps: not a number: 'many'"),
-        (["--max-cost", "-1"], "argument --max-cost: must be >= 0, got -1"),
-        (["--max-minutes", "0"], "argument --max-minutes: must be > 0, got 0"),
+        (["--max-cost", "-1"], "argument --max-cost: must be a number > 0, got -1"),
+        (["--max-minutes", "0"], "argument --max-minutes: must be a number > 0, got 0"),
     ],
 )
 def test_bad_run_arguments(
@@ -111,3 +111,78 @@ def test_runs_lists_the_others_past_a_damaged_log(
     out = capsys.readouterr().out
     assert code == 0
     assert "damaged  unreadable: corrupt event" in out and "good" in out
+
+
+# --- issue 16, items 10, 14 and 15 -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--steps", "-1"], "must be a number > 0, got -1"),
+        (["--steps", "0"], "cannot be switched off"),
+        (["--usd", "0"], "must be a number > 0, got 0"),
+        (["--minutes", "nan"], "must be a number > 0, got nan"),
+        (["--usd", "inf"], "must be a number > 0, got inf"),
+    ],
+)
+def test_budget_refuses_values_that_switch_a_limit_off(
+    args: list[str], words: str, damaged_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli(["budget", str(damaged_run), *args], capsys)
+    assert code == 2 and one_line(err) and words in err, err
+    assert not list((damaged_run / "inbox").glob("*.json"))
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "inf"])
+def test_run_refuses_a_cost_budget_that_is_off(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli([*RUN, "--max-cost", value, "--runs-dir", str(tmp_path)], capsys)
+    assert code == 2 and one_line(err) and "--max-cost" in err and "leave the option out" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('[guard]\nallow = ["("]', "guard.allow"),
+        ("[bench]\nconcurrency = [-4]", "bench.concurrency.0"),
+        ("[bench]\nconcurrency = [0]", "bench.concurrency.0"),
+        ("[bench]\nconcurrency = []", "bench.concurrency"),
+        ("[bench]\nrequests_per_level = 0", "bench.requests_per_level"),
+        ("[bench]\nrequests_per_level = -5", "bench.requests_per_level"),
+        ("[bench]\nwarmup_requests = -1", "bench.warmup_requests"),
+        ("[server]\nport = 70000", "server.port"),
+        ('[[hosts]]\nname = "gpu"\naddress = "ssh://gpu:99999"', "hosts.0.address"),
+        ("[budget]\nmax_usd = 0", "budget.max_usd"),
+    ],
+)
+def test_config_values_that_break_later_are_one_line_naming_the_key(
+    toml: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = "" if "[server]" in toml else '[server]\ncommand = "true"\n'
+    config = tmp_path / "agent.toml"
+    config.write_text(server + toml + ('\ncommand = "true"' if "[server]" in toml else "") + "\n")
+    code, err = cli([*RUN, "--config", str(config), "--runs-dir", str(tmp_path / "r")], capsys)
+    assert code == 2 and one_line(err) and key in err, err
+
+
+def test_a_run_id_with_a_trailing_newline_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli([*RUN, "--run-id", "r1\n", "--runs-dir", str(tmp_path)], capsys)
+    assert code == 2 and "bad run id" in err
+    assert not (tmp_path / "r1\n").exists()
+
+
+@pytest.mark.parametrize("line", ["5", "[1, 2]", '"text"', "null", '{"no": "seq"}'])
+@pytest.mark.parametrize("command", ["todos", "resume", "report"])
+def test_a_log_line_that_is_json_but_not_an_event_is_named_not_a_traceback(
+    line: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    good = '{"seq":1,"ts":"t","type":"run_started","goal":"g","brain":"autopilot"}'
+    (run / "events.jsonl").write_text(f"{good}\n{line}\n{good.replace(':1,', ':2,')}\n")
+    code, err = cli([command, str(run)], capsys)
+    assert code == 2 and one_line(err) and "corrupt event" in err, err

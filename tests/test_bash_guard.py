@@ -2,89 +2,47 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tools.guard import check
 
-REFUSED = [
-    "rm -rf /",
-    "rm -rf /*",
-    "rm -fr ~",
-    "rm -rf ~/",
-    "rm -rf $HOME",
-    "rm -r -f /etc",
-    "rm --recursive --force /usr",
-    "sudo rm -rf /var",
-    "cd /tmp && rm -rf /",
-    "echo hi; rm -Rf /boot",
-    "rm -rf --no-preserve-root /x",
-    "bash -c 'rm -rf /'",
-    "FOO=1 nohup rm -rf / &",
-    "timeout 5 rm -rf /home",
-    "mkfs.ext4 /dev/sda1",
-    "mkfs -t xfs /dev/nvme0n1",
-    "wipefs -a /dev/sdb",
-    "dd if=/dev/zero of=/dev/sda bs=1M",
-    "dd if=/dev/urandom of=/dev/nvme0n1",
-    "echo x > /dev/sda",
-    "cat img >/dev/nvme1n1",
-    "shutdown -h now",
-    "sudo reboot",
-    "poweroff",
-    "halt",
-    "systemctl reboot",
-    "init 0",
-    ":(){ :|:& };:",
-    "bomb(){ bomb|bomb& }; bomb",
-    "kill -9 1",
-    "kill 1",
-    "kill -1",
-    "kill -9 -1",
-    "kill -KILL -- -1",
-    "chmod -R 777 /",
-    "chown -R nobody /etc",
-    "find / -name '*.log' -delete",
-    "$(rm -rf /)",
-    # prefixes whose options take a value
-    "sudo -u root rm -rf /",
-    "nice -n 19 rm -rf /",
-    "timeout -s KILL 5 rm -rf /home",
-    "ionice -c 3 mkfs.ext4 /dev/sda",
-]
-
-ALLOWED = [
-    "rm -rf /tmp/campaign/out",
-    "rm -rf ./build",
-    "rm -f /etc/myapp.conf",  # not recursive
-    "rm -rf ~/campaign/old",
-    "ls -la /",
-    "dd if=/dev/zero of=/tmp/blob bs=1M count=1",
-    "echo 1 > /dev/null",
-    "cat /dev/sda1 | head -c 10 | xxd",  # reading a disk is fine
-    "kill -TERM -- -12345",
-    "kill -9 4242",
-    "chmod -R 755 /root/campaign",
-    "find /root/campaign -name '*.tmp' -delete",
-    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
-    "python -m sglang.launch_server --model-path /models/m --tp 8 2>&1 | tail",
-    "echo 'rm -rf /' > notes.txt",
-    "grep -r 'shutdown' /var/log",
-    "systemctl status sshd",
-    "sudo -u bob ls /",
-    "nice -n 19 python train.py",
-]
+CORPUS = json.loads((Path(__file__).parent / "data" / "guard_corpus.json").read_text())
+DESTRUCTIVE: list[str] = CORPUS["destructive"]
+LEGITIMATE: list[str] = CORPUS["legitimate"]
 
 
-@pytest.mark.parametrize("command", REFUSED)
-def test_refused(command: str) -> None:
-    assert check(command, []) is not None, command
+def test_the_corpus_is_large_enough() -> None:
+    assert len(set(DESTRUCTIVE)) >= 150 and len(set(LEGITIMATE)) >= 60
 
 
-@pytest.mark.parametrize("command", ALLOWED)
-def test_allowed(command: str) -> None:
+@pytest.mark.parametrize("command", DESTRUCTIVE)
+def test_destructive_is_refused(command: str) -> None:
+    reason = check(command, [])
+    assert reason is not None, command
+    assert "\n" not in reason and len(reason) < 200
+
+
+@pytest.mark.parametrize("command", LEGITIMATE)
+def test_legitimate_is_allowed(command: str) -> None:
     assert check(command, []) is None, check(command, [])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 'unbalanced",
+        "a=(1 2); ls",
+        "echo ${x:-$(date)}",
+        "rm -rf \\",
+        "case $x in a) ls;; esac",
+    ],
+)
+def test_a_line_it_cannot_parse_or_judge_is_refused_in_one_line(command: str) -> None:
+    reason = check(command, [])
+    assert reason is not None and "\n" not in reason, reason
 
 
 def test_kill_zero_of_init_is_refused_too() -> None:
@@ -97,6 +55,19 @@ def test_allow_list_lets_a_matching_command_through() -> None:
     assert check("sudo reboot", [r"^reboot$"]) is not None
 
 
+def test_allow_list_matches_whole_simple_commands_not_the_line() -> None:
+    # the old guard matched the regex anywhere in the line: this passed whole
+    assert check("fuser -k /dev/nvidia0; rm -rf /", [r"fuser -k .*"]) is not None
+    assert check("fuser -k /dev/nvidia0; kill -0 1", [r"fuser -k .*", r"kill -0 1"]) is None
+    # an allowed command's substitutions are commands of their own, still judged
+    assert check("kill -0 1 $(reboot)", [r"kill -0 1 .*"]) is not None
+
+
+def test_an_invalid_allow_regex_is_a_one_line_reason_not_a_crash() -> None:
+    reason = check("ls", ["("])
+    assert reason is not None and "allow" in reason and "\n" not in reason
+
+
 def test_reason_is_one_line() -> None:
     reason = check("rm -rf /", [])
     assert reason and "\n" not in reason and "/" in reason
@@ -104,12 +75,16 @@ def test_reason_is_one_line() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_huge_command_is_judged_without_wedging() -> None:
-    # a 2 MB command once took the fork-bomb regex (and shlex) hours: the guard must stay linear
-    pad = "x" * 2_000_000
+    # a 2 MB command once took the fork-bomb regex (and shlex) hours; up to the kernel's limit on
+    # one argument (128 KiB: `bash -c` cannot run more) it is parsed, past it refused unread
+    pad = "x" * 100_000
     assert check("echo " + pad, []) is None
-    assert check("f()" + pad, []) is None
     assert check(f"rm -rf / {pad}", []) is not None
     assert check(f"echo {pad}; reboot", []) is not None
+    huge = check("echo " + "x" * 2_000_000, [])
+    assert huge is not None and "128 KiB" in huge
+    deep = check("echo " + "$(" * 2000 + ")" * 2000, [])
+    assert deep is not None and "\n" not in deep
 
 
 async def test_allow_list_from_the_config_reaches_the_bash_tool(tmp_path: Path) -> None:

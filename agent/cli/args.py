@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -26,16 +27,16 @@ def runs_dir_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def positive(kind: type[int] | type[float], zero: bool = False) -> Callable[[str], float]:
-    """An argparse type for a budget: a negative one would never run out."""
+def positive(kind: type[int] | type[float], hint: str = "") -> Callable[[str], float]:
+    """An argparse type for a budget: a negative, zero or infinite one would never run out."""
 
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(f"must be {'>= 0' if zero else '> 0'}, got {text}")
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}{hint}")
         return value
 
     return parse

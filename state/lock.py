@@ -1,0 +1,35 @@
+"""One writer per run: an exclusive flock on <run>/run.lock, held for the life of the writer.
+
+Two processes appending to one events.jsonl (a second `agent resume` on a live run) duplicated
+seq numbers and interleaved lines. The lock is taken before the log is read (a second writer must
+not cut the live one's last line as "torn"), it holds the owner's pid for the message, and the
+kernel releases it when the process dies - a crashed run is never left locked.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+LOCK_NAME = "run.lock"
+
+
+class Locked(Exception):
+    def __init__(self, pid: str) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+def acquire(run_path: Path) -> int:
+    """The locked file descriptor (close it to release); Locked(pid) when a live process has it."""
+    fd = os.open(run_path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise Locked(pid) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

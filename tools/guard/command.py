@@ -1,0 +1,19 @@
+"""One simple command as the guard sees it, after the parse and the expansions it can know."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class Refused(Exception):
+    """A line the guard refuses while reading it (it cannot parse it, or a fork bomb)."""
+
+
+@dataclass
+class Simple:
+    argv: list[str]  # words after quote removal, variables it knows expanded, `$HOME` as `~`
+    text: str  # its source text: what a [guard] allow regex must match whole
+    cwd: str | None  # where it runs (paths.resolve); "." is the host's workdir
+    writes: list[str] = field(default_factory=list)  # files its redirections write, resolved
+    stdin: str | None = None  # a here-document or here-string it reads
+    piped_from: Simple | None = None  # the command before it in a pipeline
