@@ -8,11 +8,11 @@ import re
 from tools.base import ToolContext, ToolError
 from tools.hosts import Host
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def check_name(kind: str, name: str) -> str:
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):  # `$` would let a trailing newline through
         shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
         raise ToolError(f"bad {kind} name {shown}: use up to 64 letters, digits, '.', '_' and '-'")
     return name

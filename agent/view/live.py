@@ -21,6 +21,7 @@ from agent.view.console import PlainPrinter, describe
 from agent.view.panels import Board, render, short
 from state.events import Event, read_events
 from state.run import Run
+from state.text import printable
 
 __all__ = ["Board", "LiveView", "event_line", "render", "terminal_view"]
 
@@ -59,7 +60,8 @@ def event_line(event: Event) -> Text | None:
     if line is None:
         return None
     style = "bold magenta" if line.startswith("supervisor:") else "dim"
-    return Text(f"[{event.get('ts', '')[11:19]}] {line}", style=style)
+    shown = printable(line, one_line=True)  # model and tool text must not drive the terminal
+    return Text(f"[{str(event.get('ts', ''))[11:19]}] {shown}", style=style)
 
 
 class LiveView:

@@ -26,6 +26,7 @@ from agent.view.bars import Bar
 from agent.view.standing import figures_of, standing
 from state.events import Event
 from state.fold import RunState
+from state.text import printable
 from tools.bench import results
 from tools.bench.schema import BenchResult
 
@@ -98,7 +99,9 @@ def clock(seconds: float) -> str:
 
 
 def short(text: str, width: int) -> str:
-    flat = " ".join(str(text).split())
+    """One line of at most `width` characters, with no escape sequence the model or a tool's
+    output could use to redraw the supervisor's terminal."""
+    flat = " ".join(printable(str(text), one_line=True).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from typing import Any
 
-MAX_CAPTURE = 16 * 1024 * 1024  # bytes kept per stream; beyond it the middle is dropped
+from state.text import printable
 
-# CSI/OSC escape sequences, then the remaining C0 controls except tab and newline
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+MAX_CAPTURE = 16 * 1024 * 1024  # bytes kept per stream; beyond it the middle is dropped
 
 
 class Capture:
@@ -52,10 +49,10 @@ def decode(data: bytes) -> str:
 def clean(text: str) -> str:
     """What a terminal would show, roughly: escapes and control characters gone, a carriage
     return keeps only what was written after it on that line (progress bars)."""
-    text = ANSI.sub("", text).replace("\r\n", "\n")
+    text = text.replace("\r\n", "\n")
     if "\r" in text:
         text = "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
-    return CONTROL.sub("", text)
+    return printable(text)  # the one stripper of escapes and controls (C1 included)
 
 
 def cut(text: str, limit: int) -> tuple[str, bool]:
