@@ -1,4 +1,5 @@
-"""run_benchmark: sweep a running server (by name) or a URL over concurrency levels.
+"""run_benchmark: sweep a running server (by name) or a URL over concurrency levels or request
+rates, with random prompts or a dataset's (tools/bench/datasets.py).
 
 The result JSON goes to the run's results/<id>.json, a line to the ledger (<runs-dir>/ledger.jsonl)
 and a `benchmark` event to the run's log; the model gets a compact table and the file's path. A
@@ -13,13 +14,14 @@ request fields (llama.cpp: cache_prompt false) and names its tokenizer endpoint.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
-from tools.bench import results
+from tools.bench import results, workload_options
+from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.remote import run_remote
 from tools.bench.schema import ClientInfo, ServerRef, Workload
@@ -62,6 +64,26 @@ class RunBenchmarkInput(ToolInput):
     label: str | None = Field(
         default=None, max_length=60, description="Short name for the result, e.g. 'eagle3-steps3'"
     )
+    dataset: str | None = Field(
+        default=None,
+        description="Prompts: random, chat (built-in), sharegpt:FILE or jsonl:FILE; default from "
+        "config. With a dataset the output lengths are the data's unless max_tokens is given",
+    )
+    request_rate: list[Annotated[float, Field(gt=0)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Open-loop request rates (req/s), e.g. [5, 20, 80], instead of concurrency",
+    )
+    burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] | None = Field(
+        default=None, description="With request_rate: 1 = Poisson (default), <1 burstier"
+    )
+    duration_s: float | None = Field(default=None, gt=0, description="Seconds per level")
+    slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] | None = (
+        Field(
+            default=None,
+            description='Per-request limits for goodput, e.g. {"ttft_ms": 200, "tpot_ms": 50}',
+        )
+    )
 
 
 class RunBenchmark(Tool):
@@ -70,20 +92,17 @@ class RunBenchmark(Tool):
 
     async def run(self, ctx: ToolContext, inp: RunBenchmarkInput) -> ToolResult:
         bench = ctx.config.bench
+        if inp.concurrency and inp.request_rate:
+            raise ToolError("give `concurrency` or `request_rate`, not both")
+        rates = inp.request_rate or (None if inp.concurrency else bench.request_rate)
         levels = inp.concurrency or list(bench.concurrency)
         bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
         if bad:
             raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
         server, host_name = self._server(ctx, inp)
-        workload = Workload(
-            endpoint=bench.endpoint,
-            model=getattr(ctx.config.server, "model", None) or "",
-            input_len=inp.input_len or bench.input_len,
-            max_tokens=inp.max_tokens or bench.max_tokens,
-            seed=bench.seed,
-            requests_per_level=inp.requests_per_level or bench.requests_per_level,
-            warmup_requests=bench.warmup_requests,
-        )
+        workload = _workload(ctx, inp, rates)
+        if rates:
+            levels = [requests_at_rate(r, workload) for r in rates]
         label = inp.label or server.name or "url"
         results_dir = ctx.run.path / "results"
         result_id = results.new_id(results_dir, label)
@@ -92,6 +111,11 @@ class RunBenchmark(Tool):
         observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
+                if rates or workload.dataset != "random" or workload.duration_s:
+                    raise ToolError(
+                        "bench.client 'remote' runs the remote command's own workload: datasets, "
+                        "request rates and durations need the built-in client"
+                    )
                 client = ClientInfo(
                     kind="remote-command",
                     where="remote",
@@ -111,6 +135,7 @@ class RunBenchmark(Tool):
                 spec = SweepSpec(
                     url=server.url,
                     levels=levels,
+                    rates=rates,
                     workload=workload,
                     prompt_seed=prompt_seed,
                     extra_body=engine.extra_body if engine else None,
@@ -125,7 +150,7 @@ class RunBenchmark(Tool):
                 client.event_loop = "uvloop" if outcome.processes else "asyncio"
         except BenchError as err:
             raise ToolError(str(err)) from None
-        workload.model = outcome.model
+        workload.model, workload.dataset_digest = outcome.model, outcome.dataset_digest
         result = results.build_result(
             result_id=result_id,
             server=server,
@@ -139,6 +164,7 @@ class RunBenchmark(Tool):
             notes=outcome.notes,
         )
         result.prompts = outcome.prompts
+        result.request_rates = list(rates or [])
         text, data = record(ctx, result, results_dir)
         if outcome.interrupted:
             raise asyncio.CancelledError  # saved; now let the interruption go on
@@ -251,6 +277,32 @@ class RunBenchmark(Tool):
             tag,
             observer=observer,
         )
+
+
+def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | None) -> Workload:
+    """The call's workload: its own options over the config's [bench] section."""
+    bench = ctx.config.bench
+    try:
+        dataset = workload_options.dataset(inp.dataset or bench.dataset)
+    except workload_options.OptionError as err:
+        raise ToolError(str(err)) from None
+    lengths = "fixed" if inp.max_tokens else bench.lengths
+    slo = inp.slo if inp.slo is not None else bench.slo
+    return Workload(
+        endpoint=bench.endpoint,
+        model=getattr(ctx.config.server, "model", None) or "",
+        input_len=inp.input_len or bench.input_len,
+        max_tokens=inp.max_tokens or bench.max_tokens,
+        dataset=dataset,
+        lengths=lengths or ("fixed" if dataset == "random" else "data"),
+        seed=bench.seed,
+        requests_per_level=inp.requests_per_level or bench.requests_per_level,
+        warmup_requests=bench.warmup_requests,
+        traffic="rate" if rates else "concurrency",
+        burstiness=inp.burstiness or bench.burstiness,
+        duration_s=inp.duration_s or bench.duration_s,
+        slo_ms={workload_options.SLO_KEYS[k]: v for k, v in slo.items()},
+    )
 
 
 def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:

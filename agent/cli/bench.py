@@ -2,6 +2,9 @@
 
     agent bench --url URL [--model M] [--concurrency 1,2,5,10,30,70,100,250] [--input-len 512]
                 [--max-tokens 512] [--requests-per-level N] [--json PATH] ...
+                [--dataset random|chat|sharegpt:FILE|jsonl:FILE]
+                [--request-rate R1,R2,... [--burstiness B]] [--duration S]
+                [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..]
 
 A progress bar per level, a table at the end; --json writes the result (docs/benchmark.md: the
 points carry vLLM `bench serve`'s flat keys). Exit codes: 0 measured, 1 the server could not be
@@ -21,9 +24,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from state.atomic import write_json_atomic
-from tools.bench import results
+from tools.bench import results, workload_options
+from tools.bench.level_traffic import level_name, requests_at_rate
 from tools.bench.schema import ClientInfo, ServerRef, Workload
-from tools.bench.sweep import BenchError, Observer, SweepOutcome, SweepSpec, run_sweep
+from tools.bench.sweep import (
+    BenchError,
+    Observer,
+    SweepOutcome,
+    SweepSpec,
+    run_sweep,
+)
 from tools.bench.table import sweep_table
 
 DEFAULT_LEVELS = "1,2,5,10,30,70,100,250"
@@ -39,6 +49,19 @@ def levels_arg(text: str) -> list[int]:
     if not levels or any(c < 1 for c in levels):
         raise argparse.ArgumentTypeError(f"levels must be positive integers: {text!r}")
     return levels
+
+
+def _option(parse: Any) -> Any:
+    """A workload_options parser as an argparse type (its message, not argparse's)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except workload_options.OptionError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = parse.__name__.replace("_", " ")
+    return convert
 
 
 def processes_arg(text: str) -> int | None:
@@ -63,14 +86,47 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--model", default="", help="model name to request (default: first of /v1/models)"
     )
-    ap.add_argument(
+    traffic = ap.add_mutually_exclusive_group()
+    traffic.add_argument(
         "--concurrency",
         type=levels_arg,
-        default=levels_arg(DEFAULT_LEVELS),
-        help=f"comma-separated levels (default {DEFAULT_LEVELS})",
+        default=None,
+        help=f"comma-separated closed-loop levels (default {DEFAULT_LEVELS})",
     )
-    ap.add_argument("--input-len", type=int, default=512, help="prompt tokens (default 512)")
-    ap.add_argument("--max-tokens", type=int, default=512, help="output tokens (default 512)")
+    traffic.add_argument(
+        "--request-rate",
+        type=_option(workload_options.rates),
+        default=None,
+        help="comma-separated request rates (req/s): open-loop levels instead of concurrency",
+    )
+    ap.add_argument(
+        "--burstiness",
+        type=_option(workload_options.burstiness),
+        default=1.0,
+        help="with --request-rate: gamma shape of the gaps, 1 = Poisson (default), or constant",
+    )
+    ap.add_argument("--duration", type=float, default=None, help="seconds per level (model time)")
+    ap.add_argument(
+        "--dataset",
+        type=_option(workload_options.dataset),
+        default="random",
+        help="random (default), chat, sharegpt:FILE or jsonl:FILE",
+    )
+    ap.add_argument(
+        "--slo",
+        type=_option(workload_options.slo),
+        default=None,
+        help="per-request limits for goodput, e.g. ttft_ms=200,tpot_ms=50,e2el_ms=5000",
+    )
+    ap.add_argument(
+        "--input-len", type=int, default=512, help="prompt tokens of random prompts (default 512)"
+    )
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="output tokens (default 512; with a dataset: the data's lengths unless given)",
+    )
     ap.add_argument(
         "--requests-per-level",
         type=int,
@@ -102,9 +158,11 @@ class _Bars(Observer):
     def __init__(self, bars: Progress) -> None:
         self.bars = bars
         self.tasks: dict[int, Any] = {}
+        self.names: dict[int, str] = {}  # an open level's name by its request count
 
     def level_start(self, level: int, requests: int) -> None:
-        self.tasks[level] = self.bars.add_task(f"C={level}", total=requests)
+        name = self.names.get(level, f"C={level}")
+        self.tasks[level] = self.bars.add_task(name, total=requests)
 
     def progress(self, level: int, done: int) -> None:
         self.bars.update(self.tasks[level], completed=done)
@@ -115,7 +173,9 @@ class _Bars(Observer):
             "FAILED" if point.get("level_failed") else f"{point['output_throughput']:.1f} tok/s"
         )
         self.bars.update(
-            task, completed=point.get("num_prompts", 0), description=f"C={level} {verdict}"
+            task,
+            completed=point.get("num_prompts", 0),
+            description=f"{level_name(point)} {verdict}",
         )
 
 
@@ -125,7 +185,7 @@ def main(argv: list[str]) -> int:
         args = ap.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    for name in ("input_len", "max_tokens", "requests_per_level", "warmup"):
+    for name in ("input_len", "max_tokens", "requests_per_level", "warmup", "duration"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):
             print(
@@ -134,18 +194,31 @@ def main(argv: list[str]) -> int:
             )
             return 2
     console = Console(stderr=False)
+    if args.request_rate is None and args.concurrency is None:
+        args.concurrency = levels_arg(DEFAULT_LEVELS)
+    if args.burstiness != 1.0 and args.request_rate is None:
+        print("agent bench: --burstiness applies to --request-rate levels", file=sys.stderr)
+        return 2
     workload = Workload(
         endpoint=args.endpoint,
         model=args.model,
         input_len=args.input_len,
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or 512,
+        dataset=args.dataset,
+        lengths="data" if args.dataset != "random" and args.max_tokens is None else "fixed",
         seed=args.seed,
         requests_per_level=args.requests_per_level,
         warmup_requests=args.warmup,
+        traffic="rate" if args.request_rate else "concurrency",
+        burstiness=args.burstiness,
+        duration_s=args.duration,
+        slo_ms=args.slo or {},
     )
     spec = SweepSpec(
         url=args.url,
-        levels=args.concurrency,
+        levels=args.concurrency or [],
+        rates=args.request_rate,
+        slo_ms=args.slo,
         workload=workload,
         processes=args.processes,
         connect_timeout_s=args.connect_timeout,
@@ -159,7 +232,10 @@ def main(argv: list[str]) -> int:
     )
     try:
         with Progress(*columns, console=console) as progress:
-            outcome = asyncio.run(run_sweep(spec, _Bars(progress)))
+            bars = _Bars(progress)
+            for rate in args.request_rate or []:
+                bars.names[requests_at_rate(rate, workload)] = f"rate {rate:g}/s"
+            outcome = asyncio.run(run_sweep(spec, bars))
     except BenchError as err:
         print(f"agent bench: {err}", file=sys.stderr)
         return 1
@@ -172,7 +248,7 @@ def main(argv: list[str]) -> int:
 def _report(
     console: Console, args: argparse.Namespace, workload: Workload, outcome: SweepOutcome
 ) -> int:
-    workload.model = outcome.model
+    workload.model, workload.dataset_digest = outcome.model, outcome.dataset_digest
     client = ClientInfo(
         processes=outcome.processes,
         event_loop="uvloop" if outcome.processes else "asyncio",
@@ -184,12 +260,13 @@ def _report(
         server=ServerRef(url=args.url),
         workload=workload,
         client=client,
-        levels=args.concurrency,
+        levels=args.concurrency or [p["max_concurrency"] for p in outcome.points],
         points=outcome.points,
         label=args.label,
         interrupted=outcome.interrupted,
         notes=outcome.notes,
     )
+    result.request_rates = args.request_rate or []
     console.print(sweep_table(result), markup=False, highlight=False, soft_wrap=True)
     if args.json is not None:
         try:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.bench.confighash import normalize_command, workload_key
+from tools.bench.confighash import TRAFFIC_DEFAULTS, normalize_command, workload_key
 from tools.bench.results import repeats as repeats_of
 from tools.bench.results import sweep_of
 from tools.bench.schema import BenchResult
@@ -175,6 +175,8 @@ def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) 
 
 def _check_workload(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:
     ka, kb = workload_key(a.workload.model_dump()), workload_key(b.workload.model_dump())
+    for key in (ka, kb):  # a traffic key is in a key only where it is not at its default
+        key.update({k: v for k, v in TRAFFIC_DEFAULTS.items() if k not in key})
     diffs = [f"{k} {ka[k]} vs {kb[k]}" for k in ka if ka[k] != kb[k]]
     if diffs:
         cmp.warnings.append(

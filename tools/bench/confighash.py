@@ -9,10 +9,13 @@ hash = sha256 of canonical JSON {"server": normalized command, "workload": workl
   by name, `-`/`_` spelled alike; `--port` and `--host` dropped (where it listens is not what it
   is); values canonical: numbers as numbers ("0.90" == "0.9", "8" == 8), JSON objects (vLLM's
   --speculative-config) re-serialized with sorted keys;
-- positional words after the program (vLLM's `serve MODEL`) kept in order.
-The workload key: endpoint, input_len, max_tokens, ignore_eos, temperature, and the model name
-served. Not in it: the concurrency levels (the ledger keeps one summary per level, so results with
-different levels still share their common levels), requests per level, warm-up, seed and client.
+- positional words after the program (vLLM's `serve MODEL`) kept in order; `-m module` is part
+  of the program only after python (`llama-server -m model.gguf` is a flag with its value).
+The workload key: endpoint, input_len, max_tokens, ignore_eos, temperature, the model name
+served, and where not at their defaults the dataset (kind and file digest), lengths, traffic,
+burstiness and duration. Not in it: the concurrency levels (the ledger keeps one summary per
+level, so results with different levels still share their common levels), requests per level,
+warm-up, seed and client.
 A benchmark against a bare URL (no command known) hashes "url:<host>:<port>" in place of the
 command - good within a session, not across server restarts.
 """
@@ -73,7 +76,8 @@ def normalize_command(command: str | list[str]) -> dict[str, Any]:
     while i < len(argv) and not argv[i].startswith("-"):
         program.append(_program_word(argv[i]) if i == 0 else argv[i])
         i += 1
-    if i < len(argv) and argv[i] == "-m" and i + 1 < len(argv):  # python -m module
+    python = program[:1] == ["python"]  # `-m X` is a module only to python (llama-server: model)
+    if python and i < len(argv) and argv[i] == "-m" and i + 1 < len(argv):
         program += ["-m", argv[i + 1]]
         i += 2
         while i < len(argv) and not argv[i].startswith("-"):
@@ -106,9 +110,29 @@ def normalize_command(command: str | list[str]) -> dict[str, Any]:
     }
 
 
+# What shapes the load beyond the lengths, with the value that means "as before it existed": a
+# key at that value is left out, so results from before keep their hashes. Not the SLO (it
+# judges the load, it does not change it).
+TRAFFIC_DEFAULTS: dict[str, Any] = {
+    "dataset": "random",
+    "dataset_digest": "",
+    "lengths": "fixed",
+    "traffic": "concurrency",
+    "burstiness": 1.0,
+    "duration_s": None,
+}
+
+
 def workload_key(workload: dict[str, Any]) -> dict[str, Any]:
     keys = ("endpoint", "input_len", "max_tokens", "ignore_eos", "temperature", "model")
-    return {k: canonical_value(workload.get(k)) for k in keys}
+    key = {k: canonical_value(workload.get(k)) for k in keys}
+    for name, default in TRAFFIC_DEFAULTS.items():
+        value = workload.get(name, default)
+        if value != default:
+            key[name] = canonical_value(value)
+    if key.get("dataset", "").partition(":")[0] in ("sharegpt", "jsonl"):
+        key["dataset"] = key["dataset"].partition(":")[0]  # the file's digest says which
+    return key
 
 
 def config_hash(

@@ -83,24 +83,28 @@ async def run_level(
     stall_s: float = 300.0,
     ready: asyncio.Event | None = None,
     go: asyncio.Event | None = None,
-    prompt_tokens: int = 0,
+    prompt_tokens: int | list[int] = 0,
+    max_tokens: list[int] | None = None,
+    deadline_s: float | None = None,
 ) -> LevelRun:
     """Send `requests` with `concurrency` in flight; `ready`/`go` let a parent start shards
     together (set `ready` once connected and warmed up, then wait for `go`). `prompt_tokens`:
-    each prompt's expected length, kept when the server reports no usage."""
+    each prompt's expected length, kept when the server reports no usage; `max_tokens`: each
+    request's output length; `deadline_s`: send no request later than this after the start
+    (the requests not sent are not part of the level)."""
     run = out if out is not None else LevelRun()
     workers = max(1, min(concurrency, len(requests)))
     conns, _ = await open_connections(target, workers, connect_timeout)
-    watchdog = asyncio.ensure_future(_watchdog(conns, stall_s))
+    guard = asyncio.ensure_future(watchdog(conns, stall_s))
     try:
         if warmup:
-            await _warmup(target, conns, warmup, connect_timeout)
+            await warmup_requests(target, conns, warmup, connect_timeout)
         if ready is not None:
             ready.set()
         if go is not None:
             await go.wait()
-        run.records = [RequestRecord(prompt_tokens=prompt_tokens) for _ in requests]
-        order = iter(range(len(requests)))
+        run.records = new_records(len(requests), prompt_tokens, max_tokens)
+        order = _until(len(requests), deadline_s)
         reuse = _Reuse()
         cpu0 = time.process_time()
 
@@ -118,13 +122,34 @@ async def run_level(
             )
         finally:
             run.cpu_seconds = time.process_time() - cpu0
+            if deadline_s is not None:  # the requests never sent are not part of the level
+                run.records = [r for r in run.records if r.start > 0]
     finally:
-        watchdog.cancel()
+        guard.cancel()
         for conn in conns:
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
     return run
+
+
+def new_records(
+    n: int, prompt_tokens: int | list[int], max_tokens: list[int] | None
+) -> list[RequestRecord]:
+    prompts = prompt_tokens if isinstance(prompt_tokens, list) else [prompt_tokens] * n
+    outs = max_tokens or [0] * n
+    return [
+        RequestRecord(prompt_tokens=p, max_tokens=m) for p, m in zip(prompts, outs, strict=True)
+    ]
+
+
+def _until(n: int, deadline_s: float | None) -> Iterator[int]:
+    """The request indices in order, none handed out after the deadline."""
+    end = None if deadline_s is None else perf_counter() + deadline_s
+    for i in range(n):
+        if end is not None and perf_counter() >= end:
+            return
+        yield i
 
 
 @dataclass
@@ -173,7 +198,9 @@ async def _worker(
         if rec.error_kind == "disconnect" and not conn.answered and conn.requests > 1:
             # the server closed an idle keep-alive connection as we sent: once more, fresh
             reuse.keep = False
-            rec = records[i] = RequestRecord(prompt_tokens=rec.prompt_tokens)
+            rec = records[i] = RequestRecord(
+                prompt_tokens=rec.prompt_tokens, max_tokens=rec.max_tokens
+            )
             try:
                 conn = conns[w] = await target.connect(connect_timeout)
                 fut = loop.create_future()
@@ -186,7 +213,7 @@ async def _worker(
         tick()
 
 
-async def _warmup(
+async def warmup_requests(
     target: Target, conns: list[StreamConn | None], warmup: list[bytes], timeout: float
 ) -> None:
     """Send the warm-up requests concurrently over the level's connections; discard results."""
@@ -206,7 +233,7 @@ async def _warmup(
     await asyncio.gather(*(one(w % len(conns), r) for w, r in enumerate(warmup[: len(conns)])))
 
 
-async def _watchdog(conns: list[StreamConn | None], stall_s: float) -> None:
+async def watchdog(conns: list[StreamConn | None], stall_s: float) -> None:
     while True:
         await asyncio.sleep(min(1.0, stall_s / 4))
         now = perf_counter()

@@ -10,6 +10,8 @@ Formulas (shared/reference/serving.md, vllm/benchmarks/serve.py `calculate_metri
   an empty list gives 0, as numpy does for vLLM's `np.mean(x or 0)`.
 - max_output_tokens_per_s / max_concurrent_requests: vLLM's one-second buckets; like vLLM it
   counts streamed messages, not tokens, in the buckets.
+Goodput (vLLM's --goodput): request_goodput = requests meeting every SLO set / dur; ours:
+slo_attainment = that count / requests sent (a failed request misses the SLO).
 Ours on top: achieved_concurrency = sum(e2el) / dur (Little's law), early_eos, errors by kind,
 client CPU, chunks and tokens per chunk, usage_counted (successes whose tokens were counted from
 the chunks: the server sent no usage message), and the verdict level_failed: more than
@@ -119,6 +121,7 @@ def compute_point(
     itls = [gap for r in ok for gap in r.itl]
     chunks = sum(r.chunks for r in ok)
     peak_tokens, peak_active = peak_buckets(ok)
+    good = _good(ok, slo_ms)
     errors = Counter(r.error_kind for r in records if not r.success)
     samples: dict[str, str] = {}
     for r in records:
@@ -134,7 +137,8 @@ def compute_point(
         "total_input_tokens": total_in,
         "total_output_tokens": total_out,
         "request_throughput": len(ok) / dur if ok else 0.0,
-        "request_goodput": _goodput(ok, slo_ms, dur),
+        "request_goodput": good / dur if good is not None else None,
+        "slo_attainment": good / len(records) if good is not None and records else None,
         "output_throughput": total_out / dur if ok else 0.0,
         "total_token_throughput": (total_in + total_out) / dur if ok else 0.0,
         "max_output_tokens_per_s": peak_tokens,
@@ -145,7 +149,7 @@ def compute_point(
     point.update(
         {
             "achieved_concurrency": math.fsum(e2els) / dur if ok else 0.0,
-            "early_eos": sum(1 for n in out_lens if n < max_tokens),
+            "early_eos": sum(1 for r in ok if r.output_tokens < (r.max_tokens or max_tokens)),
             "errors": dict(sorted(errors.items())),
             "error_samples": samples,
             "level_failed": level_failed(len(ok), len(records) - len(ok)),
@@ -170,8 +174,8 @@ def compute_point(
     return point
 
 
-def _goodput(ok: list[RequestRecord], slo_ms: dict[str, float] | None, dur: float) -> float | None:
-    """Requests meeting every SLO set (ttft, tpot, e2el in ms) per second; None when none set."""
+def _good(ok: list[RequestRecord], slo_ms: dict[str, float] | None) -> int | None:
+    """How many requests met every SLO set (ttft, tpot, e2el in ms); None when none is set."""
     if not slo_ms:
         return None
     good = 0
@@ -180,4 +184,4 @@ def _goodput(ok: list[RequestRecord], slo_ms: dict[str, float] | None, dur: floa
         values = {"ttft": r.ttft, "tpot": tpot, "e2el": r.latency}
         if all(values[k] * 1000 <= limit for k, limit in slo_ms.items()):
             good += 1
-    return good / dur
+    return good

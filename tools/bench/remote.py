@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from tools.bench.sweep import BenchError, Observer, SweepOutcome, requests_for
+from tools.bench.level_traffic import requests_for
+from tools.bench.sweep import BenchError, Observer, SweepOutcome
 from tools.bench.vllm_format import point_from_vllm
 
 PLACEHOLDERS = (

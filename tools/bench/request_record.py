@@ -22,6 +22,7 @@ class RequestRecord:
     error: str = ""  # one line, for the first few failures of a kind
     queue_time: float = 0.0  # time between a worker becoming free and sending (client queue)
     usage_counted: bool = False  # no usage message: tokens counted from the chunks
+    max_tokens: int = 0  # the output length asked for (0: the level's, from before it existed)
 
     def fail(self, kind: str, message: str) -> None:
         self.success = False
@@ -44,6 +45,7 @@ class RequestRecord:
             self.error,
             self.queue_time,
             self.usage_counted,
+            self.max_tokens,
         ]
 
     @classmethod

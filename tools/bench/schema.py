@@ -9,7 +9,7 @@ level's verdict is `level_failed` (more than 1 % of the requests failed: tools/b
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,12 +37,19 @@ class Workload(BaseModel):
     max_tokens: int = Field(default=512, ge=1)
     ignore_eos: bool = True
     temperature: float = 0.0
-    dataset: str = (
-        "random"  # seeded word prompts of input_len tokens (tools/bench/random_prompts.py)
-    )
+    # random: seeded word prompts of input_len tokens (random_prompts.py); chat: the built-in
+    # chat dataset; sharegpt:FILE, jsonl:FILE: a file's prompts (tools/bench/datasets.py)
+    dataset: str = "random"
+    dataset_digest: str = ""  # a file dataset's content hash: what compare checks, not the path
+    lengths: Literal["fixed", "data"] = "fixed"  # output lengths: max_tokens, or the data's
     seed: int = 0
     requests_per_level: int | None = None  # None: max(5 x C, 10) per level
     warmup_requests: int = 2  # per level, not measured
+    traffic: Literal["concurrency", "rate"] = "concurrency"  # closed loop, or open at a rate
+    # open loop: the gamma shape of the gaps (1: Poisson, <1 burstier), or evenly spaced
+    burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0
+    duration_s: float | None = Field(default=None, gt=0)  # a level lasts this long (model time)
+    slo_ms: dict[str, float] = {}  # {"ttft"|"tpot"|"e2el": p99 limit in ms}: goodput
 
 
 class ClientInfo(BaseModel):
@@ -104,7 +111,8 @@ class BenchResult(BaseModel):
     server: ServerRef
     workload: Workload
     client: ClientInfo
-    levels: list[int]  # the levels asked for, in order
+    levels: list[int]  # the levels asked for, in order (open loop: each level's request count)
+    request_rates: list[float] = []  # open loop: the rates asked for (req/s), in order
     points: list[Point]  # one per level measured (a failed level is kept, marked level_failed)
     interrupted: bool = False  # stopped before every level was measured
     notes: list[str] = []

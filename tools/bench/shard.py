@@ -18,13 +18,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tools.bench.http import Target
 from tools.bench.loadgen import LevelRun, run_level
-from tools.bench.random_prompts import PATHS, bodies, level_seed
+from tools.bench.openloop import run_open_level
+from tools.bench.random_prompts import PATHS, bodies, level_seed, request_body
 from tools.bench.request_record import RequestRecord
 
 _LIMIT = 1 << 30  # a level's records (every ITL of every request) come back in one line
@@ -35,28 +37,73 @@ def share(total: int, shards: int, j: int) -> int:
     return total // shards + (1 if j < total % shards else 0)
 
 
-def level_requests(
-    spec: dict[str, Any], shard: int, shards: int
-) -> tuple[list[bytes], list[bytes]]:
-    """The measured and warm-up request bytes of one shard, dealt round-robin from one seeded
-    list so that the same seed sends the same prompts whatever the number of shards."""
+@dataclass
+class LevelPlan:
+    """One shard's share of a level: the request bytes and what each asks for."""
+
+    requests: list[bytes]
+    warmup: list[bytes]
+    prompt_tokens: int | list[int]
+    max_tokens: list[int] | None
+    send_at: list[float] | None  # open loop: each request's send time; None: closed loop
+
+
+def level_requests(spec: dict[str, Any], shard: int, shards: int) -> LevelPlan:
+    """The measured and warm-up requests of one shard, dealt round-robin from one seeded list so
+    that the same seed sends the same prompts whatever the number of shards. `samples` in the
+    job ([prompt, prompt_tokens, max_tokens] rows from a dataset) replace the random words."""
     target = Target.parse(spec["url"])
     path = PATHS[spec["endpoint"]]
-    make = [
-        spec["model"],
-        spec["words"],
-        spec["max_tokens"],
-        spec["endpoint"],
-        spec["ignore_eos"],
-        spec["temperature"],
-        spec["extra_body"],
-    ]
+    style = [spec["endpoint"], spec["ignore_eos"], spec["temperature"], spec["extra_body"]]
     seed, level = spec["seed"], spec["level"]
-    measured = bodies(spec["num_prompts"], level_seed(seed, level, "measured"), *make)
-    warm = bodies(spec["warmup"], level_seed(seed, level, "warmup"), *make)
-    return (
-        [target.request(path, b) for b in measured[shard::shards]],
+    prompt_tokens: int | list[int] = spec["prompt_tokens"]
+    max_tokens: list[int] | None = None
+    if spec.get("samples") is not None:
+        rows = spec["samples"][shard::shards]
+        measured = [request_body(spec["model"], p, m, *style) for p, _, m in rows]
+        warm = [request_body(spec["model"], p, m, *style) for p, _, m in spec["warm_samples"]]
+        prompt_tokens = [t for _, t, _ in rows]
+        max_tokens = [m for _, _, m in rows]
+    else:
+        make = [spec["model"], spec["words"], spec["max_tokens"], *style]
+        measured = bodies(spec["num_prompts"], level_seed(seed, level, "measured"), *make)
+        measured = measured[shard::shards]
+        warm = bodies(spec["warmup"], level_seed(seed, level, "warmup"), *make)
+    send_at = spec.get("send_at")
+    return LevelPlan(
+        [target.request(path, b) for b in measured],
         [target.request(path, b) for b in warm[shard::shards]],
+        prompt_tokens,
+        max_tokens,
+        None if send_at is None else send_at[shard::shards],
+    )
+
+
+async def run_plan(
+    spec: dict[str, Any],
+    plan: LevelPlan,
+    out: LevelRun,
+    progress: Callable[[int], None] | None = None,
+    ready: asyncio.Event | None = None,
+    go: asyncio.Event | None = None,
+) -> LevelRun:
+    """Run one shard's plan: an open loop when it has send times, else a closed loop."""
+    target = Target.parse(spec["url"])
+    common: dict[str, Any] = {
+        "warmup": plan.warmup,
+        "progress": progress,
+        "out": out,
+        "connect_timeout": spec["connect_timeout"],
+        "stall_s": spec["stall_s"],
+        "ready": ready,
+        "go": go,
+        "prompt_tokens": plan.prompt_tokens,
+        "max_tokens": plan.max_tokens,
+    }
+    if plan.send_at is not None:
+        return await run_open_level(target, plan.requests, plan.send_at, **common)
+    return await run_level(
+        target, plan.requests, spec["concurrency"], deadline_s=spec.get("deadline_s"), **common
     )
 
 
@@ -206,26 +253,13 @@ async def _child_level(
     spec: dict[str, Any], reader: asyncio.StreamReader, send: Callable[[dict[str, Any]], None]
 ) -> None:
     try:
-        requests, warm = level_requests(spec, spec["shard"], spec["shards"])
+        plan = level_requests(spec, spec["shard"], spec["shards"])
     except Exception as err:
         send({"error": f"{type(err).__name__}: {err}"})
         return
     ready, go = asyncio.Event(), asyncio.Event()
     run = LevelRun()
-    task = asyncio.ensure_future(
-        run_level(
-            Target.parse(spec["url"]),
-            requests,
-            spec["concurrency"],
-            warmup=warm,
-            out=run,
-            connect_timeout=spec["connect_timeout"],
-            stall_s=spec["stall_s"],
-            prompt_tokens=spec["prompt_tokens"],
-            ready=ready,
-            go=go,
-        )
-    )
+    task = asyncio.ensure_future(run_plan(spec, plan, run, ready=ready, go=go))
     await ready.wait()
     send({"ready": 1})
 

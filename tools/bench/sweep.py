@@ -23,12 +23,23 @@ from typing import Any
 
 import httpx
 
+from tools.bench import datasets
 from tools.bench.http import BadURL, Target
-from tools.bench.loadgen import LevelRun, connect_error, run_level
+from tools.bench.level_traffic import (
+    add_samples,
+    check_traffic,
+    level_name,
+    requests_at_rate,
+    requests_for,
+    reuse_note,
+    traffic_keys,
+)
+from tools.bench.loadgen import LevelRun, connect_error
 from tools.bench.metrics import DEFAULT_PERCENTILES, FAILED_SHARE, compute_point
+from tools.bench.openloop import arrivals
 from tools.bench.prompt_length import PromptLength, calibrate
 from tools.bench.schema import Workload
-from tools.bench.shard import ShardError, ShardPool, level_requests
+from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
 from tools.bench.timescale import server_time_scale, to_model_time
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
@@ -49,8 +60,9 @@ class Observer:
 @dataclass
 class SweepSpec:
     url: str
-    levels: list[int]
+    levels: list[int]  # concurrency levels; with `rates`, ignored
     workload: Workload
+    rates: list[float] | None = None  # request rates (req/s): open-loop levels instead
     processes: int | None = (
         None  # client processes; None: start with one, add where it pays; 0: in-process
     )
@@ -71,10 +83,7 @@ class SweepOutcome:
     processes: int = 1
     notes: list[str] = field(default_factory=list)
     prompts: dict[str, Any] = field(default_factory=dict)  # how the prompts were made
-
-
-def requests_for(level: int, workload: Workload) -> int:
-    return workload.requests_per_level or max(5 * level, 10)
+    dataset_digest: str = ""  # a file dataset's content hash, for the result's workload
 
 
 async def discover_model(url: str, model: str, timeout: float) -> str:
@@ -116,53 +125,55 @@ async def discover_model(url: str, model: str, timeout: float) -> str:
 
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
     obs = observer or Observer()
-    if not spec.levels or any(c < 1 for c in spec.levels):
-        raise BenchError(f"concurrency levels must be positive integers, got {spec.levels}")
+    steps = _steps(spec)
+    try:
+        data = datasets.load(spec.workload.dataset)
+    except datasets.DatasetError as err:
+        raise BenchError(str(err)) from None
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
     scale = await server_time_scale(spec.url)
-    wl = spec.workload.model_copy(update={"model": model})
-    length = await calibrate(
-        Target.parse(spec.url).url, model, wl.input_len, spec.tokenize_path, spec.connect_timeout_s
-    )
+    wl = spec.workload.model_copy(update={"model": model, "dataset_digest": data.digest})
+    length = await _length(spec, wl, data)
     auto = spec.processes is None
     procs = 1 if auto else int(spec.processes or 0)
-    outcome = SweepOutcome(model=model, processes=procs)
+    outcome = SweepOutcome(model=model, processes=procs, dataset_digest=data.digest)
     seed = wl.seed if spec.prompt_seed is None else spec.prompt_seed
     outcome.prompts = {"seed": seed, **length.info(), "extra_body": spec.extra_body or {}}
+    if data.samples:
+        outcome.prompts.update(dataset_prompts=len(data.samples), dataset_digest=data.digest)
     if scale != 1.0:
         outcome.notes.append(
             f"the server runs {scale:g}x faster than the box it models (a "
             "simulator): every figure is converted to the modelled box's time"
         )
+    slo_ms = spec.slo_ms or wl.slo_ms or None  # in model time; the clock below is the wall's
+    slo = {k: v / scale for k, v in slo_ms.items()} if slo_ms else None
     max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
     pool: ShardPool | None = None
+    used = 0  # dataset samples taken so far: each level takes the next ones
     try:
-        for level in spec.levels:
+        for step in steps:
             if procs > 0 and (pool is None or pool.n != procs):
                 if pool is not None:
                     await pool.close()
                 pool = ShardPool(procs)
                 await pool.start()
-            n = requests_for(level, wl)
+            rate = float(step) if spec.rates else None
+            n = requests_at_rate(step, wl) if rate is not None else requests_for(int(step), wl)
+            level = n if rate is not None else int(step)  # an open level: no cap but n
             obs.level_start(level, n)
             run = LevelRun()
-            job = _job(spec, wl, level, n, seed, length)
+            job = _job(spec, wl, level, n, seed, length, scale)
+            used = add_samples(job, data, wl, seed, used)
+            if rate is not None:
+                wall_rate = rate * scale  # the target is in the modelled box's time
+                job["send_at"] = arrivals(n, wall_rate, wl.burstiness, f"{seed}/{level}/arrivals")
             try:
                 if pool is not None:
                     await pool.run_level(job, functools.partial(obs.progress, level), run)
                 else:
-                    requests, warm = level_requests(job, 0, 1)
-                    await run_level(
-                        Target.parse(spec.url),
-                        requests,
-                        level,
-                        warmup=warm,
-                        out=run,
-                        progress=functools.partial(obs.progress, level),
-                        connect_timeout=spec.connect_timeout_s,
-                        stall_s=spec.stall_timeout_s,
-                        prompt_tokens=length.tokens,
-                    )
+                    plan = level_requests(job, 0, 1)
+                    await run_plan(job, plan, run, functools.partial(obs.progress, level))
             except asyncio.CancelledError:
                 done = [r for r in run.done if r.error_kind != "cancelled"]
                 if done:  # the requests of this level that finished before Ctrl-C
@@ -172,11 +183,11 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                         level,
                         wl.max_tokens,
                         spec.percentiles,
-                        spec.slo_ms,
+                        slo,
                         run.cpu_seconds or None,
                     )
                     point["interrupted"] = True
-                    point = to_model_time(point, scale)
+                    point = to_model_time(traffic_keys(point, rate, wl, run), scale)
                     outcome.points.append(point)
                     obs.level_end(level, point)
                 raise
@@ -188,14 +199,15 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                 level,
                 wl.max_tokens,
                 spec.percentiles,
-                spec.slo_ms,
+                slo,
                 run.cpu_seconds,
             )
             point["client_processes"] = max(procs, 1)
-            point = to_model_time(point, scale)
+            point = to_model_time(traffic_keys(point, rate, wl, run), scale)
             outcome.points.append(point)
             outcome.processes = max(outcome.processes, procs)
             _check(point, level, procs, outcome.notes)
+            check_traffic(point, rate, wl, n, outcome.notes)
             obs.level_end(level, point)
             per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
             if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
@@ -204,14 +216,39 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
         outcome.interrupted = True  # Ctrl-C: the caller gets what was measured
     finally:
         _usage_note(outcome, length)
+        reuse_note(outcome.notes, data, used)
         if pool is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(pool.close())
     return outcome
 
 
+def _steps(spec: SweepSpec) -> list[float]:
+    if spec.rates is not None:
+        if not spec.rates or any(not r > 0 for r in spec.rates):
+            raise BenchError(f"request rates must be positive numbers, got {spec.rates}")
+        return list(spec.rates)
+    if not spec.levels or any(c < 1 for c in spec.levels):
+        raise BenchError(f"concurrency levels must be positive integers, got {spec.levels}")
+    return [float(c) for c in spec.levels]
+
+
+async def _length(spec: SweepSpec, wl: Workload, data: datasets.Dataset) -> PromptLength:
+    """Random prompts are calibrated on the server's tokenizer; a dataset's lengths are its own."""
+    if data.kind != "random":
+        return PromptLength(0, 0, "words", f"{data.kind}: each prompt's words and punctuation")
+    url = Target.parse(spec.url).url
+    return await calibrate(url, wl.model, wl.input_len, spec.tokenize_path, spec.connect_timeout_s)
+
+
 def _job(
-    spec: SweepSpec, wl: Workload, level: int, n: int, seed: int, length: PromptLength
+    spec: SweepSpec,
+    wl: Workload,
+    level: int,
+    n: int,
+    seed: int,
+    length: PromptLength,
+    scale: float,
 ) -> dict[str, Any]:
     return {
         "url": spec.url,
@@ -228,6 +265,7 @@ def _job(
         "num_prompts": n,
         "warmup": wl.warmup_requests,
         "concurrency": level,
+        "deadline_s": None if wl.duration_s is None else wl.duration_s / scale,
         "connect_timeout": spec.connect_timeout_s,
         "stall_s": spec.stall_timeout_s,
     }
@@ -235,29 +273,29 @@ def _job(
 
 def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> None:
     """Notes a reader of the result must see: failures, a client-bound level, early EOS."""
+    name = level_name(point)
     kinds = ", ".join(f"{k} x{v}" for k, v in point["errors"].items())
     if point["level_failed"] and not point["completed"]:
-        notes.append(f"C={level}: every request failed ({kinds})")
+        notes.append(f"{name}: every request failed ({kinds})")
     elif point["level_failed"]:
         notes.append(
-            f"C={level}: {point['failed']} of {point['num_prompts']} requests failed ({kinds}), "
+            f"{name}: {point['failed']} of {point['num_prompts']} requests failed ({kinds}), "
             f"more than {100 * FAILED_SHARE:g} %: a failed measurement"
         )
     elif point["failed"]:
-        notes.append(f"C={level}: {point['failed']} of {point['num_prompts']} requests failed")
+        notes.append(f"{name}: {point['failed']} of {point['num_prompts']} requests failed")
     cpu = point.get("client_cpu_percent")
     if cpu is not None and cpu / max(procs, 1) > 80:
         notes.append(
-            f"C={level}: the client used {cpu / max(procs, 1):.0f}% of a core per process; "
+            f"{name}: the client used {cpu / max(procs, 1):.0f}% of a core per process; "
             "figures may be client-bound"
         )
     if point["early_eos"]:
+        notes.append(f"{name}: {point['early_eos']} requests stopped before max_tokens (early EOS)")
+    closed = point.get("request_rate") == "inf"
+    if closed and not point["level_failed"] and point["achieved_concurrency"] < 0.8 * level:
         notes.append(
-            f"C={level}: {point['early_eos']} requests stopped before max_tokens (early EOS)"
-        )
-    if not point["level_failed"] and point["achieved_concurrency"] < 0.8 * level:
-        notes.append(
-            f"C={level}: achieved concurrency {point['achieved_concurrency']:.1f} - the server "
+            f"{name}: achieved concurrency {point['achieved_concurrency']:.1f} - the server "
             "admits fewer requests at once, or the level was too short to fill"
         )
 
@@ -267,7 +305,7 @@ def _usage_note(outcome: SweepOutcome, length: PromptLength) -> None:
     counted = [p for p in outcome.points if p.get("usage_counted")]
     if not counted:
         return
-    levels = ", ".join(f"C={p['max_concurrency']}" for p in counted)
+    levels = ", ".join(level_name(p) for p in counted)
     outcome.notes.append(
         f"usage: counted from chunks at {levels} - the server sent no usage message, so each "
         f"text chunk is taken as one token and each prompt as {length.tokens} tokens "

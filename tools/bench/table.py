@@ -71,13 +71,29 @@ def point_row(p: dict[str, Any]) -> list[Any]:
 
 
 def sweep_table(result: BenchResult) -> str:
-    rows = [point_row(p.model_dump()) for p in result.points]
-    head = (
-        f"{result.id}  {result.workload.endpoint} input {result.workload.input_len} "
-        f"max_tokens {result.workload.max_tokens} model {result.workload.model}  "
-        f"(latencies in ms)"
-    )
-    text = head + "\n" + render(SWEEP_HEADERS, rows)
+    wl = result.workload
+    headers, rows = list(SWEEP_HEADERS), [point_row(p.model_dump()) for p in result.points]
+    if wl.traffic == "rate":  # the level is the rate asked for; beside it the rate achieved
+        headers[0:1] = ["rate/s", "sent/s"]
+        for row, p in zip(rows, result.points, strict=True):
+            extra = p.model_extra or {}
+            row[0:1] = [extra.get("request_rate"), extra.get("achieved_request_rate")]
+    if wl.slo_ms:
+        headers[-1:-1] = ["goodput", "SLO met"]
+        for row, p in zip(rows, result.points, strict=True):
+            extra = p.model_extra or {}
+            met = extra.get("slo_attainment")
+            row[-1:-1] = [extra.get("request_goodput"), None if met is None else f"{met:.0%}"]
+    lengths = "data" if wl.lengths == "data" else wl.max_tokens
+    inputs = f"input {wl.input_len}" if wl.dataset == "random" else f"dataset {wl.dataset}"
+    head = f"{result.id}  {wl.endpoint} {inputs} max_tokens {lengths} model {wl.model}"
+    if wl.traffic == "rate":
+        head += f"  burstiness {wl.burstiness}"
+    if wl.duration_s is not None:
+        head += f"  {wl.duration_s:g} s per level"
+    if wl.slo_ms:
+        head += "  SLO " + ",".join(f"{k}_ms={v:g}" for k, v in wl.slo_ms.items())
+    text = head + "  (latencies in ms)\n" + render(headers, rows)
     if result.notes:
         text += "\n" + "\n".join(f"note: {n}" for n in result.notes)
     if result.interrupted:

@@ -8,7 +8,13 @@ from typing import Any
 
 import httpx
 
-RATES = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
+RATES = (
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "achieved_request_rate",
+)
 KEEP = ("max_concurrency", "achieved_concurrency", "client_cpu_percent", "client_processes")
 
 

@@ -1,0 +1,129 @@
+"""Workloads against the simulator as a real process (ideal mode): open-loop request rates that
+are kept, goodput under an SLO, a ShareGPT file's lengths, a duration-bound closed level, and
+compare refusing to mix workloads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cli.bench import main as bench_main
+from tests.test_bench_datasets import sharegpt
+from tests.test_bench_sim import make_ctx, sim  # noqa: F401 - the simulator fixture
+from tools.base import ToolBox
+from tools.compare import Compare
+from tools.run_benchmark import RunBenchmark
+
+
+def bench(argv: list[str], out: Path) -> dict[str, Any]:
+    assert bench_main([*argv, "--json", str(out)]) == 0
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def test_request_rates_are_kept_and_goodput_follows_the_slo(
+    sim: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = sim
+    argv = ["--url", url, "--request-rate", "5,20,80", "--duration", "3", "--max-tokens", "32"]
+    result = bench([*argv, "--slo", "ttft_ms=200"], tmp_path / "r.json")
+    assert result["request_rates"] == [5.0, 20.0, 80.0]
+    assert result["workload"]["traffic"] == "rate" and result["workload"]["burstiness"] == 1.0
+    assert result["workload"]["slo_ms"] == {"ttft": 200.0}
+    for p, rate in zip(result["points"], [5, 20, 80], strict=True):
+        assert p["request_rate"] == rate and p["num_prompts"] == 3 * rate
+        assert p["achieved_request_rate"] == pytest.approx(rate, rel=0.05)
+        assert p["completed"] == p["num_prompts"]
+        assert p["request_goodput"] == pytest.approx(p["request_throughput"])  # all under 200
+        assert p["slo_attainment"] == 1.0
+    table = capsys.readouterr().out
+    assert "rate/s" in table and "goodput" in table and "SLO met" in table
+
+    in_process = [*argv[:3], "5", "--duration", "2", "--slo", "ttft_ms=1", "--processes", "0"]
+    p = bench(in_process, tmp_path / "s.json")["points"][0]
+    assert p["achieved_request_rate"] == pytest.approx(5, rel=0.05)
+    # the sim's TTFT is 5 ms: no request meets 1 ms
+    assert p["request_goodput"] == 0.0 and p["slo_attainment"] == 0.0
+
+
+def test_a_sharegpt_file_sets_the_lengths_unless_fixed(
+    sim: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url, _ = sim
+    data = f"sharegpt:{sharegpt(tmp_path / 'sg.json', 8)}"
+    argv = ["--url", url, "--dataset", data, "--concurrency", "2", "--requests-per-level", "8"]
+    result = bench([*argv, "--warmup", "0"], tmp_path / "d.json")
+    point = result["points"][0]
+    assert sorted(point["output_lens"]) == [10 * k for k in range(1, 9)]  # the replies' lengths
+    assert sorted(point["input_lens"]) == [2 + k for k in range(1, 9)]  # "question k why..."
+    assert result["workload"]["lengths"] == "data" and result["workload"]["dataset_digest"]
+    assert not result["notes"]  # 8 prompts were enough: nothing sent twice
+
+    fixed = bench([*argv, "--max-tokens", "6"], tmp_path / "f.json")
+    assert fixed["points"][0]["output_lens"] == [6] * 8
+    assert "has 8 prompts and this sweep sent 10: 2 were sent again" in fixed["notes"][0]
+
+
+def test_a_duration_bound_closed_level_with_chat_prompts(
+    sim: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url, _ = sim
+    argv = ["--url", url, "--dataset", "chat", "--concurrency", "2", "--duration", "1"]
+    point = bench(argv, tmp_path / "c.json")["points"][0]
+    assert 0 < point["completed"] == point["num_prompts"] < 128  # stopped by the clock
+    assert len(set(point["output_lens"])) > 1  # the dataset's answer lengths
+
+
+def test_bad_workload_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "http://127.0.0.1:1"
+    cases = [
+        (["--request-rate", "5", "--concurrency", "1"], "not allowed with argument"),
+        (["--request-rate", "0"], "request rates must be positive numbers"),
+        (["--burstiness", "0.5"], "--burstiness applies to --request-rate levels"),
+        (["--slo", "ttft=1"], "KEY=MS with KEY one of ttft_ms, tpot_ms, e2el_ms"),
+        (["--dataset", "sonnet"], "unknown dataset 'sonnet'"),
+        (["--duration", "0"], "--duration must be positive"),
+    ]
+    for argv, message in cases:
+        assert bench_main(["--url", url, *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert bench_main(["--url", url, "--dataset", "jsonl:/no/such.jsonl"]) == 1
+    assert "cannot read dataset /no/such.jsonl" in capsys.readouterr().err
+
+
+async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloads(
+    sim: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url, command = sim
+    ctx, _ = make_ctx(tmp_path, url, command)
+    box = ToolBox([RunBenchmark(), Compare()])
+    common = {"max_tokens": 8, "slo": {"ttft_ms": 500}}
+    res, _ = await box.call(
+        ctx, "run_benchmark", {**common, "request_rate": [10], "duration_s": 2, "label": "r"}
+    )
+    assert not res.is_error, res.text
+    saved = json.loads(Path(res.data["path"]).read_text())
+    assert saved["points"][0]["request_rate"] == 10 and saved["request_rates"] == [10]
+    assert saved["points"][0]["request_goodput"] > 0
+    res, _ = await box.call(
+        ctx, "run_benchmark", {**common, "concurrency": [20], "requests_per_level": 20}
+    )
+    assert not res.is_error, res.text
+    cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
+    assert "workloads differ (traffic rate vs concurrency; duration_s 2 vs None)" in cmp.text
+    for inp, message in [
+        ({"request_rate": [5], "concurrency": [1]}, "give `concurrency` or `request_rate`"),
+        ({"dataset": "hf:x"}, "unknown dataset 'hf:x'"),
+        ({"slo": {"ttft": 5}}, "slo"),
+        ({"request_rate": [0]}, "greater than 0"),
+    ]:
+        res, _ = await box.call(ctx, "run_benchmark", inp)
+        assert res.is_error and message in res.text, (inp, res.text)

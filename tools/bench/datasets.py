@@ -1,0 +1,153 @@
+"""Where prompts come from: `random` (random_prompts.py), a ShareGPT-format JSON file, a JSONL
+file, or the built-in `chat` dataset (chat_dataset.py).
+
+A dataset is a list of Samples (prompt text, its token estimate, the answer's length). Each
+level of a sweep takes its own slice of one permutation of the dataset drawn from the sweep's
+prompt seed, so levels never repeat each other and each sweep (its own seed) sends them in
+another order; `chat` is generated from the seed, so no sweep ever re-sends another's prompts.
+A file smaller than a sweep needs is reused in order and the result says so (`notes`).
+
+Token counts without a tokenizer: words and punctuation marks (sample.estimate_tokens); the
+server's usage message, when it sends one, is what the metrics count.
+
+ShareGPT format: a JSON list of {"conversations": [{"from": "human"|"gpt", "value": TEXT}, ...]}
+(vLLM's `--dataset-name sharegpt`): the first human turn is the prompt, the reply after it gives
+the output length. JSONL: one object a line, {"prompt": TEXT, "output_len": N (optional)} or
+{"messages": [{"role", "content"}, ...]} (the last user message is the prompt, an assistant
+message after it gives the output length).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.bench.chat_dataset import chat_samples
+from tools.bench.sample import Sample, estimate_tokens
+
+KINDS = ("random", "chat", "sharegpt", "jsonl")
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; one line for the user."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    kind: str  # random | chat | sharegpt | jsonl
+    spec: str  # as given: "sharegpt:FILE"
+    digest: str  # the file's content hash ("" for random and chat): what compare checks
+    samples: list[Sample]  # [] for random and chat (generated per level)
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """'sharegpt:FILE' -> ('sharegpt', 'FILE'); raises DatasetError on an unknown kind."""
+    kind, _, path = spec.partition(":")
+    if kind not in KINDS:
+        raise DatasetError(f"unknown dataset {spec!r}: random, chat, sharegpt:FILE or jsonl:FILE")
+    if kind in ("sharegpt", "jsonl") and not path:
+        raise DatasetError(f"dataset {kind} needs a file: {kind}:FILE")
+    if kind in ("random", "chat") and path:
+        raise DatasetError(f"dataset {kind} takes no file, got {spec!r}")
+    return kind, path
+
+
+def load(spec: str) -> Dataset:
+    kind, path = parse_spec(spec)
+    if kind in ("random", "chat"):
+        return Dataset(kind, spec, "", [])
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise DatasetError(f"cannot read dataset {path}: {err.strerror or err}") from None
+    samples = _sharegpt(raw, path) if kind == "sharegpt" else _jsonl(raw, path)
+    if not samples:
+        raise DatasetError(f"dataset {path} has no usable prompt")
+    return Dataset(kind, spec, hashlib.sha256(raw).hexdigest()[:16], samples)
+
+
+def level_samples(ds: Dataset, seed: int, offset: int, n: int) -> list[Sample]:
+    """n samples starting at `offset` of the seed's permutation (offsets past the end wrap)."""
+    if ds.kind == "chat":
+        return chat_samples(random.Random(f"{seed}/chat/{offset}"), n)
+    order = list(range(len(ds.samples)))
+    random.Random(f"{seed}/order").shuffle(order)
+    return [ds.samples[order[(offset + i) % len(order)]] for i in range(n)]
+
+
+def _sharegpt(raw: bytes, path: str) -> list[Sample]:
+    try:
+        data = json.loads(raw)
+    except ValueError as err:
+        raise DatasetError(f"{path} is not JSON: {err}") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: a ShareGPT file is a JSON list of {{'conversations': [...]}}")
+    samples = []
+    for entry in data:
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list):
+            continue
+        roles = [_role(t.get("from")) for t in turns if isinstance(t, dict)]
+        texts = [str(t.get("value") or "") for t in turns if isinstance(t, dict)]
+        sample = _first_exchange(roles, texts)
+        if sample is not None:
+            samples.append(sample)
+    return samples
+
+
+def _jsonl(raw: bytes, path: str) -> list[Sample]:
+    samples = []
+    for number, line in enumerate(raw.decode(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row: Any = json.loads(line)
+        except ValueError:
+            raise DatasetError(f"{path}:{number} is not a JSON object") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{number} is not a JSON object")
+        if isinstance(row.get("prompt"), str):
+            out = row.get("output_len")
+            if out is not None and (not isinstance(out, int) or out < 1):
+                raise DatasetError(f"{path}:{number}: output_len must be a positive integer")
+            samples.append(Sample(row["prompt"], estimate_tokens(row["prompt"]), out))
+        elif isinstance(row.get("messages"), list):
+            msgs = [m for m in row["messages"] if isinstance(m, dict)]
+            roles = [_role(m.get("role")) for m in msgs]
+            sample = _last_exchange(roles, [str(m.get("content") or "") for m in msgs])
+            if sample is None:
+                raise DatasetError(f"{path}:{number}: no user message in `messages`")
+            samples.append(sample)
+        else:
+            raise DatasetError(f"{path}:{number}: needs a 'prompt' string or a 'messages' list")
+    return samples
+
+
+def _role(name: Any) -> str:
+    return {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}.get(
+        str(name), "other"
+    )
+
+
+def _first_exchange(roles: list[str], texts: list[str]) -> Sample | None:
+    for i, role in enumerate(roles):
+        if role == "user" and texts[i].strip():
+            answer = next(
+                (texts[j] for j in range(i + 1, len(roles)) if roles[j] == "assistant"), ""
+            )
+            out = estimate_tokens(answer) if answer.strip() else None
+            return Sample(texts[i], estimate_tokens(texts[i]), out)
+    return None
+
+
+def _last_exchange(roles: list[str], texts: list[str]) -> Sample | None:
+    users = [i for i, r in enumerate(roles) if r == "user" and texts[i].strip()]
+    if not users:
+        return None
+    i = users[-1]
+    answer = next((texts[j] for j in range(i + 1, len(roles)) if roles[j] == "assistant"), "")
+    return Sample(texts[i], estimate_tokens(texts[i]), estimate_tokens(answer) if answer else None)

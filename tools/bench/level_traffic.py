@@ -1,0 +1,94 @@
+"""What a level of a sweep sends beyond the loop itself - how many requests, which dataset rows -
+and the keys and notes that describe its traffic (docs/benchmark.md, Workloads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.bench import datasets
+from tools.bench.loadgen import LevelRun
+from tools.bench.schema import Workload
+
+RATE_LEVEL_S = 10.0  # a rate level without --duration or a request count: this long
+CLOSED_POOL_PER_C = 64  # a duration-bound closed level prepares this many requests per stream
+
+
+def requests_for(level: int, workload: Workload) -> int:
+    """Requests of a closed level (a duration-bound one: the most it may send)."""
+    if workload.duration_s is not None:
+        return workload.requests_per_level or max(CLOSED_POOL_PER_C * level, 10)
+    return workload.requests_per_level or max(5 * level, 10)
+
+
+def requests_at_rate(rate: float, workload: Workload) -> int:
+    """Requests of an open level: the duration's worth, else requests_per_level, else 10 s."""
+    if workload.duration_s is not None:
+        return max(1, round(rate * workload.duration_s))
+    return workload.requests_per_level or max(10, round(rate * RATE_LEVEL_S))
+
+
+def add_samples(
+    job: dict[str, Any], data: datasets.Dataset, wl: Workload, seed: int, used: int
+) -> int:
+    """Put the level's dataset rows in the job; return how many samples the sweep has taken."""
+    if data.kind == "random":
+        return used
+    warm = datasets.level_samples(data, seed, used, wl.warmup_requests)
+    measured = datasets.level_samples(data, seed, used + len(warm), job["num_prompts"])
+
+    def rows(samples: list[datasets.Sample]) -> list[list[Any]]:
+        fixed = wl.lengths == "fixed"
+        return [
+            [s.prompt, s.prompt_tokens, wl.max_tokens if fixed else s.output_len or wl.max_tokens]
+            for s in samples
+        ]
+
+    job["samples"], job["warm_samples"] = rows(measured), rows(warm)
+    return used + len(warm) + len(measured)
+
+
+def traffic_keys(
+    point: dict[str, Any], rate: float | None, wl: Workload, run: LevelRun
+) -> dict[str, Any]:
+    """The level's traffic keys: vLLM's request_rate and burstiness, and the achieved rate."""
+    if rate is None:
+        return point
+    starts = sorted(r.start for r in run.records if r.start > 0)
+    span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+    point["request_rate"] = rate
+    point["burstiness"] = wl.burstiness
+    point["achieved_request_rate"] = (len(starts) - 1) / span if span > 0 else 0.0
+    return point
+
+
+def level_name(point: dict[str, Any]) -> str:
+    """'C=10' for a closed level, 'rate 5/s' for an open one."""
+    rate = point.get("request_rate", "inf")
+    return f"C={point['max_concurrency']}" if rate == "inf" else f"rate {rate:g}/s"
+
+
+def check_traffic(
+    point: dict[str, Any], rate: float | None, wl: Workload, n: int, notes: list[str]
+) -> None:
+    """An open level that could not keep its rate; a timed closed level that ran out early."""
+    if rate is not None:
+        achieved = point["achieved_request_rate"]
+        if achieved < 0.95 * rate:
+            notes.append(
+                f"rate {rate:g}/s: the client sent {achieved:.2f}/s (late by "
+                f"{point.get('mean_queue_ms', 0):.0f} ms on average): client-bound"
+            )
+    elif wl.duration_s is not None and point["num_prompts"] >= n:
+        notes.append(
+            f"C={point['max_concurrency']}: all {n} prepared requests finished before "
+            f"{wl.duration_s:g} s: raise requests_per_level for a full-length level"
+        )
+
+
+def reuse_note(notes: list[str], data: datasets.Dataset, used: int) -> None:
+    """A file dataset smaller than the sweep: say that prompts were sent more than once."""
+    if data.samples and used > len(data.samples):
+        notes.append(
+            f"dataset {data.spec} has {len(data.samples)} prompts and this sweep sent {used}: "
+            f"{used - len(data.samples)} were sent again (a prefix cache may answer repeats)"
+        )
