@@ -72,3 +72,15 @@ def test_canonical_values_and_flag_diff() -> None:
 def test_bare_url_results_hash_by_address() -> None:
     assert config_hash(None, WL, "http://h:8000/") == config_hash(None, WL, "http://h:8000")
     assert config_hash(None, WL, "http://h:8000") != config_hash(None, WL, "http://h:8001")
+
+
+def test_llama_server_dash_m_is_its_model_not_a_python_module() -> None:
+    n = normalize_command("/opt/llama/bin/llama-server -m /models/t.gguf -t 2 -fa on --port 8080")
+    assert n["program"] == ["llama-server"]
+    assert n["flags"] == {"--m": "/models/t.gguf", "--t": 2, "--fa": "on"}
+    # another model file is another experiment; another build folder is the same one
+    base = "llama-server -m /models/t.gguf --threads 2"
+    assert config_hash(base, WL) != config_hash(base.replace("t.gguf", "u.gguf"), WL)
+    assert config_hash("/a/bin/" + base, WL) == config_hash("/b/bin/" + base, WL)
+    # python's own -m still names the module
+    assert normalize_command("python3 -m sim --tp 2")["program"] == ["python", "-m", "sim"]

@@ -149,10 +149,9 @@ async def test_zombie_workers_outlive_sigterm_of_main_and_kill_server_gets_them(
         ({"--tp": 4}, "out of GPU memory at startup"),
         ({"--mem-fraction-static": 0.6}, "no GPU memory left for the KV cache"),
         ({"--tp": 16}, "ValueError: tp_size (16) is larger than the number of GPUs"),
-        ({"--no-such-flag": True}, "rejected its command line"),
         (None, "custom all-reduce failed"),
     ],
-    ids=["oom-graphs", "oom-weights", "no-kv", "bad-tp", "bad-flag", "custom-all-reduce"],
+    ids=["oom-graphs", "oom-weights", "no-kv", "bad-tp", "custom-all-reduce"],
 )
 async def test_startup_failures_are_diagnosed_and_cleaned_up(
     tmp_path: Path, flags: dict[str, Any] | None, expected: str
@@ -176,6 +175,31 @@ async def test_startup_failures_are_diagnosed_and_cleaned_up(
         assert not is_error and "server-server" in text
     finally:
         await close_context(ctx)
+
+
+async def test_a_command_line_the_engine_refuses_is_never_launched(local_ctx: ToolContext) -> None:
+    """The profile's pre-launch check (the simulator's own parser) refuses it: no process, a
+    `server_failed` event with the reason, one line."""
+    text, is_error, data = await call(local_ctx, "start_server", flags={"--no-such-flag": True})
+    assert is_error and data["diagnosis"].startswith("refused before launch:"), text
+    assert "--no-such-flag" in data["diagnosis"] and "\n" not in data["diagnosis"]
+    assert events(local_ctx, "server_started") == []
+    (failed,) = events(local_ctx, "server_failed")
+    assert (
+        failed["flags"] == {"--no-such-flag": True} and failed["cleanup"] == "nothing was launched"
+    )
+    # a launched server that rejects its command line is diagnosed from its log (any engine)
+    from tools.servers.diagnose import diagnose
+    from tools.servers.profiles import SIM
+
+    log = "usage: sim serve [-h]\nsim serve: error: unrecognized arguments: --no-such-flag\n"
+    assert diagnose(SIM, log, 1, 2).text.startswith("the server rejected its command line")
+    text, is_error, data = await call(local_ctx, "start_server", flags={"--noise": 0.9})
+    assert is_error and "--noise must be in [0, 0.5)" in data["diagnosis"]
+    text, is_error, data = await call(local_ctx, "start_server", flags={"--cuda-graph-max-bs": 64})
+    assert not is_error, text
+    (started,) = events(local_ctx, "server_started")
+    assert started["engine_version"] not in ("", "unknown")  # the package's own version
 
 
 def test_port_in_use_is_diagnosed_from_the_real_log(tmp_path: Path) -> None:
@@ -288,7 +312,9 @@ async def test_wait_survives_a_dropped_connection(
     ctx = await make_sim_ctx(tmp_path, host)
     try:
         start = asyncio.create_task(call(ctx, "start_server", flags={"--load-seconds": 1.5}))
-        await asyncio.sleep(0.7)
+        while not ctx.run.state.servers:  # launched: now the wait for readiness is on
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         proxy.cut()
         text, is_error, _ = await asyncio.wait_for(start, 60)
         assert not is_error, text

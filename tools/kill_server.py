@@ -9,7 +9,7 @@ from pydantic import Field
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
 from tools.hosts import HostError
 from tools.servers.lifecycle import KillReport, kill_server
-from tools.servers.profiles import ENGINES, engine_for
+from tools.servers.profiles import ENGINES, Engine, ProfileError, engine_for
 
 
 class KillServerInput(ToolInput):
@@ -20,7 +20,7 @@ class KillServerInput(ToolInput):
 
 async def kill_recorded(ctx: ToolContext, record: dict[str, Any], reason: str) -> KillReport:
     """Kill the server a `server_started` record describes and log `server_killed`."""
-    engine = ENGINES.get(str(record.get("engine")), engine_for(ctx.config))
+    engine = _engine(ctx, record)
     host = host_for(ctx, record.get("host"))
     try:
         report = await kill_server(host, engine, record, ctx.config.server.kill_timeout_s)
@@ -36,6 +36,17 @@ async def kill_recorded(ctx: ToolContext, record: dict[str, Any], reason: str) -
         reason=reason,
     )
     return report
+
+
+def _engine(ctx: ToolContext, record: dict[str, Any]) -> Engine:
+    """The profile the server was started with: the run's own, else the built-in of its name."""
+    try:
+        engine = engine_for(ctx.config)
+    except ProfileError:  # a profile file broken since: the built-in of that name still knows
+        engine = ENGINES["openai"]
+    if engine.name == record.get("engine"):
+        return engine
+    return ENGINES.get(str(record.get("engine")), engine)
 
 
 class KillServer(Tool):

@@ -15,7 +15,8 @@ from tools.hosts import Host, HostError
 from tools.kill_server import kill_recorded
 from tools.log_paths import check_name, log_path
 from tools.servers.lifecycle import gpu_holders, kill_server, ownership
-from tools.servers.profiles import Engine, engine_for
+from tools.servers.probe import probe
+from tools.servers.profiles import Engine, ProfileError, engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
 
 FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -62,10 +63,20 @@ class StartServer(Tool):
     async def run(self, ctx: ToolContext, inp: StartServerInput) -> ToolResult:
         cfg = ctx.config.server
         name = check_name("server", inp.name or cfg.name)
-        engine = engine_for(ctx.config)
+        try:
+            engine = engine_for(ctx.config)
+        except ProfileError as err:
+            raise ToolError(str(err)) from None
         host = host_for(ctx, inp.host or cfg.host)
         port = inp.port or cfg.port
         command = build_command(cfg.command, inp.flags, engine, port)
+        try:
+            facts = await probe(host, engine, cfg.command)
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        refused = facts.check(inp.flags) if facts.check is not None else None
+        if refused:
+            return self._refused(ctx, name, inp.flags, command, refused)
         try:
             notes = await self._clear_the_way(ctx, host, engine, name, port, command)
             log = await log_path(ctx, host, "server", name)
@@ -77,6 +88,7 @@ class StartServer(Tool):
             name=name,
             host=host.name,
             engine=engine.name,
+            engine_version=facts.version,
             pid=pid,
             pgid=pid,
             port=port,
@@ -115,8 +127,8 @@ class StartServer(Tool):
         )
         text = (
             f"server {name} ready on {host.name}:{port} after {ready.seconds:.1f} s "
-            f"(pid {pid}, model {ready.model}, a test completion took "
-            f"{ready.completion_s:.2f} s); log {log}\ncommand: {command}"
+            f"(pid {pid}, model {ready.model}, {engine.name} {facts.version}, a test completion "
+            f"took {ready.completion_s:.2f} s); log {log}\ncommand: {command}"
         )
         if notes:
             text += "\n" + "\n".join(notes)
@@ -131,7 +143,30 @@ class StartServer(Tool):
                 "seconds": round(ready.seconds, 2),
                 "model": ready.model,
                 "command": command,
+                "engine": engine.name,
+                "engine_version": facts.version,
             },
+        )
+
+    def _refused(
+        self, ctx: ToolContext, name: str, flags: dict[str, Any], command: str, why: str
+    ) -> ToolResult:
+        """The engine's own flag check refused the command line: nothing is launched."""
+        diagnosis = f"refused before launch: {why}"
+        ctx.run.append(
+            "server_failed",
+            name=name,
+            diagnosis=diagnosis,
+            log_excerpt="",
+            seconds=0.0,
+            cleanup="nothing was launched",
+            flags=flags,
+            command=command,
+        )
+        return ToolResult(
+            text=f"server {name} not started: {diagnosis}\ncommand: {command}",
+            is_error=True,
+            data={"name": name, "diagnosis": diagnosis, "log": None, "seconds": 0.0},
         )
 
     async def _clear_the_way(

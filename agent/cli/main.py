@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.cli.args import Parser, positive, runs_dir_arg
 from state.run import RunError, read_state, resolve_run
+from state.text import repair
 from tools.domain.config import ConfigError, UsageError, load_config
 
 # subcommands that parse their own arguments (options may come before RUN)
-DELEGATED = ("watch", "report", "bench", "sim")
+DELEGATED = ("watch", "report", "bench", "sim", "lab")
 
 
 def build_parser() -> Parser:
@@ -27,9 +29,10 @@ def build_parser() -> Parser:
     p.add_argument("--model", help="a Claude model id, or 'autopilot' (the offline brain)")
     runs_dir_arg(p)
     p.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
-    p.add_argument("--max-steps", type=positive(int), help="budget: model turns")
-    p.add_argument("--max-cost", type=positive(float, zero=True), help="budget: USD of model usage")
-    p.add_argument("--max-minutes", type=positive(float), help="budget: wall-clock minutes")
+    off = " (leave the option out for the default; agent.toml [budget] sets it too)"
+    p.add_argument("--max-steps", type=positive(int, off), help="budget: model turns")
+    p.add_argument("--max-cost", type=positive(float, off), help="budget: USD of model usage")
+    p.add_argument("--max-minutes", type=positive(float, off), help="budget: wall-clock minutes")
 
     p = sub.add_parser("resume", help="continue a run from its event log")
     p.add_argument("run", metavar="RUN")
@@ -59,9 +62,10 @@ def build_parser() -> Parser:
         if name == "say":
             p.add_argument("text")
         if name == "budget":
-            p.add_argument("--steps", type=int)
-            p.add_argument("--usd", type=float)
-            p.add_argument("--minutes", type=float)
+            raise_it = " (a limit cannot be switched off; give the new, higher value)"
+            p.add_argument("--steps", type=positive(int, raise_it))
+            p.add_argument("--usd", type=positive(float, raise_it))
+            p.add_argument("--minutes", type=positive(float, raise_it))
         runs_dir_arg(p)
 
     for name, help_text in (("watch", "follow a run live"), ("report", "write a run's report")):
@@ -70,6 +74,7 @@ def build_parser() -> Parser:
     for name, help_text in (
         ("bench", "benchmark a server over concurrency levels"),
         ("sim", "the simulated inference server"),
+        ("lab", "set up a real lab on this machine (llama.cpp)"),
     ):
         p = sub.add_parser(name, help=help_text, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -77,7 +82,8 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    # a non-UTF-8 byte in an argument arrives as a lone surrogate: U+FFFD from here on
+    argv = [repair(a) for a in (sys.argv[1:] if argv is None else argv)]
     if argv and argv[0] in DELEGATED:  # everything after the name is the delegate's
         try:
             return delegate(argv[0], argv[1:])
@@ -92,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `agent todos RUN | head -1`: the reader left, which is fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # or the flush at exit raises again
+        return 141  # 128 + SIGPIPE, as a tool killed by the signal
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -191,12 +201,17 @@ def delegate(command: str, argv: list[str]) -> int:
     """Subcommands that own their argument parsing."""
     if command == "sim":
         from sim.cli import main as sim_main
+        from tools.domain import lab_truth  # the campaign's objective ranks the sim's truth
 
-        return sim_main(argv)
+        return sim_main(argv, lab_truth)
     if command == "bench":
         from agent.cli.bench import main as bench_main
 
         return bench_main(argv)
+    if command == "lab":
+        from agent.cli.lab import main as lab_main
+
+        return lab_main(argv)
     if command == "watch":
         from agent.cli.watch import main as watch_main
 
@@ -223,6 +238,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "bench": cmd_delegate,
     "watch": cmd_delegate,
     "report": cmd_delegate,
+    "lab": cmd_delegate,
 }
 
 if __name__ == "__main__":

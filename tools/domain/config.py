@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shlex
 import socket
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from state.secrets import MASK, is_secret_word
 
@@ -43,11 +53,23 @@ class HostConfig(Strict):
     def address_form(cls, v: str) -> str:
         if v != "local" and not (v.startswith("ssh://") and len(v) > len("ssh://")):
             raise ValueError('use "local" or ssh://[user@]host[:port]')
+        if v != "local":
+            try:
+                port = urlsplit(v).port  # raises on a port that is no number from 0 to 65535
+            except ValueError:
+                port = 0
+            if port == 0:
+                raise ValueError("the port is not a number from 1 to 65535")
         return v
 
 
+# the engine profiles shipped in tools/servers/profiles/*.toml (a test keeps the two in step)
+BUILTIN_ENGINES = ("llama.cpp", "openai", "sglang", "sim", "vllm")
+
+
 class ServerConfig(Strict):
-    engine: Literal["sglang", "vllm", "sim"] = "sim"
+    profile: str | None = None  # an engine profile file (relative to agent.toml's folder)
+    engine: str = "sim"  # a built-in engine profile; with `profile` only a label
     host: str = "local"
     name: str = "server"
     command: str
@@ -60,19 +82,40 @@ class ServerConfig(Strict):
     )
     health_path: str | None = None  # overrides the engine profile's health endpoint
 
+    @field_validator("engine")
+    @classmethod
+    def engine_known(cls, engine: str, info: ValidationInfo) -> str:
+        if info.data.get("profile") is None and engine not in BUILTIN_ENGINES:
+            hint = difflib.get_close_matches(engine, BUILTIN_ENGINES, n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ValueError(
+                f"unknown engine{more}: one of {', '.join(BUILTIN_ENGINES)}, or set "
+                "server.profile to an engine profile file"
+            )
+        return engine
+
 
 class BenchConfig(Strict):
-    concurrency: list[int] = [1, 2, 5, 10, 30, 70, 100, 250]
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[1, 2, 5, 10, 30, 70, 100, 250], min_length=1
+    )
     input_len: int = Field(default=512, ge=1)
     max_tokens: int = Field(default=512, ge=1)
-    requests_per_level: int | None = None  # default: 5 x C (at least 10)
-    warmup_requests: int = 2
+    requests_per_level: int | None = Field(default=None, ge=1)  # default: 5 x C (at least 10)
+    warmup_requests: int = Field(default=2, ge=0)
     endpoint: Literal["completions", "chat"] = "completions"
     client: Literal["local", "forward", "remote"] = "forward"  # forward = through SSH when remote
     remote_command: str | None = (
         None  # e.g. "vllm bench serve ... --save-result --result-filename {out}"
     )
     seed: int = 0
+    # the workload (docs/benchmark.md, Workloads): where prompts come from, how requests arrive
+    dataset: str = Field(default="random", pattern=r"^(random|chat|sharegpt:.+|jsonl:.+)$")
+    lengths: Literal["data", "fixed"] | None = None  # None: a dataset's own, random's max_tokens
+    request_rate: list[Annotated[float, Field(gt=0)]] | None = None  # open-loop levels (req/s)
+    burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0  # 1: Poisson arrivals
+    duration_s: float | None = Field(default=None, gt=0)  # seconds per level
+    slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] = {}
 
 
 class ObjectiveConfig(Strict):
@@ -84,13 +127,17 @@ class ObjectiveConfig(Strict):
 
 class BudgetConfig(Strict):
     max_steps: int = Field(default=300, ge=1)
-    max_usd: float = Field(default=25.0, ge=0)
+    max_usd: float = Field(default=25.0, gt=0)
     max_minutes: float = Field(default=24 * 60, gt=0)
 
 
 class ModelConfig(Strict):
     name: str = "claude-sonnet-4-6"  # a Claude model id, or "autopilot"; no API key: autopilot
-    max_tokens: int = 8192
+    max_tokens: int = Field(default=32_000, ge=1)  # per reply, thinking included; streamed
+    # "auto": adaptive where the model has it, else a thinking budget; or adaptive/enabled/off
+    thinking: Literal["auto", "adaptive", "enabled", "off"] = "auto"
+    thinking_budget: int = Field(default=16_000, ge=1024)  # thinking tokens, for "enabled"
+    overload_wait_minutes: float = Field(default=30, ge=0)  # API overloaded: pause, then end
     prices: dict[str, dict[str, float]] = {}  # model id -> {"input", "output", ...} USD per Mtok
 
 
@@ -102,6 +149,16 @@ class CompactionConfig(Strict):
 
 class GuardConfig(Strict):
     allow: list[str] = []  # regexes of commands the destructive-command guard lets through
+
+    @field_validator("allow")
+    @classmethod
+    def compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:  # a bad one would make every bash call fail, much later
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"{pattern!r} is not a regex: {err}") from None
+        return patterns
 
 
 class Config(Strict):
@@ -157,11 +214,24 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(f"{path}: server must be a table ([server]), got {raw['server']!r}")
     lab = lab_config()
     raw.setdefault("server", {}).setdefault("command", lab.server.command)
-    raw.setdefault("search", lab.search if raw["server"].get("engine", "sim") == "sim" else {})
+    _resolve_profile(raw["server"], path)
+    simulated = raw["server"].get("engine", "sim") == "sim" and not raw["server"].get("profile")
+    raw.setdefault("search", lab.search if simulated else {})
     try:
         return Config.model_validate({**raw, "source": str(path)})
     except ValidationError as err:
         raise ConfigError(f"{path}: {explain(err)}") from None
+
+
+def _resolve_profile(server: dict[str, Any], path: Path) -> None:
+    """server.profile is relative to agent.toml's folder; it must exist."""
+    profile = server.get("profile")
+    if not isinstance(profile, str):
+        return  # absent, or a type error the model names
+    where = (path.parent / Path(profile).expanduser()).resolve()
+    if not where.is_file():
+        raise ConfigError(f"{path}: server.profile: engine profile {where} not found")
+    server["profile"] = str(where)
 
 
 def explain(err: ValidationError) -> str:

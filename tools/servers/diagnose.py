@@ -26,9 +26,14 @@ def diagnose(engine: Engine, log_text: str, port: int, exit_code: int | None) ->
     exception = next((ln.strip() for ln in reversed(lines) if EXCEPTION.match(ln)), None)
     for pattern, template in engine.failures:
         for i, line in enumerate(lines):
-            if pattern.search(line):
+            found = pattern.search(line)
+            if found:
+                match = found.group(1) if found.re.groups and found.group(1) else found.group(0)
                 text = template.format(
-                    port=port, line=_short(line), exception=_short(exception or line)
+                    port=port,
+                    line=_short(line),
+                    match=_short(match),
+                    exception=_short(exception or line),
                 )
                 start = max(0, i - 3)
                 return Diagnosis(text, "\n".join(lines[start : start + EXCERPT_LINES]))

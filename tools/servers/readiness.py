@@ -1,7 +1,8 @@
 """Waiting for a server: the log watched, health polled, the process checked, all at once.
 
 Ready = health 200 + the engine's ready line + one real streaming completion (health endpoints
-lie: vLLM's reads a flag, SGLang's HTTP server can outlive a dead scheduler). Failed = the process
+lie: vLLM's reads a flag, SGLang's HTTP server can outlive a dead scheduler) - each as the engine
+profile's [readiness] table says (a generic server has no ready line). Failed = the process
 is gone or the log shows a failure pattern; either is noticed within one poll (POLL_S) and the
 diagnosis follows after a short grace so the whole error message is in the excerpt.
 """
@@ -78,7 +79,7 @@ class Watch:
         *lines, self.partial = text.replace(b"\r", b"\n").split(b"\n")
         for raw in lines:
             line = raw.decode("utf-8", "replace")
-            if self.ready_line is None and any(r in line for r in self.engine.ready_lines):
+            if self.ready_line is None and any(p.search(line) for p in self.engine.ready_lines):
                 self.ready_line = line.strip()
             if self.failed_at is None and failure_in(self.engine, line):
                 self.failed_at = time.monotonic()
@@ -133,12 +134,14 @@ async def wait_ready(w: Watch) -> Ready:
                 raise StartFailure(w.diagnosis(), now - start)
             if w.failed_at is not None and now - w.failed_at >= GRACE_S:
                 raise StartFailure(w.diagnosis(), now - start)
-            if healthy and w.ready_line is not None and w.failed_at is None:
+            said_ready = w.ready_line is not None or not w.engine.ready_lines
+            if healthy and said_ready and w.failed_at is None:
                 t0 = time.monotonic()
                 model = w.model or await _model_name(client)
-                if model is not None and await _completion(client, model):
+                skip_completion = not w.engine.profile.readiness.completion
+                if model is not None and (skip_completion or await _completion(client, model)):
                     if w.on_progress is not None and w.last_fraction != 1.0:
-                        w.on_progress(1.0, w.ready_line)  # the bar ends full
+                        w.on_progress(1.0, w.ready_line or "ready")  # the bar ends full
                     return Ready(
                         seconds=time.monotonic() - start,
                         model=model,

@@ -1,0 +1,59 @@
+"""`agent lab setup llama.cpp`'s parts without a build: the models it makes are GGUF files llama.cpp
+can read (the gguf reader here; loading them in llama-server is tests/test_real_llama.py), and its
+agent.toml is a valid config whose search space keeps llama.cpp's rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tools.domain.config import load_config
+from tools.domain.space import SearchSpace
+from tools.servers.llama_cpp.lab import setup
+from tools.servers.llama_cpp.tiny_model import SPACE, vocabulary
+
+gguf = pytest.importorskip("gguf")
+
+
+def test_the_vocabulary_reaches_every_word_through_its_prefixes() -> None:
+    tokens, scores, types = vocabulary("the license the licensee, free software", words=10)
+    assert tokens[:3] == ["<unk>", "<s>", "</s>"] and len(tokens) == len(scores) == len(types)
+    assert len(set(tokens)) == len(tokens)
+    for word in ("the", "license", "licensee", "free"):
+        piece = SPACE + word
+        assert all(piece[:end] in tokens for end in range(2, len(piece) + 1))
+
+
+def test_lab_setup_writes_models_and_a_config_that_loads(tmp_path: Path) -> None:
+    lab = setup(tmp_path / "lab", Path("/opt/llama/bin/llama-server"))
+    target, draft = (gguf.GGUFReader(str(p)) for p in (lab.target, lab.draft))
+
+    def field(reader: object, key: str) -> int:
+        return int(reader.fields[key].parts[-1][0])  # type: ignore[attr-defined]
+
+    assert field(target, "llama.block_count") == 4 and field(draft, "llama.block_count") == 1
+    tensors = {t.name: t for t in target.tensors}
+    draft_tensors = {t.name: t for t in draft.tensors}
+    # the draft shares the target's embeddings and first layer: it guesses the target's tokens
+    for name in ("token_embd.weight", "blk.0.attn_q.weight", "output.weight"):
+        assert np.array_equal(tensors[name].data, draft_tensors[name].data)
+    assert not np.array_equal(
+        tensors["blk.0.attn_q.weight"].data, tensors["blk.1.attn_q.weight"].data
+    )
+
+    config = load_config(lab.config)
+    assert config.server.engine == "llama.cpp" and str(lab.target) in config.server.command
+    assert config.bench.concurrency == [1, 2, 4, 8]
+    space = SearchSpace.parse(config.search)
+    base = space.baseline
+    # a quantized V cache only with flash attention; the draft model only with draft-simple
+    assert space.problems({**base, "--cache-type-v": "q8_0"})
+    assert not space.problems({**base, "--flash-attn": "on", "--cache-type-v": "q8_0"})
+    spec = {
+        "--spec-type": "draft-simple",
+        "--spec-draft-model": str(lab.draft),
+        "--spec-draft-n-max": 8,
+    }
+    assert not space.problems({**base, **spec})

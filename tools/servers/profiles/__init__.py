@@ -1,0 +1,133 @@
+"""Engine profiles: what differs between engines when starting, watching, measuring and killing a
+server, as data - one TOML file per engine beside this module (sglang, vllm, llama.cpp, sim and a
+generic openai), or a user's own file (`[server] profile = "my-engine.toml"`). A new engine is a
+profile file, not code (docs/configuration.md, "Engine profiles")."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tools.servers.profiles.load import ProfileError, builtin_names, builtin_raw, load_file, resolve
+from tools.servers.profiles.schema import Profile
+
+__all__ = [
+    "ENGINES",
+    "LLAMA_CPP",
+    "OPENAI",
+    "SGLANG",
+    "SIM",
+    "VLLM",
+    "Engine",
+    "ProfileError",
+    "builtin_names",
+    "engine_for",
+    "load_profile",
+]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A profile ready for use: its patterns compiled."""
+
+    profile: Profile
+    source: str  # "built-in" or the profile file's path
+    health_path: str
+    ready_lines: tuple[re.Pattern[str], ...]
+    failures: tuple[tuple[re.Pattern[str], str], ...]
+
+    @classmethod
+    def of(cls, profile: Profile, source: str = "built-in") -> Engine:
+        return cls(
+            profile=profile,
+            source=source,
+            health_path=profile.readiness.health_path,
+            ready_lines=tuple(re.compile(p) for p in profile.readiness.ready_lines),
+            failures=tuple((re.compile(f.pattern), f.diagnosis) for f in profile.failures),
+        )
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return tuple(self.profile.workers)
+
+    @property
+    def port_flag(self) -> str:
+        return self.profile.port_flag
+
+    @property
+    def loopback(self) -> str:
+        return self.profile.loopback
+
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        """Request fields every benchmark request carries (llama.cpp: cache_prompt = false)."""
+        cache_ = self.profile.prefix_cache
+        return dict(cache_.request_fields) if cache_.reset == "request_field" else {}
+
+    @property
+    def cache_reset_path(self) -> str | None:
+        """The endpoint to POST before a measurement for a cold prefix cache, if any."""
+        cache_ = self.profile.prefix_cache
+        return cache_.path if cache_.reset == "post" else None
+
+    @property
+    def tokenize_path(self) -> str | None:
+        return self.profile.tokens.tokenize_path or None
+
+    def with_overrides(self, ready_line: str | None, health_path: str | None) -> Engine:
+        """server.ready_line (a plain substring) and server.health_path from agent.toml."""
+        if not ready_line and not health_path:
+            return self
+        return Engine(
+            profile=self.profile,
+            source=self.source,
+            health_path=health_path or self.health_path,
+            ready_lines=(re.compile(re.escape(ready_line)),) if ready_line else self.ready_lines,
+            failures=self.failures,
+        )
+
+
+ENGINES: dict[str, Engine] = {
+    name: Engine.of(resolve(raw, f"built-in profile {name}")) for name, raw in builtin_raw().items()
+}
+SGLANG, VLLM, SIM = ENGINES["sglang"], ENGINES["vllm"], ENGINES["sim"]
+LLAMA_CPP, OPENAI = ENGINES["llama.cpp"], ENGINES["openai"]
+
+
+def load_profile(path: str | Path) -> Engine:
+    """A user's profile file (ProfileError, one line, when it is wrong)."""
+    path = Path(path).expanduser()
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _load_cached(str(path), stamp)
+
+
+@cache
+def _load_cached(path: str, stamp: int) -> Engine:
+    return Engine.of(load_file(Path(path)), source=path)
+
+
+def engine_for(config: object) -> Engine:
+    """The profile for config.server - its profile file, else the built-in engine - with the
+    documented overrides (ready_line, health_path) applied."""
+    server = config.server  # type: ignore[attr-defined]
+    profile_path = getattr(server, "profile", None)
+    if profile_path:
+        base = load_profile(profile_path)
+    elif server.engine in ENGINES:
+        base = ENGINES[server.engine]
+    else:
+        raise ProfileError(
+            f"unknown engine {server.engine!r}: one of {', '.join(ENGINES)}, or set "
+            "server.profile to a profile file"
+        )
+    return base.with_overrides(getattr(server, "ready_line", None), server.health_path)
