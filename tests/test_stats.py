@@ -90,5 +90,14 @@ def test_repeats_groups_sweeps_of_one_configuration_in_measured_order() -> None:
                     level_failed=True)  # fmt: skip
     cut = result("b005", "python -m sim --x 1", {1: 9.0}, "2026-01-01T00:05:00Z", interrupted=True)
     got = repeats([a2, a1, b, failed, cut])  # --port is not part of what a configuration is
-    assert got == [[{1: 100.0}, {1: 101.0}], [{1: 150.0}, {1: 0.0}, {}]]
+    assert got == [[{1: 100.0}, {1: 101.0}], [{1: 150.0}, {1: 0.0}]]
     assert sweep_of(failed) == {1: 0.0} and sweep_of(cut) == {}
+
+
+def test_repeats_pair_only_sweeps_measured_the_same_way() -> None:
+    """A screen sends fewer requests per level than a full sweep: more of it is ramp-up and
+    drain, so its gap to a full sweep is bias, not noise - it pairs only with screens."""
+    full1 = result("b001", "python -m sim", {1: 100.0}, "2026-01-01T00:01:00Z", num_prompts=30)
+    screen = result("b002", "python -m sim", {1: 80.0}, "2026-01-01T00:02:00Z", num_prompts=10)
+    full2 = result("b003", "python -m sim", {1: 102.0}, "2026-01-01T00:03:00Z", num_prompts=30)
+    assert repeats([full1, screen, full2]) == [[{1: 100.0}, {1: 102.0}], [{1: 80.0}]]

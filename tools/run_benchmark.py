@@ -204,6 +204,7 @@ class RunBenchmark(Tool):
             name=name,
             host=s.get("host"),
             engine=s.get("engine"),
+            engine_version=s.get("engine_version"),
             command=s.get("command"),
             flags=s.get("flags") or {},
             port=s.get("port"),

@@ -16,8 +16,12 @@ def setup(f: Figures) -> list[Block]:
     hosts = ", ".join(f"{h.get('name')} ({h.get('address')})" for h in cfg.get("hosts") or [])
     search = [k for k in cfg.get("search") or {} if k not in ("requires", "baseline")]
     engine, host = server.get("engine", "?"), server.get("host", "?")
+    versions = sorted(
+        {str(e["engine_version"]) for e in f.m.events if e.get("engine_version")}
+    )  # each launch read the version of the binary it ran (server_started)
+    version = f" (version {', '.join(versions)})" if versions else " (version not read)"
     items = [
-        f"engine: {engine} on host {host}; hosts: {hosts or '-'}",
+        f"engine: {engine}{version} on host {host}; hosts: {hosts or '-'}",
         f"base command: `{server.get('command', '?')}`",
         f"workload: input {bench.get('input_len', '?')} tokens, output "
         f"{bench.get('max_tokens', '?')} tokens, levels {bench.get('concurrency', '?')}",

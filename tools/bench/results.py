@@ -210,30 +210,43 @@ def sweep_of(result: BenchResult) -> dict[int, float]:
 
 
 def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
-    """The `repeats` input of tools.domain.stats: for each configuration (same config hash and
-    workload), its sweeps in the order they were measured. compare, recommend, the report and the
-    view all pass their results through here, so the same sweeps meet the same formula."""
+    """The `repeats` input of tools.domain.stats: sweeps of one configuration (same config hash and
+    workload) measured the same way (the same levels with the same number of requests each), in
+    the order they were measured. A screen with fewer requests per level is biased against a full
+    sweep (more of it is ramp-up and drain), so only like pairs with like: their difference is
+    noise. compare, recommend, the report and the view all pass their results through here, so
+    the same sweeps meet the same formula (the autopilot pairs its full sweeps the same way)."""
     by_config: dict[str, list[BenchResult]] = {}
     for r in measured:
         key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
         by_config.setdefault(key, []).append(r)
-    return [
-        _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))) for rs in by_config.values()
-    ]
+    groups: dict[tuple[str, tuple[tuple[int, int], ...]], list[dict[int, float]]] = {}
+    for key, rs in by_config.items():
+        for sweep, shape in _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))):
+            if sweep:  # a result cut short everywhere measured nothing
+                groups.setdefault((key, shape), []).append(sweep)
+    return list(groups.values())
 
 
-def _sweeps(ordered: list[BenchResult]) -> list[dict[int, float]]:
-    """One sweep per result, except that consecutive results under the same label that measured
-    other levels are one sweep split into calls by groups of levels (as the autopilot measures).
-    A result that measured a level again is a new sweep."""
-    out: list[dict[int, float]] = []
+Shape = tuple[tuple[int, int], ...]  # (level, requests sent) of each level of a sweep
+
+
+def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape]]:
+    """Each sweep with its shape. One sweep per result, except that consecutive results under the
+    same label that measured other levels are one sweep split into calls by groups of levels (as
+    the autopilot measures). A result that measured a level again is a new sweep."""
+    out: list[tuple[dict[int, float], Shape]] = []
     last_label = None
     for r in ordered:
         sweep = sweep_of(r)
-        if r.label and r.label == last_label and not set(sweep) & set(out[-1]):
-            out[-1] = dict(sorted({**out[-1], **sweep}.items()))
+        shape = tuple(
+            (p.max_concurrency, p.num_prompts) for p in r.points if p.max_concurrency in sweep
+        )
+        if r.label and r.label == last_label and not set(sweep) & set(out[-1][0]):
+            merged = {**out[-1][0], **sweep}
+            out[-1] = (dict(sorted(merged.items())), tuple(sorted((*out[-1][1], *shape))))
         else:
-            out.append(sweep)
+            out.append((sweep, tuple(sorted(shape))))
         last_label = r.label
     return out
 

@@ -21,7 +21,8 @@ class ServerRef(BaseModel):
 
     name: str | None = None  # the server's name in the run (start_server), None for a bare URL
     host: str | None = None  # the host it runs on (config name)
-    engine: str | None = None  # sglang | vllm | sim | None when unknown
+    engine: str | None = None  # the engine profile's name, None when unknown
+    engine_version: str | None = None  # as the engine printed it before the launch
     command: str | None = None  # the full launch command, None when unknown
     flags: dict[str, Any] = {}  # the flags under test (start_server's), {} when unknown
     port: int | None = None  # the server's port on its host

@@ -29,6 +29,8 @@ from state.fold import RunState
 from state.run import read_state
 from tools.domain.config import Config
 from tools.domain.space import SearchError
+from tools.servers.profiles import engine_for
+from tools.servers.speculation import speculative_flags
 
 # requests per level: waves x the group's top level, at least a floor (low levels are cheap, and
 # a few waves there keep their noise down)
@@ -70,7 +72,8 @@ class Campaign:
         self.server = config.server.name
         self.space = space_of(config)
         self.levels = tuple(config.bench.concurrency)
-        self.directives, self.replies = directives.read(state.supervisor, self.space, self.levels)
+        speculative = speculative_flags(engine_for(config), self.space.flags, self.space.requires)
+        self.directives, self.replies = directives.read(state.supervisor, speculative, self.levels)
         obj = config.objective
         objective = Objective(obj.kind, obj.level)
         if self.directives.focus is not None:

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tools.domain.space import SearchSpace
-
 WRAP = re.compile(r"\b(wrap(ping)?[ -]?up|finish|conclude|stop exploring|wind down|enough)\b")
 SKIP = re.compile(
     r"\b(skip|no|drop|without|stop|disable|avoid|forget)\b[^.;]{0,30}"
@@ -22,7 +20,6 @@ SKIP = re.compile(
 )
 FOCUS = re.compile(r"\bfocus\b[^.;]{0,20}?\b(?:c|concurrency)\s*(?:=|of|at)?\s*(\d+)")
 ACK = re.compile(r"Supervisor #(\d+)")
-SPECULATIVE = ("specul", "eagle", "draft")
 KNOWN = "'skip speculation', 'focus on C=N', 'wrap up'"
 
 
@@ -34,16 +31,18 @@ class Directives:
 
 
 def read(
-    messages: list[dict[str, Any]], space: SearchSpace, levels: tuple[int, ...]
+    messages: list[dict[str, Any]], speculative: tuple[str, ...], levels: tuple[int, ...]
 ) -> tuple[Directives, dict[int, str]]:
-    """The directives in force, and a one-line reply per message (by its seq)."""
+    """The directives in force, and a one-line reply per message (by its seq). `speculative`:
+    the search space's flags that belong to speculation, as the engine profile says
+    (tools.servers.speculation), so 'skip speculation' works for every engine."""
     skip: tuple[str, ...] = ()
     focus, wrap_up = None, False
     replies: dict[int, str] = {}
     for m in messages:
         text, seq, said = str(m.get("text", "")).lower(), int(m.get("seq", 0)), []
         if SKIP.search(text):
-            flags = tuple(f for f in space.flags if any(w in f for w in SPECULATIVE))
+            flags = speculative
             skip = tuple(dict.fromkeys((*skip, *flags)))
             said.append(
                 "speculation is dropped from the search"

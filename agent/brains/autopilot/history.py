@@ -146,9 +146,12 @@ class History:
     def launches_used(self) -> int:
         return len(self.launches)
 
-    def repeats(self) -> list[list[dict[int, float]]]:
-        """The sweeps of each configuration measured more than once, in the order measured (a
-        screen's few levels too): what tools.domain.stats reads the noise floor from - the same
-        sweeps tools.bench.results.repeats gives compare, recommend and the report."""
-        each = ([m.per_level for m in self.of(c)] for c in self.configs())
+    def repeats(self, levels: Iterable[int]) -> list[list[dict[int, float]]]:
+        """The full sweeps (over all of `levels`) of each configuration swept more than once, in
+        the order measured: what tools.domain.stats reads the noise floor from. Full sweeps are
+        measured the same way (same levels, same requests each); a screen, with fewer requests
+        per level, is biased against them - tools.bench.results.repeats pairs like with like too.
+        """
+        levels = tuple(levels)
+        each = ([m.per_level for m in self.sweeps(c, levels)] for c in self.configs())
         return [sweeps for sweeps in each if len(sweeps) >= 2]

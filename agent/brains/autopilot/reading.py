@@ -66,7 +66,7 @@ class Reading:
         Both pool the differences of every level (two sweeps give one per level, too few alone),
         also for an objective that reads one level."""
         levels, objective = self.settings.levels, self.settings.objective
-        repeats = self.h.repeats()
+        repeats = self.h.repeats(levels)
         one_level = stats.objective_floor(repeats, levels, kind="level")
         return one_level, stats.objective_floor(repeats, levels, kind=objective.kind)
 
