@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from agent.brains.autopilot.brain import reading_of_run
 from agent.report import gather, write_report
 from agent.session import Limits, start
 from agent.view.console import PlainPrinter
@@ -31,7 +32,11 @@ LEVELS = (1, 10, 100)
 @pytest.fixture
 def run(tmp_path: Path) -> Run:
     """The baseline twice (the A/A pair), a candidate twice (screen and re-validation)."""
-    run = start("beat baseline", lab(), "autopilot", tmp_path, None, Limits())
+    config = lab()
+    config = config.model_copy(
+        update={"bench": config.bench.model_copy(update={"concurrency": list(LEVELS)})}
+    )
+    run = start("beat baseline", config, "autopilot", tmp_path, None, Limits())
     bench_in_run(run, "b001-base", BASE, {1: 90.0, 10: 360.0, 100: 520.0})
     bench_in_run(run, "b002-base", BASE, {1: 92.0, 10: 366.0, 100: 531.0})
     bench_in_run(run, "b003-cg256", CG256, {1: 95.0, 10: 380.0, 100: 560.0})
@@ -99,5 +104,10 @@ async def test_compare_recommend_report_and_view_state_the_same_figures(run: Run
     assert figures.winner.runs[0].id == "b003-cg256"
     assert "**Deploy b004-cg256**" in md
     assert "winner b004-cg256" in watched and "winner b004-cg256" in plain.getvalue()
-    # The autopilot's history joins here (issue 11, its side): History.noise / its beats decision
-    # over these same results must give `floor`, `ratio` and the same winner.
+    # the autopilot: its History of the same run gives the same floor, ratio and best
+    reading = reading_of_run(run.path)
+    assert reading.floors[1] == pytest.approx(floor)
+    autopilot_ratio, _ = reading.compare(CG256, BASE, LEVELS)
+    assert autopilot_ratio == pytest.approx(ratio)
+    assert reading.h.key(reading.incumbent) == reading.h.key(CG256)
+    assert stats.beats(autopilot_ratio, reading.floors[1])

@@ -15,6 +15,7 @@ from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.observe import (
     busy_port,
+    history_of_run,
     interrupted,
     observe,
     run_config,
@@ -230,7 +231,7 @@ def reading_of_run(run_path: Path) -> Reading:
     supervisor's directives: the noise floor and ratios it plans with and prints."""
     state = read_state(run_path)
     campaign = Campaign(state, run_config(state, run_path), run_path)
-    return campaign.planner.read(campaign.h)
+    return campaign.planner.read(history_of_run(run_path))  # measured by hand too
 
 
 def groups(
