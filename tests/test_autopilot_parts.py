@@ -13,6 +13,8 @@ from agent.brains.autopilot.reading import NOISE_DEFAULT, Reading
 from agent.brains.autopilot.steps import Settings
 from sim.space import DEFAULT_BASE_FLAGS, default_space
 from tools.domain.space import SearchSpace
+from tools.servers.profiles import ENGINES
+from tools.servers.speculation import speculative_flags
 
 LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
@@ -41,7 +43,8 @@ def test_levels_are_grouped_so_each_runs_a_few_waves() -> None:
     ],
 )
 def test_directives(text: str, skip: bool, focus: int | None, wrap: bool) -> None:
-    directives, replies = read([{"seq": 7, "text": text}], SPACE, LEVELS)
+    speculative = speculative_flags(ENGINES["sim"], SPACE.flags, SPACE.requires)
+    directives, replies = read([{"seq": 7, "text": text}], speculative, LEVELS)
     assert bool(directives.skip) == skip and directives.focus == focus
     assert directives.wrap_up == wrap
     assert set(replies) == {7} and replies[7]
@@ -51,6 +54,23 @@ def test_directives(text: str, skip: bool, focus: int | None, wrap: bool) -> Non
         assert "nearest sweep level to C=8" in replies[7]
     if not (skip or focus or wrap):
         assert replies[7].startswith("noted; the autopilot acts on")
+
+
+def test_skip_speculation_takes_the_engines_speculative_flags() -> None:
+    """llama.cpp's speculation is --model-draft and --draft-max, not flags named 'specul...':
+    the engine profile says which flags 'skip speculation' holds at the baseline."""
+    space = SearchSpace.parse(
+        {
+            "--parallel": [1, 4],
+            "--model-draft": [False, "draft.gguf"],
+            "--draft-max": [4, 8],
+            "requires": {"--draft-max": {"--model-draft": "draft.gguf"}},
+        }
+    )
+    speculative = speculative_flags(ENGINES["llama.cpp"], space.flags, space.requires)
+    assert speculative == ("--model-draft", "--draft-max")
+    directives, _ = read([{"seq": 1, "text": "skip speculation"}], speculative, LEVELS)
+    assert directives.skip == ("--model-draft", "--draft-max")
 
 
 def test_words_for_a_configuration() -> None:

@@ -159,6 +159,28 @@ async def test_a_short_benchmark_has_no_failed_request(ctx: ToolContext) -> None
     assert all(p["output_throughput"] > 0 for p in points)
 
 
+async def test_a_repeated_sweep_is_not_served_from_the_prefix_cache(ctx: ToolContext) -> None:
+    """Two sweeps of one configuration: each sends fresh prompts (and llama.cpp is told not to
+    reuse a slot's cached prefix), so the second is not several times faster to the first token,
+    as it was when both sent the same prompts (15.8 -> 5.2 ms TTFT p50 in the issue)."""
+    text, is_error, _ = await call(ctx, "start_server", flags={"--threads": 1, "--parallel": 1})
+    assert not is_error, text
+    ttft = []
+    for label in ("first", "again"):
+        text, is_error, _ = await call(
+            ctx, "run_benchmark", concurrency=[1], input_len=256, max_tokens=4,
+            requests_per_level=12, label=label,
+        )  # fmt: skip
+        assert not is_error, text
+        import orjson
+
+        bench = events(ctx, "benchmark")[-1]
+        (point,) = orjson.loads(Path(bench["path"]).read_bytes())["points"]
+        assert point["failed"] == 0
+        ttft.append(point["median_ttft_ms"])
+    assert ttft[1] > 0.5 * ttft[0], ttft  # a cache hit would make it ~3x faster
+
+
 def test_lab_setup_then_a_short_campaign_exits_0(tmp_path: Path, binary: Path) -> None:
     """`agent lab setup llama.cpp`, then `agent run --model autopilot` on a trimmed space: every
     result without a failed request, and a recommendation above 0."""
@@ -210,3 +232,5 @@ def test_lab_setup_then_a_short_campaign_exits_0(tmp_path: Path, binary: Path) -
     assert started["engine"] == "llama.cpp" and started["engine_version"] != "unknown"
     recommendation = orjson.loads((runs / "r" / "recommendation.json").read_bytes())
     assert recommendation["value"] > 0 and recommendation["baseline_value"] > 0
+    report = (runs / "r" / "report.md").read_text()
+    assert f"engine: llama.cpp (version {started['engine_version']})" in report
