@@ -209,6 +209,9 @@ def sweep_of(result: BenchResult) -> dict[int, float]:
     }
 
 
+Shape = tuple[tuple[int, int], ...]  # (level, requests sent) of each level of a sweep
+
+
 def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
     """The `repeats` input of tools.domain.stats: sweeps of one configuration (same config hash and
     workload) measured the same way (the same levels with the same number of requests each), in
@@ -220,15 +223,12 @@ def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
     for r in measured:
         key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
         by_config.setdefault(key, []).append(r)
-    groups: dict[tuple[str, tuple[tuple[int, int], ...]], list[dict[int, float]]] = {}
+    groups: dict[tuple[str, Shape], list[dict[int, float]]] = {}
     for key, rs in by_config.items():
         for sweep, shape in _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))):
             if sweep:  # a result cut short everywhere measured nothing
                 groups.setdefault((key, shape), []).append(sweep)
     return list(groups.values())
-
-
-Shape = tuple[tuple[int, int], ...]  # (level, requests sent) of each level of a sweep
 
 
 def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape]]:
