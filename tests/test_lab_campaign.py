@@ -92,6 +92,7 @@ def check_run(proc: subprocess.CompletedProcess[str], run: Path) -> dict[str, An
     return rec
 
 
+@pytest.mark.slow  # a whole small campaign (~35 s): .ci/run's slow stage
 def test_a_small_lab_campaign_end_to_end(tmp_path: Path) -> None:
     (tmp_path / "agent.toml").write_text(SMALL.format(port=free_port()))
     proc, run = agent_run(tmp_path, "--config", "agent.toml", timeout=280)

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.cli import main
 from state.events import read_events
 
@@ -109,6 +111,7 @@ def campaign(tmp: Path, run_id: str, hosts: str, host: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # two whole campaigns (~45 s): .ci/run's slow stage
 def test_campaign_over_ssh_matches_the_local_one(sshd_server: Any, tmp_path: Path) -> None:
     local = campaign(tmp_path, "local", '[[hosts]]\nname = "local"', "local")
     box = sshd_server.host_config("lab", workdir=str(tmp_path / "remote"))
