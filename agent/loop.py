@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -16,7 +17,9 @@ from typing import Any
 
 from agent.brains.base import Brain, BrainError, BrainUnavailable, Turn, TurnRequest
 from agent.compaction import maybe_compact
+from agent.interrupts import Interrupts, reason_now
 from agent.tool_batch import run_batch
+from state.atomic import is_disk_full
 from state.inbox import drain
 from state.run import Run
 from tools.base import ToolBox, ToolContext, ToolResult
@@ -77,6 +80,11 @@ class Agent:
     overload_wait_minutes: float = 30.0  # how long an unavailable API pauses the run
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # injectable: tests simulate time
     clock: Callable[[], float] = time.monotonic
+    # the supervisor's messages, delivered before each model call: the run's inbox, or in a
+    # replay the recorded ones, at the steps where they arrived
+    inbox: Callable[[Run], object] = drain
+    interrupts: Interrupts = field(default_factory=Interrupts)  # a stop cuts a sweep short
+    disk_full: bool = False  # the run ended because nothing more can be written
 
     async def run_loop(self) -> int:
         """Step until the run ends; returns the exit code. The run_finished event says why."""
@@ -90,8 +98,12 @@ class Agent:
         except asyncio.CancelledError:  # Ctrl-C or SIGTERM: end as a graceful stop would
             status, code, reason = "stopped", 130, "interrupted"
         except Exception as err:  # a bug of ours: record it, clean up, exit 1 - never lose state
-            traceback.print_exc()
-            status, code, reason = "error", 1, f"internal error: {type(err).__name__}: {err}"
+            if is_disk_full(err):  # every event before it is on disk; the one cut is not
+                self.disk_full = True
+                status, code, reason = "error", 1, self.disk_full_reason(err)
+            else:
+                traceback.print_exc()
+                status, code, reason = "error", 1, f"internal error: {type(err).__name__}: {err}"
         if self.on_end is not None:
             try:
                 await self.on_end(status)
@@ -101,7 +113,7 @@ class Agent:
         return self.finish(status, code, reason)
 
     async def step(self) -> None:
-        drain(self.run)
+        self.inbox(self.run)
         self.check_limits()
         await maybe_compact(self)
         turn = await self.query()
@@ -151,7 +163,7 @@ class Agent:
                 self.run.append("model_wait", reason=str(err), **waits)
                 await self.sleep(pause)
                 pauses += 1
-                drain(self.run)  # the supervisor may stop a paused run
+                self.inbox(self.run)  # the supervisor may stop a paused run
                 if self.run.state.stop_requested:
                     raise Stopped("stopped by the supervisor") from None
 
@@ -168,7 +180,13 @@ class Agent:
             **extra,  # the thinking summary, for watch and the report
         )
         uses = turn.tool_uses  # independent calls overlap; the log stays in call order
-        results = await run_batch(self.ctx, uses, self.call_tool)
+        watcher = asyncio.create_task(
+            self.interrupts.watch(lambda: reason_now(self.run, self.minutes()))
+        )
+        try:
+            results = await run_batch(self.ctx, uses, self.call_tool)
+        finally:
+            watcher.cancel()
         pattern = ""
         for block, (result, _) in zip(uses, results, strict=True):
             pattern = self.track(block, result.text) or pattern
@@ -179,7 +197,9 @@ class Agent:
     async def call_tool(self, ctx: ToolContext, block: dict[str, Any]) -> tuple[ToolResult, float]:
         """One tool_use: its tool_call and tool_result events, through the call's run view."""
         ctx.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
-        result, seconds = await self.tools.call(ctx, block["name"], block["input"], block["id"])
+        result, seconds = await self.interrupts.call(
+            block["name"], lambda: self.tools.call(ctx, block["name"], block["input"], block["id"])
+        )
         ctx.run.append(
             "tool_result",
             id=block["id"],
@@ -254,14 +274,28 @@ class Agent:
         self.run.append("message", role="user", content=[{"type": "text", "text": text}])
 
     def minutes(self) -> float:
-        return self.run.state.minutes_before + (time.monotonic() - self.session_start) / 60
+        return self.run.state.minutes_before + (self.clock() - self.session_start) / 60
+
+    def disk_full_reason(self, err: BaseException) -> str:
+        return (
+            f"disk full ({err}): free space where {self.run.path} is, then "
+            f"`agent resume {self.run.id}` goes on from the last event written"
+        )
 
     def finish(self, status: str, exit_code: int, reason: str) -> int:
-        self.run.append(
-            "run_finished",
-            status=status,
-            exit_code=exit_code,
-            reason=reason,
-            session_minutes=round((time.monotonic() - self.session_start) / 60, 4),
-        )
+        try:
+            self.run.append(
+                "run_finished",
+                status=status,
+                exit_code=exit_code,
+                reason=reason,
+                session_minutes=round((time.monotonic() - self.session_start) / 60, 4),
+            )
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            self.disk_full = True  # the end is not recorded: a resume takes it for a crash
+            if not reason.startswith("disk full"):
+                reason = f"{reason}; then {self.disk_full_reason(err)}"
+            print(f"run {self.run.id}: {reason}", file=sys.stderr)
         return exit_code

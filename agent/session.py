@@ -101,7 +101,7 @@ def start(
             "the goal is empty: say what the campaign should achieve, e.g. --goal 'beat baseline'"
         )
     run = Run.create(runs_dir, run_id)
-    raw = config.model_dump(mode="json")
+    raw = pin_local_workdirs(config).model_dump(mode="json")
     run.scrub.values = secret_values(extra=config_secrets(raw))
     resolved = redact(raw)
     run.write_text("config.toml", to_toml(resolved))
@@ -120,6 +120,19 @@ def start(
     run.append("message", role="user", content=[{"type": "text", "text": text}])
     run.sync_todos_file()
     return run
+
+
+def pin_local_workdirs(config: Config) -> Config:
+    """The local host's default workdir is the folder the run started in; written out in full,
+    so that the config a resume reloads (where every field counts as set) keeps it, and does not
+    move it to the remote default ~/campaign."""
+    hosts = [
+        h.model_copy(update={"workdir": os.getcwd()})
+        if h.address == "local" and "workdir" not in h.model_fields_set
+        else h
+        for h in config.hosts
+    ]
+    return config.model_copy(update={"hosts": hosts})
 
 
 def process_fields() -> dict[str, Any]:

@@ -4,6 +4,12 @@ Model turns come from the recording - through the real SDK for Claude sessions (
 or from the autopilot again, which is deterministic. Tool results and the events the tools wrote
 (servers, benchmarks, todos) are fed back from the recording, so a replay needs no GPU, no host
 and no network. With --check, the replayed events must equal the recorded ones.
+
+What the supervisor did is fed back too: `agent say`, `stop` and `budget` messages are delivered
+at the step where the recording has them, and a run of several sessions (ended by a budget, a
+stop or a crash, then resumed) is replayed session by session: the recorded session ends where it
+ended, and the next one starts as `agent resume` starts it (a fresh brain: its first request is
+whole, not a delta).
 """
 
 from __future__ import annotations
@@ -15,13 +21,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.brains.base import Brain
 from agent.brains.replay import DriftError, Faults, ReplayBrain, unified
+from agent.loop import RunEnded
 from agent.session import Limits, config_of, make_agent, make_brain, start
 from state.events import Event, read_events
 from state.run import Run
 from tools.base import ToolBox, ToolContext, ToolResult
 from tools.domain.config import Config, explain
 
+FED = ("supervisor_message", "stop_requested", "limits_changed")  # what drain() delivers
+SESSION = ("run_finished", "run_resumed")
 COMPARED = ("message", "tool_call", "tool_result", "todo", "compaction", "api_exchange")
 IGNORED = ("seq", "ts", "duration_s", "session_minutes")
 
@@ -80,6 +90,8 @@ class ReplayTools(ToolBox):
                 + unified(recorded, {"name": name, "input": raw_input})
             )
         for side in events[1:-1]:  # what the tool logged while it ran: servers, benchmarks, todos
+            if side["type"] in SESSION:  # a crash cut the call: RecordedInbox starts the next
+                continue
             ctx.run.append(side["type"], **_fields(side))
             if side["type"] == "todo":
                 ctx.run.sync_todos_file()
@@ -88,6 +100,70 @@ class ReplayTools(ToolBox):
             text=end["text"], is_error=end.get("is_error", False), data=end.get("data") or {}
         )
         return result, float(end.get("duration_s", 0.0))
+
+
+class SessionEnd(RunEnded):
+    """The recorded session ended here (a budget, a stop, a crash); the next one resumes."""
+
+    def __init__(self, ended: Event | None) -> None:
+        super().__init__(ended["reason"] if ended else "the recorded session was cut off here")
+        self.status = ended["status"] if ended else "crashed"
+        self.exit_code = int(ended["exit_code"]) if ended else 1
+
+
+class RecordedInbox:
+    """The loop's inbox in a replay: before the model call that follows the n-th assistant
+    message, the supervisor events the recording has there (drain() delivers at that point), and
+    the recorded end of a session that was resumed afterwards."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.pending: list[tuple[int, Event]] = []  # (assistant messages before it, event)
+        turns = 0
+        for event in recording.events:
+            if event["type"] == "message" and event.get("role") == "assistant":
+                turns += 1
+            elif event["type"] in (*FED, *SESSION):
+                self.pending.append((turns, event))
+        self.turns = 0
+
+    def on_event(self, event: Event) -> None:
+        if event["type"] == "message" and event.get("role") == "assistant":
+            self.turns += 1
+
+    def __call__(self, run: Run) -> int:
+        fed = 0
+        while self.pending and self.pending[0][0] <= self.turns:
+            event = self.pending[0][1]
+            if event["type"] in FED:
+                run.append(event["type"], **_fields(event))
+            elif not self.resumes_after(1 if event["type"] == "run_finished" else 0):
+                break  # the run's last end: the loop must reach it by itself
+            else:  # the session ended here and was resumed: end this one the same way
+                ended = event if event["type"] == "run_finished" else None
+                if ended is not None:  # (a crash left no run_finished: the resume comes next)
+                    self.pending.pop(0)
+                raise SessionEnd(ended)
+            self.pending.pop(0)
+            fed += 1
+        return fed
+
+    def resumes_after(self, skip: int = 0) -> Event | None:
+        """The recorded run_resumed that comes next (after `skip` pending events), if any."""
+        rest = self.pending[skip:]
+        return rest[0][1] if rest and rest[0][1]["type"] == "run_resumed" else None
+
+    def resume(self, run: Run) -> bool:
+        """Start the next session as `agent resume` did, if the recording has one here."""
+        while self.pending and self.pending[0][1]["type"] == "run_finished":
+            if not self.resumes_after(1):
+                return False
+            self.pending.pop(0)  # the loop ended this session by itself, as recorded
+        resumed = self.resumes_after()
+        if resumed is None:
+            return False
+        self.pending.pop(0)
+        run.append("run_resumed", **_fields(resumed))
+        return True
 
 
 def _fields(event: Event) -> dict[str, Any]:
@@ -114,17 +190,24 @@ async def replay(
     run = start(
         started["goal"], config, started["model"], runs_dir, run_id, limits, replay_of=str(source)
     )
-    if started.get("brain") == "autopilot":
-        brain = make_brain("autopilot", config_of(run))
-    else:
-        brain = ReplayBrain([_fields(e) for e in rec.exchanges()], started["model"], faults)
-    agent = make_agent(run, brain, config)
-    agent.tools = ReplayTools(agent.tools, rec)
-    try:
-        code = await agent.run_loop()
-    except DriftError as err:
-        agent.finish("drift", 1, str(err).splitlines()[0])
-        return 1, run, str(err)
+    replay_brain = ReplayBrain([_fields(e) for e in rec.exchanges()], started["model"], faults)
+    inbox = RecordedInbox(rec)
+    run.listeners.append(inbox.on_event)
+    while True:  # one session of the recording at a time
+        brain: Brain = replay_brain
+        if started.get("brain") == "autopilot":  # a resume starts a new autopilot
+            brain = make_brain("autopilot", config_of(run))
+        agent = make_agent(run, brain, config)
+        agent.tools = ReplayTools(agent.tools, rec)
+        agent.inbox = inbox
+        try:
+            code = await agent.run_loop()
+        except DriftError as err:
+            agent.finish("drift", 1, str(err).splitlines()[0])
+            return 1, run, str(err)
+        if not inbox.resume(run):
+            break
+        replay_brain.fresh_session()  # a resumed process sends its first request whole
     return code, run, compare(rec.events, run, truncated=code == 3)
 
 

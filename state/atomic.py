@@ -44,6 +44,11 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC, or a quota that is used up: the run cannot write, whatever it does."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     write_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
 

@@ -31,6 +31,22 @@ def send(run_path: Path, kind: str, **body: Any) -> str:
     return name
 
 
+def waiting(run_path: Path, delivered: set[str]) -> list[dict[str, Any]]:
+    """The messages not delivered yet, oldest first, left in place (the loop looks for a stop
+    while a tool call runs; it delivers them before the next model call)."""
+    inbox = run_path / "inbox"
+    out = []
+    for path in sorted(inbox.glob("*.json")) if inbox.is_dir() else []:
+        if path.name not in delivered:
+            try:
+                message = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(message, dict):
+                out.append(message)
+    return out
+
+
 def drain(run: Run) -> int:
     """Turn waiting messages into events, oldest first; returns how many were delivered."""
     inbox = run.path / "inbox"

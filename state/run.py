@@ -45,7 +45,9 @@ class Run:
     """Writes events and keeps the fold of them current; owns the run folder."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        # absolute: every path the run records (server logs, results) must resolve the same
+        # from whatever folder `agent resume` runs in
+        self.path = path.absolute()
         try:
             self._lock = acquire(path)  # before the read: the live writer's last line is not torn
         except Locked as err:

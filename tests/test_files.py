@@ -18,8 +18,8 @@ async def call(ctx: ToolContext, name: str, **inp: object) -> tuple[str, bool, d
     return result.text, result.is_error, result.data
 
 
-async def test_put_then_get_round_trip(host_ctx: ToolContext, tmp_path: Path) -> None:
-    src = tmp_path / "bench.py"
+async def test_put_then_get_round_trip(host_ctx: ToolContext) -> None:
+    src = host_ctx.run.path / "bench.py"  # this machine's end is the run folder
     src.write_bytes(os.urandom(123_457))
     text, is_error, data = await call(
         host_ctx, "put_file", local_path=str(src), remote_path="scripts/bench.py"
@@ -34,7 +34,7 @@ async def test_put_then_get_round_trip(host_ctx: ToolContext, tmp_path: Path) ->
 
 
 async def test_paths_outside_the_workdir_are_refused(host_ctx: ToolContext, tmp_path: Path) -> None:
-    src = tmp_path / "x.txt"
+    src = host_ctx.run.path / "x.txt"
     src.write_text("x")
     for remote in ("/etc/x.txt", "../escape.txt", "a/../../escape.txt"):
         text, is_error, _ = await call(
@@ -70,7 +70,7 @@ async def test_allow_paths_permit_an_absolute_folder(any_host: HostConfig, tmp_p
 
 async def test_missing_files_are_one_line_errors(host_ctx: ToolContext) -> None:
     text, is_error, _ = await call(
-        host_ctx, "put_file", local_path="/nonexistent/f", remote_path="f"
+        host_ctx, "put_file", local_path="nonexistent/f", remote_path="f"
     )
     assert is_error and "not found" in text and "\n" not in text
     text, is_error, _ = await call(host_ctx, "get_file", remote_path="nothing-here.txt")

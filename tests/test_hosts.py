@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -51,9 +52,11 @@ async def test_run_starts_in_the_workdir_and_creates_it(host: Host, tmp_path: Pa
 
 
 async def test_timeout_kills_everything_the_command_started(host: Host) -> None:
+    # durations unique to this test run: an unrelated `sleep 60` on the machine is not ours
+    sleeps = [f"sleep {60 + i}.{secrets.randbelow(10**9):09d}" for i in range(3)]
     cmd = (
-        "sleep 60 & echo $! > bg.pid; nohup sleep 61 >/dev/null 2>&1 & echo $! > nohup.pid; "
-        "echo before; sleep 62"
+        f"{sleeps[0]} & echo $! > bg.pid; nohup {sleeps[1]} >/dev/null 2>&1 & echo $! > nohup.pid; "
+        f"echo before; {sleeps[2]}"
     )
     res = await host.run(cmd, timeout=1)
     assert res.timed_out and res.exit_code is None
@@ -63,7 +66,23 @@ async def test_timeout_kills_everything_the_command_started(host: Host) -> None:
         pid = int((await host.run(f"cat {name}")).stdout)
         assert await eventually_dead(host, pid), f"{name}: pid {pid} survived the timeout"
     procs = await host.processes()
-    assert not [p for p in procs if p.args in ("sleep 60", "sleep 61", "sleep 62")]
+    assert not [p for p in procs if p.args in sleeps]
+    assert res.survivors == []  # nothing it started is left to name
+
+
+async def test_timeout_names_what_setsid_moved_out_of_the_group(host: Host) -> None:
+    """A setsid child is beyond the group kill (detaching is how a command keeps a server): the
+    result names it rather than claim that everything was killed."""
+    tag = f"{secrets.randbelow(10**9):09d}"
+    res = await host.run(
+        f"setsid sleep 63.{tag} >/dev/null 2>&1 & echo $! > s.pid; sleep 64.{tag}", timeout=1
+    )
+    pid = int((await host.run("cat s.pid")).stdout)
+    try:
+        assert res.timed_out and res.survivors == [pid]
+        assert await host.alive(pid)
+    finally:
+        await host.signal([pid], "KILL")
 
 
 async def test_detached_process_outlives_the_call_in_its_own_group(host: Host) -> None:

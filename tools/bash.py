@@ -6,7 +6,7 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
 from tools.guard import check
-from tools.hosts import HostError
+from tools.hosts import Host, HostError
 from tools.hosts.output import clean, cut, save_full
 
 OUTPUT_LIMIT = 12_000  # characters the model sees; the full text goes to outputs/
@@ -50,7 +50,13 @@ class Bash(Tool):
             if err_text
             else ""
         )
-        if res.timed_out:
+        if res.timed_out and res.survivors:
+            head = (
+                f"timed out after {inp.timeout_s:g} s on {host.name}: the command's process group "
+                f"was killed, but what it moved into a session of its own (setsid) still runs: "
+                f"{await _describe(host, res.survivors)}; kill them with bash if unwanted"
+            )
+        elif res.timed_out:
             head = (
                 f"timed out after {inp.timeout_s:g} s on {host.name}: the command and "
                 f"everything it started were killed"
@@ -64,6 +70,8 @@ class Bash(Tool):
             "timed_out": res.timed_out,
             "host": host.name,
         }
+        if res.survivors:
+            data["survivors"] = res.survivors
         if was_cut or res.dropped:
             path = save_full(ctx, "bash", body)
             data["output_path"] = path
@@ -72,3 +80,12 @@ class Bash(Tool):
                 head += f" ({res.dropped} bytes beyond the capture limit were dropped)"
         text = head + ("\n" + shown if shown.strip() else "\n(no output)")
         return ToolResult(text=text.rstrip("\n"), is_error=res.timed_out, data=data)
+
+
+async def _describe(host: Host, pids: list[int]) -> str:
+    try:
+        procs = {p.pid: p for p in await host.processes()}
+    except HostError:
+        procs = {}
+    shown = [f"pid {p} ({procs[p].args[:60]})" if p in procs else f"pid {p}" for p in pids[:10]]
+    return ", ".join(shown) + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")

@@ -1,8 +1,9 @@
 """put_file / get_file: copy a file to a host or back (SFTP over the SSH connection).
 
 Paths on the host are confined to its workdir (relative paths are taken from there); an absolute
-path elsewhere must lie under one of the host's `allow_paths`. Local paths that are relative are
-taken from the run folder, so what a campaign fetches stays with the run.
+path elsewhere must lie under one of the host's `allow_paths`. Local paths are confined to the run
+folder (relative paths are taken from there, so what a campaign fetches stays with the run) or to
+`[files] allow_local`. Both ends are compared resolved, symlinks followed.
 """
 
 from __future__ import annotations
@@ -34,21 +35,39 @@ class GetFileInput(ToolInput):
 
 
 async def confine(host: Host, path: str) -> str:
-    """The absolute path on the host, if the workdir or allow_paths permit it."""
-    workdir = await host.workdir()
-    full = posixpath.normpath(posixpath.join(workdir, path))
-    allowed = [workdir, *(posixpath.normpath(p) for p in host.config.allow_paths)]
-    if not any(full == a or full.startswith(a.rstrip("/") + "/") for a in allowed):
+    """The absolute path on the host, symlinks followed, if the workdir or allow_paths hold it:
+    comparing the text let a symlink inside the workdir lead anywhere."""
+    workdir, full, *allowed = await host.realpaths(
+        [await host.workdir(), path, *host.config.allow_paths]
+    )
+    allowed.append(workdir)
+    if not any(_under(full, a) for a in allowed):
+        plain = full == posixpath.normpath(posixpath.join(workdir, path))
+        shown = path if plain else f"{path} (really {full})"  # a symlink led there
         raise ToolError(
-            f"{path} is outside the workdir of host {host.name} ({workdir}); "
+            f"{shown} is outside the workdir of host {host.name} ({workdir}); "
             "add its folder to allow_paths for that host in agent.toml to permit it"
         )
     return full
 
 
 def local(ctx: ToolContext, path: str) -> Path:
+    """A path on this machine, symlinks followed, inside the run folder (relative paths are
+    taken from there) or one of [files] allow_local."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() else ctx.run.path / p
+    full = (p if p.is_absolute() else ctx.run.path / p).resolve()
+    allowed = [ctx.run.path.resolve()]
+    allowed += [Path(a).expanduser().resolve() for a in ctx.config.files.allow_local]
+    if not any(_under(str(full), str(a)) for a in allowed):
+        raise ToolError(
+            f"{path} is outside the run folder ({ctx.run.path}) on this machine; the user can "
+            "add its folder to [files] allow_local in agent.toml to permit it"
+        )
+    return full
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _size(n: int) -> str:

@@ -3,6 +3,7 @@ it serves a completion or fails - with a one-line diagnosis when it fails."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shlex
@@ -10,11 +11,12 @@ from typing import Any
 
 from pydantic import Field
 
+from state.secrets import UnresolvedSecret, resolve
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
 from tools.hosts import Host, HostError
 from tools.kill_server import kill_recorded
 from tools.log_paths import check_name, log_path
-from tools.servers.lifecycle import gpu_holders, kill_server, ownership
+from tools.servers.lifecycle import gpu_holders, kill_server, launch, ownership
 from tools.servers.probe import probe
 from tools.servers.profiles import Engine, ProfileError, engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
@@ -56,6 +58,31 @@ def build_command(base: str, flags: dict[str, Any], engine: Engine, port: int) -
     return " ".join(parts)
 
 
+def public_bind(command: str) -> str | None:
+    """The address of a `--host` that is not loopback (0.0.0.0, ::, a LAN address, a name other
+    than localhost), or None: such a server answers anyone who can reach the box."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote: judge the plain words
+        words = command.split()
+    for i, word in enumerate(words):
+        if word == "--host" and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--host="):
+            value = word.removeprefix("--host=")
+        else:
+            continue
+        if value == "localhost":
+            continue
+        try:
+            if ipaddress.ip_address(value.strip("[]")).is_loopback:
+                continue
+        except ValueError:
+            pass
+        return value
+    return None
+
+
 class StartServer(Tool):
     name = "start_server"
     Input = StartServerInput
@@ -69,9 +96,20 @@ class StartServer(Tool):
             raise ToolError(str(err)) from None
         host = host_for(ctx, inp.host or cfg.host)
         port = inp.port or cfg.port
-        command = build_command(cfg.command, inp.flags, engine, port)
+        try:  # a resumed run's config holds `NAME=[redacted]`: the value comes from the env
+            base = resolve(cfg.command)
+        except UnresolvedSecret as err:
+            raise ToolError(str(err)) from None
+        command = build_command(base, inp.flags, engine, port)
+        exposed = public_bind(command)
+        if exposed is not None and not cfg.allow_public_bind:
+            raise ToolError(
+                f"refused: --host {exposed} would serve the model to every network the host is "
+                "on; servers bind loopback (127.0.0.1) and the benchmark reaches them through it. "
+                "If the user wants it, they set server.allow_public_bind = true in agent.toml"
+            )
         try:
-            facts = await probe(host, engine, cfg.command)
+            facts = await probe(host, engine, base)
         except HostError as err:
             raise ToolError(str(err)) from None
         refused = facts.check(inp.flags) if facts.check is not None else None
@@ -80,22 +118,27 @@ class StartServer(Tool):
         try:
             notes = await self._clear_the_way(ctx, host, engine, name, port, command)
             log = await log_path(ctx, host, "server", name)
-            pid = await host.start_detached(command, log)
+            # recorded even when SIGTERM cancels the call mid-launch: the run's end kills it
+            pid = await launch(
+                host,
+                command,
+                log,
+                lambda pid: ctx.run.append(
+                    "server_started",
+                    name=name,
+                    host=host.name,
+                    engine=engine.name,
+                    engine_version=facts.version,
+                    pid=pid,
+                    pgid=pid,
+                    port=port,
+                    command=command,
+                    flags=inp.flags,
+                    log=log,
+                ),
+            )
         except HostError as err:
             raise ToolError(str(err)) from None
-        ctx.run.append(
-            "server_started",
-            name=name,
-            host=host.name,
-            engine=engine.name,
-            engine_version=facts.version,
-            pid=pid,
-            pgid=pid,
-            port=port,
-            command=command,
-            flags=inp.flags,
-            log=log,
-        )
         watch = Watch(
             host,
             engine,
@@ -125,10 +168,11 @@ class StartServer(Tool):
             model=ready.model,
             ready_line=ready.ready_line,
         )
+        shown = ctx.run.scrub(command)  # a secret resolved from the environment stays unsaid
         text = (
             f"server {name} ready on {host.name}:{port} after {ready.seconds:.1f} s "
             f"(pid {pid}, model {ready.model}, {engine.name} {facts.version}, a test completion "
-            f"took {ready.completion_s:.2f} s); log {log}\ncommand: {command}"
+            f"took {ready.completion_s:.2f} s); log {log}\ncommand: {shown}"
         )
         if notes:
             text += "\n" + "\n".join(notes)
@@ -142,7 +186,7 @@ class StartServer(Tool):
                 "log": log,
                 "seconds": round(ready.seconds, 2),
                 "model": ready.model,
-                "command": command,
+                "command": shown,
                 "engine": engine.name,
                 "engine_version": facts.version,
             },
@@ -164,7 +208,7 @@ class StartServer(Tool):
             command=command,
         )
         return ToolResult(
-            text=f"server {name} not started: {diagnosis}\ncommand: {command}",
+            text=f"server {name} not started: {diagnosis}\ncommand: {ctx.run.scrub(command)}",
             is_error=True,
             data={"name": name, "diagnosis": diagnosis, "log": None, "seconds": 0.0},
         )

@@ -70,6 +70,10 @@ class ReplayBrain(AnthropicBrain):
         )
         super().__init__(model, client=client)
 
+    def fresh_session(self) -> None:
+        """As after `agent resume`: a new brain has no previous request to send a delta to."""
+        self._previous = None
+
     def check_count(self, digest: str) -> bool:
         """Count where the recording counted; elsewhere the loop estimates, as it did then."""
         if self.index >= len(self.exchanges):

@@ -11,13 +11,16 @@ from typing import Any
 from agent.loop import Agent
 from agent.session import Limits, config_of, make_agent, make_brain, process_fields, start
 from agent.view.bars import Progress
+from state.atomic import is_disk_full
 from state.run import Run, RunError
 from tools.domain.config import Config
+from tools.domain.goal_slo import with_goal_slo
 
 
 def run_campaign(
     goal: str, config: Config, model: str, runs_dir: Path, run_id: str | None, limits: Limits
 ) -> int:
+    config = with_goal_slo(config, goal)  # "p99 TTFT under 200 ms" in the goal: an SLO objective
     run = start(goal, config, model, runs_dir, run_id, limits)
     print(f"run {run.id}: {run.path}", file=sys.stderr)
     return drive(run, config)
@@ -37,8 +40,15 @@ def resume_campaign(path: Path) -> int:
         return 0
     if run.log.repaired:
         print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
-    run.append("run_resumed", repaired=run.log.repaired, **process_fields())
-    run.sync_todos_file()  # the log wins over a todos.json a crash left behind
+    try:
+        run.append("run_resumed", repaired=run.log.repaired, **process_fields())
+        run.sync_todos_file()  # the log wins over a todos.json a crash left behind
+    except OSError as err:
+        run.close()
+        if not is_disk_full(err):
+            raise
+        print(f"run {run.id}: disk full ({err}): free space, then resume again", file=sys.stderr)
+        return 1
     return drive(run, config_of(run), recovering=True)
 
 
@@ -58,8 +68,8 @@ def drive(run: Run, config: Config, recovering: bool = False) -> int:
 async def _main(agent: Agent, recovering: bool = False) -> int:
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    if task is not None:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    if task is not None:  # once: a second SIGTERM must not cut the clean-up (killing servers)
+        loop.add_signal_handler(signal.SIGTERM, lambda: task.cancelling() or task.cancel())
     try:
         if recovering:  # after a crash: answer cut tool calls, adopt or kill surviving servers
             from agent.recover import recover
@@ -76,8 +86,10 @@ async def wrap_up(agent: Agent, status: str | None = None) -> None:
     """Every run ends the same way: no server of ours left running, and a report."""
     from agent.report import write_report
 
-    if agent.run.state.servers:
-        await agent.tools.call(agent.ctx, "kill_server", {})
+    for name in list(agent.run.state.servers):  # one by one: a kill that cannot be recorded
+        await agent.tools.call(agent.ctx, "kill_server", {"name": name})  # (a full disk) is done
+    if agent.disk_full:  # nothing more can be written; the resumed run's end writes the report
+        return
     agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
     write_report(agent.run, status)
 

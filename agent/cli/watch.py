@@ -7,11 +7,11 @@ import sys
 from rich.console import Console
 
 from agent.cli.args import Parser, runs_dir_arg
-from agent.view.watch import stream_json, watch_view
+from agent.view.watch import NoEvents, stream_json, watch_view
 from state.run import RunError, resolve_run
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     parser = Parser(
         prog="agent watch",
         description="Follow a run live: todos, the running tool, servers, benchmarks, spend.",
@@ -27,7 +27,11 @@ def main(argv: list[str]) -> int:
         default=2.0,
         help="after run_finished, wait this long for a resume before exiting (seconds)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     if args.interval <= 0 or args.grace < 0:
         print("agent watch: --interval must be > 0 and --grace >= 0", file=sys.stderr)
         return 2
@@ -38,5 +42,9 @@ def main(argv: list[str]) -> int:
         return 2
     if args.json:
         return stream_json(path, sys.stdout, args.interval, args.grace, args.once)
-    board = watch_view(path, Console(), args.interval, args.grace, args.once)
+    try:
+        board = watch_view(path, Console(), args.interval, args.grace, args.once)
+    except NoEvents as err:
+        print(f"agent watch: {err}", file=sys.stderr)
+        return 1
     return 1 if board.gone else 0

@@ -25,6 +25,7 @@ from rich.live import Live
 from agent.view.bars import read_progress
 from agent.view.live import Board, event_line, render
 from state.events import Event
+from state.lock import LOCK_NAME
 
 HISTORY_LINES = 10  # event lines shown for what happened before watch started
 WRITER_CHECK_S = 2.0  # how often to ask whether the run's process is still there
@@ -36,6 +37,26 @@ class WriterGone(Exception):
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
         self.pid = pid
+
+
+class NoEvents(Exception):
+    """The log stayed empty and no live process holds the run: it was killed before its first
+    event (between creating the folder and run_started), so nothing will ever come."""
+
+    def __init__(self, path: Path, waited: float) -> None:
+        super().__init__(
+            f"{path} has no events after {waited:g} s and no live process writes the run (it "
+            f"ended before its first event); nothing to watch - start a new run"
+        )
+
+
+def lock_holder_alive(run_path: Path) -> bool:
+    """Whether the pid in run.lock (the last process that opened the run for writing) lives."""
+    try:
+        text = (run_path / LOCK_NAME).read_text(errors="replace").strip()
+    except OSError:
+        return False
+    return text.isdigit() and process_alive(int(text))
 
 
 def process_alive(pid: int) -> bool:
@@ -126,12 +147,16 @@ def follow(
     if once or (lines and lines[-1].event["type"] == "run_finished"):
         return
     ended_at: float | None = None
-    checked = clock()
+    checked = began = clock()
+    empty = not lines  # an empty log has no writer pid to ask: run.lock names it
     while True:
         if ended_at is not None and clock() - ended_at >= grace:
             return
+        if empty and clock() - began >= grace and not lock_holder_alive(path.parent):
+            raise NoEvents(path, round(clock() - began, 1))
         time.sleep(interval)
         reset, lines = follower.poll()
+        empty = empty and not lines
         writer = _writer(lines, None if reset else writer)
         if lines or reset:
             ended = lines[-1].event["type"] == "run_finished" if lines else False
@@ -171,6 +196,9 @@ def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bo
     except WriterGone as gone:
         out.flush()
         print(f"agent watch: {gone_message(path, gone.pid)}", file=sys.stderr)
+        return 1
+    except NoEvents as err:
+        print(f"agent watch: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import stat
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tools.hosts.output import MAX_CAPTURE
@@ -31,6 +32,24 @@ class CommandResult:
     duration: float
     timed_out: bool = False
     dropped: int = 0  # bytes dropped from the middle of the output (beyond the capture limit)
+    # after a timeout: processes of the command still alive, moved into a session of their own
+    # (setsid) beyond the reach of the group kill; found by the CALL_MARK in their environment
+    survivors: list[int] = field(default_factory=list)
+
+
+# put in the environment of every command `run` starts: its descendants inherit it, whatever
+# session or group they move to
+CALL_MARK = "CAMPAIGN_AGENT_CALL"
+
+
+def marked_sh(token: str, pgid: int) -> str:
+    """A shell command printing the pids whose environment holds CALL_MARK=token, but for the
+    members of group `pgid` (killed, maybe not yet gone)."""
+    return (
+        f"for f in $(grep -lzxF -- {CALL_MARK}={token} /proc/[0-9]*/environ 2>/dev/null); do "
+        'p=${f#/proc/}; p=${p%/environ}; g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d " "); '
+        f'[ -n "$g" ] && [ "$g" != {int(pgid)} ] && echo "$p"; done; true'
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +90,20 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
 def group_alive_sh(pgid: int) -> str:
     """A shell test: does the group have a member that is not a zombie?"""
     return f"ps -eo pgid=,stat= | awk '$1 == {int(pgid)} && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
+
+
+def check_regular(path: str, host: str, mode: int | None) -> None:
+    """Logs and files are read only when regular: reading a FIFO or a device blocks (or never
+    ends), and a folder has nothing to read."""
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a folder"
+            if stat.S_ISDIR(mode)
+            else ("a device or socket")
+        )
+        raise HostError(f"{path} on {host} is {kind}, not a regular file; nothing to read")
 
 
 def descendants(procs: list[Proc], root: int) -> set[int]:
@@ -193,6 +226,13 @@ class Host(ABC):
         """Pids listening on the port, as far as `ss` can see them (root sees all)."""
         res = await self.run(f"ss -Htlnp 'sport = :{int(port)}'", timeout=15, cwd="/")
         return sorted({int(m) for m in re.findall(r"pid=(\d+)", res.stdout)})
+
+    async def realpaths(self, paths: list[str]) -> list[str]:
+        """Each path absolute with every symlink followed (relative: from the workdir); the last
+        parts need not exist yet. One command for all (one channel over SSH)."""
+        words = " ".join(shlex.quote(p) for p in paths)
+        out = await self.check(f"realpath -m -z -- {words}", cwd=None)
+        return out.split("\0")[: len(paths)]
 
     async def tail(self, path: str, lines: int) -> str:
         return await self.check(f"tail -n {int(lines)} -- {shlex.quote(path)}", cwd=None)

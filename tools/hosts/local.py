@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import time
 from pathlib import Path
+from typing import BinaryIO
 
-from tools.hosts.base import CommandResult, Host, HostError, listening_ports
+from tools.hosts.base import (
+    CALL_MARK,
+    CommandResult,
+    Host,
+    HostError,
+    check_regular,
+    listening_ports,
+)
 from tools.hosts.output import MAX_CAPTURE, Capture
 
 KILL_GRACE_S = 1.0  # SIGTERM, then this long, then SIGKILL
@@ -38,6 +47,7 @@ class LocalHost(Host):
         max_capture: int = MAX_CAPTURE,
     ) -> CommandResult:
         start = time.monotonic()
+        token = secrets.token_hex(8)
         try:
             proc = await asyncio.create_subprocess_exec(
                 "bash",
@@ -46,6 +56,7 @@ class LocalHost(Host):
                 "-c",
                 command,
                 cwd=cwd or await self.workdir(),
+                env={**os.environ, CALL_MARK: token},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -71,6 +82,7 @@ class LocalHost(Host):
                 pumps.cancel()
                 with contextlib.suppress(BaseException):
                     await pumps
+        survivors = await asyncio.to_thread(_marked, token, proc.pid) if timed_out else []
         return CommandResult(
             exit_code=None if timed_out else proc.returncode,
             stdout=out.text(),
@@ -78,6 +90,7 @@ class LocalHost(Host):
             duration=time.monotonic() - start,
             timed_out=timed_out,
             dropped=out.dropped + err.dropped,
+            survivors=survivors,
         )
 
     async def alive(self, pid: int) -> bool:
@@ -112,12 +125,17 @@ class LocalHost(Host):
 
     async def size(self, path: str) -> int:
         try:
-            return os.stat(self._abs(path)).st_size
+            st = os.stat(self._abs(path))
         except OSError as err:
             raise HostError(f"{path} on {self.name}: {err.strerror}") from None
+        check_regular(path, self.name, st.st_mode)
+        return st.st_size
 
     async def tail(self, path: str, lines: int) -> str:
         return await asyncio.to_thread(_tail, self._abs(path), lines)
+
+    async def realpaths(self, paths: list[str]) -> list[str]:
+        return [os.path.realpath(self._abs(os.path.expanduser(p))) for p in paths]
 
     async def forward_port(self, remote_port: int) -> int:
         return remote_port
@@ -152,6 +170,25 @@ async def kill_group(pgid: int) -> None:
                 await asyncio.sleep(0.05)
 
 
+def _marked(token: str, pgid: int) -> list[int]:
+    """Live processes whose environment holds CALL_MARK=token (this user's: others' environ
+    cannot be read, and the command could not have started them), but for the members of
+    group `pgid`: killed, maybe not gone yet."""
+    mark = f"{CALL_MARK}={token}".encode()
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                environ = Path(entry.path, "environ").read_bytes()
+                stat = Path(entry.path, "stat").read_bytes()
+            except OSError:
+                continue
+            group = int(stat[stat.rindex(b")") + 2 :].split()[2])
+            if mark in environ.split(b"\0") and group != pgid:
+                pids.append(int(entry.name))
+    return sorted(pids)
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -172,11 +209,23 @@ def _group_alive(pgid: int) -> bool:
 
 def _read_range(path: str, offset: int, length: int) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             f.seek(offset)
             return f.read(length)
     except OSError as err:
         raise HostError(f"{path}: {err.strerror}") from None
+
+
+def _open_regular(path: str) -> BinaryIO:
+    """Open for reading without blocking (a FIFO's open waits for a writer, in a thread nothing
+    can cancel - `agent stop` could not end it), and only a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        check_regular(path, "this machine", os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 TAIL_MAX_BYTES = 8 * 1024 * 1024  # a log of \r-only progress bars has no lines to stop at
@@ -187,7 +236,7 @@ def _tail(path: str, lines: int) -> str:
     at most TAIL_MAX_BYTES of them: a 100 MB log without a newline once took a minute and 500 MB
     (each block was prepended to the whole, and all of it counted again)."""
     try:
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             f.seek(0, os.SEEK_END)
             pos = f.tell()
             blocks: list[bytes] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import shlex
 import time
 from pathlib import Path
@@ -11,7 +12,16 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
-from tools.hosts.base import CommandResult, Host, HostError, group_alive_sh, listening_ports
+from tools.hosts.base import (
+    CALL_MARK,
+    CommandResult,
+    Host,
+    HostError,
+    check_regular,
+    group_alive_sh,
+    listening_ports,
+    marked_sh,
+)
 from tools.hosts.connect import connect, parse_address
 from tools.hosts.output import MAX_CAPTURE, Capture
 
@@ -82,7 +92,11 @@ class SSHHost(Host):
         script = f"cd {shlex.quote(where)} || exit 1\n{command}"
         # the session shell leads its process group: report its id, then become the command
         # (--norc: the login shell has already read the rc files once)
-        wrapped = f"echo {MARK.decode()}$$ >&2; exec {BASH} {shlex.quote(script)}"
+        token = secrets.token_hex(8)
+        wrapped = (
+            f"echo {MARK.decode()}$$ >&2; export {CALL_MARK}={token}; "
+            f"exec {BASH} {shlex.quote(script)}"
+        )
         start = time.monotonic()
         proc = await self._open(wrapped)
         out, err = Capture(max_capture), Capture(max_capture)
@@ -110,6 +124,7 @@ class SSHHost(Host):
                 f"in part); the next call reconnects"
             )
         code = proc.returncode
+        survivors = await self._marked(token, pgid[0]) if timed_out and pgid else []
         return CommandResult(
             exit_code=None if timed_out else code,
             stdout=out.text(),
@@ -117,7 +132,19 @@ class SSHHost(Host):
             duration=time.monotonic() - start,
             timed_out=timed_out,
             dropped=out.dropped + err.dropped,
+            survivors=survivors,
         )
+
+    async def _marked(self, token: str, pgid: int) -> list[int]:
+        """Pids on the host still carrying this command's mark (see CALL_MARK)."""
+        if self._conn is None or self._conn.is_closed():
+            return []
+        try:
+            res = await asyncio.wait_for(self._conn.run(marked_sh(token, pgid)), 15)
+        except (asyncssh.Error, OSError, TimeoutError):
+            return []
+        out = res.stdout if isinstance(res.stdout, str) else ""
+        return sorted(int(p) for p in out.split() if p.isdigit())
 
     async def _open(self, command: str) -> asyncssh.SSHClientProcess[bytes]:
         """A process channel; on a dead connection reconnect once (the command never started)."""
@@ -227,6 +254,7 @@ class SSHHost(Host):
         except (asyncssh.Error, OSError) as err:
             self._sftp_broken()
             raise HostError(f"host {self.name}: stat {full} failed: {err}") from None
+        check_regular(path, self.name, attrs.permissions)
         return int(attrs.size or 0)
 
     async def forward_port(self, remote_port: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,32 @@ class KillReport:
         if self.foreign:
             text += "; left alone (not this server's): " + "; ".join(self.foreign)
         return text
+
+
+async def launch(host: Host, command: str, log: str, started: Callable[[int], object]) -> int:
+    """Start a server detached; `started(pid)` records it before the caller can be cancelled.
+
+    SIGTERM cancels the agent's task. A launch cancelled while the server's pid was on its way
+    back (a slow SSH channel) left a server that no record named, so the run's end killed nothing
+    and it outlived the agent. Here the launch runs to its end whatever cancels the caller, the
+    server is recorded, and then the cancellation goes on."""
+    launching = asyncio.ensure_future(host.start_detached(command, log))
+    try:
+        pid = await asyncio.shield(launching)
+    except asyncio.CancelledError:
+        while not launching.done():  # a second SIGTERM does not cut it either (<= 30 s)
+            try:
+                await asyncio.shield(launching)
+            except asyncio.CancelledError:
+                continue
+            except Exception:
+                break
+        if launching.cancelled() or launching.exception() is not None:
+            raise  # nothing was started, or the host cannot say: nothing to record
+        started(launching.result())
+        raise
+    started(pid)
+    return pid
 
 
 def ownership(procs: list[Proc], record: dict[str, Any]) -> dict[int, Proc]:

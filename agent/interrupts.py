@@ -1,0 +1,85 @@
+"""Cutting running tool calls short: `agent stop` and an exhausted minutes budget do not wait
+for a sweep to end (a 4.5-minute sweep once ran a 4-minute budget to 10 minutes).
+
+While a turn's calls run, the loop looks every POLL_S for a stop waiting in the inbox (left there:
+delivering it in the middle of a call's events would split the conversation) and at the minutes
+used. Either one cancels the calls that can be cut; each gets an `interrupted` result, and the
+next step delivers the stop or ends the run on its budget, as it always did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from state.inbox import waiting
+from state.run import Run
+from tools.base import INTERRUPTED_PREFIX, ToolResult
+
+# a benchmark saves its completed levels when cancelled; a server being started is recorded and
+# killed by the run's end; other calls are short, or must not be cut half-way (bash, transfers)
+INTERRUPTIBLE = ("run_benchmark", "start_server")
+POLL_S = 0.5
+
+Call = Callable[[], Awaitable[tuple[ToolResult, float]]]
+
+
+@dataclass
+class Interrupts:
+    reason: str | None = None  # why the turn's calls were cut short (a stop, the budget)
+    running: set[asyncio.Task[Any]] = field(default_factory=set)  # interruptible calls running
+
+    async def watch(self, check: Callable[[], str | None]) -> None:
+        """Until `check` names a reason: then cancel the interruptible calls running."""
+        self.reason = None
+        while self.reason is None:
+            await asyncio.sleep(POLL_S)
+            self.reason = check()
+        for task in list(self.running):
+            task.cancel()
+
+    async def call(self, name: str, call: Call) -> tuple[ToolResult, float]:
+        """Run one tool call of the turn, cut short (or not started) once a reason is found."""
+        if self.reason is not None:  # found while this call waited for an earlier one
+            return self.result(name, "was not started"), 0.0
+        if name not in INTERRUPTIBLE:
+            return await call()
+        task, start = asyncio.current_task(), time.perf_counter()
+        assert task is not None
+        self.running.add(task)
+        try:
+            return await call()
+        except asyncio.CancelledError:
+            if self.reason is None:  # Ctrl-C, SIGTERM: the whole run is being cancelled
+                raise
+            task.uncancel()
+            return self.result(name, "was cut short"), time.perf_counter() - start
+        finally:
+            self.running.discard(task)
+
+    def result(self, name: str, what: str) -> ToolResult:
+        return ToolResult(
+            text=f"{INTERRUPTED_PREFIX}: this {name} call {what} ({self.reason}); what it "
+            "finished is kept (a benchmark's completed levels are saved as its result)",
+            is_error=True,
+            data={"interrupted": True, "reason": self.reason},
+        )
+
+
+def reason_now(run: Run, minutes: float) -> str | None:
+    """A stop requested or waiting, or the minutes budget used up (with an `agent budget` that
+    is waiting, the newest limit)."""
+    state = run.state
+    messages = waiting(run.path, state.inbox_done)
+    if state.stop_requested or any(m.get("kind") == "stop" for m in messages):
+        return "stopped by the supervisor"
+    limit = state.limits.get("max_minutes")
+    for m in messages:
+        if m.get("kind") == "budget" and (m.get("limits") or {}).get("max_minutes"):
+            limit = m["limits"]["max_minutes"]
+    if limit and minutes >= limit:
+        return f"budget exhausted: {minutes:g} of {limit:g} minutes"
+    return None
