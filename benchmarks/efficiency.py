@@ -1,9 +1,14 @@
 """Campaign efficiency: the autopilot's planner against exhaustive grid search, random search and
-Optuna's TPE on the lab's search space, at matched budgets counted in server launches (each a
-ten-minute model load on real hardware). No servers: every method measures sim.truth times the
-same seeded noise, so the study takes seconds. Run by hand:
+Optuna's TPE on a search space, at matched budgets counted in server launches (each a ten-minute
+model load on real hardware). No servers: every method measures sim.truth times the same seeded
+noise, so the study takes seconds to minutes. Run by hand:
 
-    .venv/bin/python benchmarks/efficiency.py [--seeds 10] [--noise 0.02] [--max-tokens 128]
+    .venv/bin/python benchmarks/efficiency.py [--space NAME_OR_FILE] [--profile FILE] \
+        [--seeds 10] [--noise 0.02] [--max-tokens 128] [--json]
+    .venv/bin/python benchmarks/efficiency.py --list     # the built-in spaces
+
+A space is a built-in one (a shipped profile of sim/profiles/ with a [search] table; "default" is
+the reference lab), a profile file with a [search] table, or a space file run on --profile.
 
 Per method it prints the mean fraction of the achievable gain reached, (f - f0) / (f* - f0) with f
 the true value of the configuration the method would deploy, how often it lands within 2 % of the
@@ -14,21 +19,23 @@ launches; crashes are). Needs the `bench` extra (optuna).
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import shlex
 import statistics
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Planner, Settings
 from sim import truth as T
-from sim.space import DEFAULT_LEVELS, default_space
+from sim.space import SpaceError, lab_names, load_lab
 from tools.domain.objective import objective_value
-from tools.domain.space import Flags, SearchSpace
-
-LEVELS = tuple(DEFAULT_LEVELS)
+from tools.domain.space import Flags, SearchError, SearchSpace
 
 
 @dataclass
@@ -43,22 +50,27 @@ class Outcome:
 class Lab:
     """The space, its truth and a noisy full sweep per launch (what a grid or TPE trial costs)."""
 
-    def __init__(self, max_tokens: int, noise: float) -> None:
-        self.space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    def __init__(
+        self, max_tokens: int, noise: float, source: str = "default", profile: str | None = None
+    ) -> None:
+        lab = load_lab(source, profile)
+        self.name, self.base, self.levels = lab.name, lab.base, tuple(lab.levels)
+        command = shlex.join(["python", "-m", "sim", *lab.base])
+        self.space = SearchSpace.parse(lab.space, check=engine_check("sim", command))
         self.configs = self.space.enumerate()
-        self.truth = sim_truth(max_tokens=max_tokens)
+        self.truth = sim_truth(max_tokens=max_tokens, base=lab.base)
         self.noise, self.max_tokens = noise, max_tokens
         self.value = {self.space.key(c): self.true_value(c) for c in self.configs}
         self.f0 = self.true_value(self.space.baseline)
         self.fstar = max(self.value.values())
 
     def true_value(self, config: Flags) -> float:
-        per = self.truth(config, LEVELS)
+        per = self.truth(config, self.levels)
         return 0.0 if isinstance(per, str) else objective_value(per)
 
     def measure(self, config: Flags, rng: random.Random) -> float:
         """One launch and a full sweep: the measured objective (0 when it fails to start)."""
-        per = self.truth(config, LEVELS)
+        per = self.truth(config, self.levels)
         if isinstance(per, str):
             return 0.0
         offset = rng.gauss(0, 0.005)
@@ -76,16 +88,17 @@ class Lab:
 
 
 def autopilot(lab: Lab, seed: int) -> Outcome:
-    planner = Planner(lab.space, Settings(levels=LEVELS, objective=Objective()))
+    levels = lab.levels
+    planner = Planner(lab.space, Settings(levels=levels, objective=Objective()))
     noise = Noise(level=lab.noise, screen=lab.noise * 1.5, launch=0.005)
     h, finish = simulate(planner, lab.truth, seed=seed, noise=noise)
     ok = None
     if len(finish.policy) >= 2:
         low, high = finish.policy[0].config, finish.policy[-1].config
-        a = T.throughput(low, LEVELS, max_tokens=lab.max_tokens)
-        b = T.throughput(high, LEVELS, max_tokens=lab.max_tokens)
-        real = next((c for c in LEVELS if b[c] >= a[c]), None)
-        ok = real is not None and abs(LEVELS.index(finish.crossover[-1]) - LEVELS.index(real)) <= 1
+        a = T.throughput(low, levels, max_tokens=lab.max_tokens, base=lab.base)
+        b = T.throughput(high, levels, max_tokens=lab.max_tokens, base=lab.base)
+        real = next((c for c in levels if b[c] >= a[c]), None)
+        ok = real is not None and abs(levels.index(finish.crossover[-1]) - levels.index(real)) <= 1
     points = sum(len(m.per_level) for m in h.measurements)
     return Outcome(
         h.launches_used(),
@@ -161,6 +174,19 @@ def tpe(lab: Lab, seed: int, budget: int) -> Outcome:
     return Outcome(len(cache), best[1], first_good=lab.first_good(launched))
 
 
+def stats_of(lab: Lab, outcomes: list[Outcome]) -> dict[str, Any]:
+    """What --json prints per method."""
+    gains = [lab.gain(o.chosen) for o in outcomes]
+    within = sum(lab.true_value(o.chosen) >= 0.98 * lab.fstar for o in outcomes if o.chosen)
+    return {
+        "launches_mean": round(statistics.mean(o.launches for o in outcomes), 2),
+        "gain_mean": round(statistics.mean(gains), 4),
+        "gain_worst": round(min(gains), 4),
+        "within_2pct": within,
+        "seeds": len(outcomes),
+    }
+
+
 def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
     gains = [lab.gain(o.chosen) for o in outcomes]
     within = sum(lab.true_value(o.chosen) >= 0.98 * lab.fstar for o in outcomes if o.chosen)
@@ -174,23 +200,48 @@ def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--space", default="default", help="a built-in space (--list) or a file")
+    parser.add_argument("--profile", help="the box a space file runs on (sim/profiles/ or a file)")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--noise", type=float, default=0.02, help="relative sigma per point")
     parser.add_argument("--max-tokens", type=int, default=128, help="the lab's workload")
-    args = parser.parse_args()
-    lab = Lab(args.max_tokens, args.noise)
+    parser.add_argument("--json", action="store_true", help="one JSON object, no table")
+    parser.add_argument("--list", action="store_true", help="name the built-in spaces")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(lab_names()))  # "default" is the reference lab too
+        return 0
+    if args.seeds < 1 or not 0 <= args.noise < 0.5 or args.max_tokens < 1:
+        print("efficiency: --seeds >= 1, --noise in [0, 0.5), --max-tokens >= 1", file=sys.stderr)
+        return 2
+    try:
+        lab = Lab(args.max_tokens, args.noise, args.space, args.profile)
+    except (SpaceError, SearchError, ValueError) as err:
+        print(f"efficiency: {err}", file=sys.stderr)
+        return 2
     seeds = range(args.seeds)
     ours = [autopilot(lab, s) for s in seeds]
     budgets = [o.launches for o in ours]
-    methods: list[tuple[str, Callable[[int, int], Outcome]]] = [
+    if args.json:
+        methods = {
+            "autopilot": stats_of(lab, ours),
+            "tpe": stats_of(lab, [tpe(lab, s, b) for s, b in zip(seeds, budgets, strict=True)]),
+            "random": stats_of(
+                lab, [random_search(lab, s, b) for s, b in zip(seeds, budgets, strict=True)]
+            ),
+            "grid": stats_of(lab, [grid(lab, s) for s in seeds]),
+        }
+        print(json.dumps({"space": lab.name, "noise": args.noise, "methods": methods}))
+        return 0
+    table: list[tuple[str, Callable[[int, int], Outcome]]] = [
         ("random search, same launches", lambda s, b: random_search(lab, s, b)),
         ("Optuna TPE, same launches", lambda s, b: tpe(lab, s, b)),
         ("Optuna TPE, 2x the launches", lambda s, b: tpe(lab, s, 2 * b)),
     ]
     print(
-        f"space: {len(lab.configs)} configurations; f0 (baseline) {lab.f0:.1f}, "
+        f"space {lab.name}: {len(lab.configs)} configurations; f0 (baseline) {lab.f0:.1f}, "
         f"f* {lab.fstar:.1f} tok/s (geomean, {args.max_tokens}-token answers); "
         f"noise {args.noise:.1%} per point; {args.seeds} seeds"
     )
@@ -200,7 +251,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     print(row("autopilot", lab, ours))
-    for name, run in methods:
+    for name, run in table:
         print(row(name, lab, [run(s, b) for s, b in zip(seeds, budgets, strict=True)]))
     print(row("exhaustive grid", lab, [grid(lab, s) for s in seeds]))
     crossings = [o.crossover_ok for o in ours if o.crossover_ok is not None]
@@ -208,7 +259,8 @@ def main() -> None:
         f"autopilot policy crossover within one level of the truth: {sum(crossings)}/"
         f"{len(crossings)} seeds with a policy ({len(ours) - len(crossings)} without)"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -38,6 +38,9 @@ def main(argv: list[str], ranking: Any = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    if command == "serve" and any(a in ("-h", "--help") for a in rest):
+        serve_parser(rest).print_help()
+        return 0
     if command == "serve":
         from sim.serve import main as serve  # the server stack loads only when serving
 
@@ -48,6 +51,48 @@ def main(argv: list[str], ranking: Any = None) -> int:
         return show_gpus(rest)
     print(f"agent sim: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
+
+
+# what each SGLang flag the simulator accepts does (sim/flags.py parses them); shown by --help
+SERVE_HELP = {
+    "--model-path": "the model to serve (a name: the simulator loads nothing)",
+    "--served-model-name": "the model name the OpenAI API reports (default: --model-path)",
+    "--host": "the address to listen on",
+    "--port": "the port to listen on (0: any free port, printed in the log)",
+    "--tp": "tensor parallelism: GPUs the model is split over",
+    "--attention-backend": "the attention kernels; each has its own speed in the model",
+    "--cuda-graph-max-bs": "the largest batch replayed as a CUDA graph; bigger batches run eagerly",
+    "--disable-cuda-graph": "no CUDA graphs: every decode step runs eagerly (slower)",
+    "--speculative-algorithm": "speculative decoding: a draft proposes tokens the model verifies",
+    "--speculative-draft-model-path": "the draft model of EAGLE/EAGLE3",
+    "--speculative-num-steps": "draft steps per verification",
+    "--speculative-eagle-topk": "draft branches kept per step",
+    "--speculative-num-draft-tokens": "draft tokens verified per step",
+    "--disable-custom-all-reduce": "use NCCL's all-reduce instead of the custom kernel",
+    "--enable-flashinfer-allreduce-fusion": "fuse the all-reduce with the next norm (FlashInfer)",
+    "--max-running-requests": "the most requests decoded at once; the others wait in a queue",
+    "--mem-fraction-static": "the share of GPU memory for the weights and the KV cache",
+    "--context-length": "the longest prompt plus output a request may have",
+}
+
+
+def serve_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """`agent sim serve`'s parser, every flag with a line of help and its default."""
+    from sim.flags import FlagError, build_parser, profile_in
+
+    try:
+        profile = profile_in(argv)
+    except FlagError:
+        profile = None
+    p = build_parser("agent sim serve", profile)
+    for action in p._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        text = action.help or SERVE_HELP.get(action.option_strings[0], "a flag of the profile")
+        if action.default not in (None, False) and "default" not in text:
+            text += " (default: %(default)s)"
+        action.help = text
+    return p
 
 
 def _levels(text: str) -> list[int]:
@@ -72,7 +117,8 @@ def truth(argv: list[str], ranking: Ranking | None = None) -> int:
     p.add_argument("--input-len", type=int, default=512)
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--space", help="a space file (TOML [search] / JSON) or 'default': its optimum")
-    p.add_argument("--objective", default="geomean", choices=["geomean", "level", "peak", "slo"])
+    kinds = ["geomean", "level", "peak", "slo", "max_load"]  # tools/domain/objective.py
+    p.add_argument("--objective", default="geomean", choices=kinds)
     p.add_argument("--level", type=int, help="for --objective level")
     p.add_argument("--ttft-ms", type=float, help="for --objective slo")
     p.add_argument("--tpot-ms", type=float, help="for --objective slo")
@@ -110,7 +156,7 @@ def truth(argv: list[str], ranking: Ranking | None = None) -> int:
     for c, v in per.items():
         lat = latency(model, c, ns.input_len, ns.max_tokens)
         print(f"{c:>5} {v:>9.1f} {lat['ttft_ms']:>9.1f} {lat['tpot_ms']:>8.2f}")
-    if ranking is not None and ns.objective != "slo":
+    if ranking is not None and ns.objective not in ("slo", "max_load"):
         try:
             value = ranking.config_value(
                 {}, ns.concurrency, ns.objective, ns.input_len, ns.max_tokens,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sim import profile as profiles
 from sim.hardware import PROFILES
 
 
@@ -47,6 +48,8 @@ class ServerArgs:
     ideal_itl_ms: float | None = None
     hang_seconds: float | None = None
     log_interval: int = 40
+    profile: str | None = None  # a profile file or shipped name (sim/profiles/): the box's physics
+    extra: tuple[tuple[str, str | bool | None], ...] = ()  # the profile's own flags, as given
 
     @property
     def ideal(self) -> bool:
@@ -55,6 +58,15 @@ class ServerArgs:
     @property
     def spec(self) -> bool:
         return self.speculative_algorithm is not None
+
+    def flag_values(self) -> dict[str, object]:
+        """Every flag by its command-line name (a profile's conditions read these)."""
+        out: dict[str, object] = {
+            "--" + name.replace("_", "-"): value for name, value in vars(self).items()
+        }
+        out["--tp"] = self.tp
+        out.update(self.extra)
+        return out
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +85,9 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
     return convert
 
 
-def build_parser(prog: str = "sim serve") -> argparse.ArgumentParser:
+def build_parser(
+    prog: str = "sim serve", profile: profiles.Profile | None = None
+) -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description="A GPU-free inference server that behaves like SGLang.",
@@ -88,7 +102,7 @@ def build_parser(prog: str = "sim serve") -> argparse.ArgumentParser:
     a("--attention-backend", choices=["flashinfer", "triton", "fa3"], default="flashinfer")
     a("--cuda-graph-max-bs", type=_positive(int), default=160)
     a("--disable-cuda-graph", action="store_true")
-    a("--speculative-algorithm", choices=["EAGLE3", "EAGLE"])
+    a("--speculative-algorithm", choices=["EAGLE3", "EAGLE", "NGRAM"])
     a("--speculative-draft-model-path")
     a("--speculative-num-steps", type=_positive(int))
     a("--speculative-eagle-topk", type=_positive(int))
@@ -109,13 +123,46 @@ def build_parser(prog: str = "sim serve") -> argparse.ArgumentParser:
     b("--ideal-itl-ms", type=float, help="ideal mode: fixed inter-token latency")
     b("--hang-seconds", type=float, help="real seconds a doomed start hangs before it fails")
     b("--log-interval", type=_positive(int), default=40, help="decode steps between log lines")
+    b("--profile", help="the box's physics: a profile file or a shipped name (sim/profiles/)")
+    if profile is not None and profile.flags:
+        own = p.add_argument_group(f"flags of profile {profile.name}")
+        for spec in profile.flags:
+            try:
+                if not spec.choices:
+                    own.add_argument(spec.name, dest=spec.dest, action="store_true")
+                else:
+                    kind: Callable[[str], Any] = int if spec.integer else str
+                    choices = [kind(c) for c in spec.choices]
+                    default = kind(spec.default) if spec.default is not None else None
+                    own.add_argument(spec.name, dest=spec.dest, type=kind, choices=choices,
+                                     default=default)  # fmt: skip
+            except (argparse.ArgumentError, ValueError) as err:
+                raise FlagError(f"profile {profile.name}: flag {spec.name}: {err}") from None
     return p
+
+
+def profile_in(argv: Sequence[str]) -> profiles.Profile | None:
+    """The profile a command line names (--profile X or --profile=X; the last one wins)."""
+    found: str | None = None
+    for i, word in enumerate(argv):
+        if word == "--profile" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith("--profile="):
+            found = word.split("=", 1)[1]
+    if found is None:
+        return None
+    try:
+        return profiles.load(found)
+    except profiles.ProfileError as err:
+        raise FlagError(str(err)) from None
 
 
 def parse_server_args(argv: Sequence[str], prog: str = "sim serve") -> ServerArgs:
     """Parse and check a command line; FlagError (one line) when the server would refuse it."""
-    ns = build_parser(prog).parse_args(list(argv))
-    args = ServerArgs(**vars(ns))
+    profile = profile_in(argv)
+    values = vars(build_parser(prog, profile).parse_args(list(argv)))
+    extra = tuple((spec.name, values.pop(spec.dest)) for spec in (profile.flags if profile else ()))
+    args = ServerArgs(**values, extra=extra)
     check(args)
     return args
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from sim import drafter, predictability
+from sim import profile as profiles
 from sim.flags import ServerArgs, spec_params
-from sim.hardware import PROFILES, Hardware
+from sim.hardware import Hardware
+from sim.profile import BACKENDS
 
-DEFAULT_MEM_FRACTION = 0.85
-SPEC_MAX_RUNNING = 48  # SGLang resets max_running_requests to 48 for speculative decoding
-HEADS = 64  # attention heads of the served model: --tp must divide them
-# attention backend -> (fixed-cost factor, per-sequence factor, prefill factor)
-BACKENDS = {"flashinfer": (1.0, 1.0, 1.0), "triton": (1.10, 1.10, 1.10), "fa3": (0.82, 1.20, 0.95)}
+# the built-in box's model constants (a profile file may change each: sim/profile.py)
+_BUILTIN = profiles.builtin("reference")
+DEFAULT_MEM_FRACTION = _BUILTIN.default_mem_fraction
+SPEC_MAX_RUNNING = _BUILTIN.spec_max_running  # SGLang resets max_running_requests to 48 for EAGLE
+HEADS = _BUILTIN.heads  # attention heads of the served model: --tp must divide them
+__all__ = ["BACKENDS", "DEFAULT_MEM_FRACTION", "HEADS", "SPEC_MAX_RUNNING", "Failure", "Model"]
 
 
 @dataclass(frozen=True)
@@ -34,13 +38,31 @@ class Model:
 
     def __init__(self, args: ServerArgs) -> None:
         self.args = args
-        self.hw: Hardware = PROFILES[args.hardware]
+        # the box's physics: a profile (file or shipped name), else the built-in --hardware box
+        self.profile = (
+            profiles.load(args.profile) if args.profile else profiles.builtin(args.hardware)
+        )
+        self.hw: Hardware = self.profile.hardware
+        values = args.flag_values()
+        self.effects = [e for e in self.profile.effects if profiles.holds(e.when, values)]
+        self.rules = [f for f in self.profile.failures if profiles.holds(f.when, values)]
         self.steps, self.topk, self.draft_tokens = spec_params(args) if args.spec else (0, 1, 1)
+        # a trained drafter (--speculative-draft-model-path) brings its own acceptance
+        self.base_alpha = drafter.alpha_for(
+            args.speculative_algorithm, args.speculative_draft_model_path, self.hw.alpha
+        )
 
     # ---------------------------------------------------------------- memory
+    def factor(self, term: str) -> float:
+        """The product of the profile's effects on one term of the step model."""
+        out = 1.0
+        for effect in self.effects:
+            out *= getattr(effect, term)
+        return out
+
     @property
     def mem_fraction(self) -> float:
-        return self.args.mem_fraction_static or DEFAULT_MEM_FRACTION
+        return self.args.mem_fraction_static or self.profile.default_mem_fraction
 
     @property
     def weights_per_gpu_gb(self) -> float:
@@ -49,7 +71,8 @@ class Model:
 
     @property
     def kv_bytes_per_token(self) -> float:
-        return self.hw.kv_kb_per_token * 1000 * (1.02 if self.args.spec else 1.0)
+        spec = 1.02 if self.args.spec else 1.0
+        return self.hw.kv_kb_per_token * 1000 * spec * self.factor("kv")
 
     @property
     def kv_pool_gb(self) -> float:
@@ -80,11 +103,15 @@ class Model:
     def context_len(self) -> int:
         return self.args.context_length or self.hw.context_len
 
-    @property
+    @cached_property
     def max_running(self) -> int:
         if self.args.max_running_requests is not None:
             return self.args.max_running_requests
-        return SPEC_MAX_RUNNING if self.args.spec else 4096
+        slots = self.profile.slots_flag
+        given = self.args.flag_values().get(slots) if slots is not None else None
+        if given is not None and given is not False:
+            return int(str(given))
+        return self.profile.spec_max_running if self.args.spec else self.profile.max_running
 
     def capacity(self, input_len: int, max_tokens: int) -> int:
         """How many requests of this shape run at once: the admission limit or the KV pool."""
@@ -98,6 +125,13 @@ class Model:
         hw, args = self.hw, self.args
         if args.ideal:
             return None
+        draft_error = drafter.load_failure(
+            args.speculative_algorithm, args.speculative_draft_model_path
+        )
+        if draft_error is not None:
+            return Failure("draft", "load", draft_error, 0.95)
+        for rule in self.rules:  # the profile's own start-failure rules, in order
+            return Failure("profile", rule.phase, rule.message, 0.5)
         if args.tp > hw.gpus:
             return Failure(
                 "tp",
@@ -105,11 +139,11 @@ class Model:
                 f"ValueError: tp_size ({args.tp}) is larger than "
                 f"the number of GPUs on this node ({hw.gpus})",
             )
-        if HEADS % args.tp:
+        if self.profile.heads % args.tp:
             return Failure(
                 "tp",
                 "args",
-                f"ValueError: the number of attention heads ({HEADS}) "
+                f"ValueError: the number of attention heads ({self.profile.heads}) "
                 f"must be divisible by tp_size ({args.tp})",
             )
         if args.attention_backend == "fa3" and hw.sm < 90:
@@ -149,7 +183,7 @@ class Model:
     def fixed_ms(self) -> float:
         """The batch-independent part of one decode step (target forward + draft steps)."""
         hw, args = self.hw, self.args
-        a = hw.a_ms * BACKENDS[args.attention_backend][0]
+        a = hw.a_ms * self.profile.backends[args.attention_backend][0] * self.factor("fixed")
         fused = args.enable_flashinfer_allreduce_fusion or args.tp == 1
         if not fused:
             a += hw.ar_ms
@@ -166,10 +200,11 @@ class Model:
     def per_seq_ms(self) -> float:
         """The per-sequence part of one decode step."""
         hw = self.hw
-        m = hw.m_ms * BACKENDS[self.args.attention_backend][1]
+        m = hw.m_ms * self.profile.backends[self.args.attention_backend][1]
         if not self.args.spec:
-            return m + hw.c_ms
-        return m + hw.c_ms * self.draft_tokens + hw.e_ms * self.steps * (1 + 0.1 * (self.topk - 1))
+            return (m + hw.c_ms) * self.factor("per_seq")
+        draft = hw.e_ms * self.steps * (1 + 0.1 * (self.topk - 1))
+        return (m + hw.c_ms * self.draft_tokens + draft) * self.factor("per_seq")
 
     def eager(self, batch: int) -> bool:
         return self.args.disable_cuda_graph or batch > self.args.cuda_graph_max_bs
@@ -178,38 +213,42 @@ class Model:
         """Model time of one decode step over `batch` running sequences (no noise)."""
         t = self.fixed_ms + self.per_seq_ms * batch
         if self.eager(batch):
-            t += self.hw.g_ms * (1 + self.steps)
+            t += self.hw.g_ms * (1 + self.steps) * self.factor("eager")
         return t
 
     def prefill_ms(self, tokens: int) -> float:
         draft = 1.05 if self.args.spec else 1.0
-        return self.hw.p_ms * BACKENDS[self.args.attention_backend][2] * draft * tokens
+        backend = self.profile.backends[self.args.attention_backend][2]
+        return self.hw.p_ms * backend * draft * tokens * self.factor("prefill")
 
     # ---------------------------------------------------------------- speculation
-    def alpha(self, temperature: float = 0.0) -> float:
-        """Per-depth acceptance probability: top-k branches raise it, sampling lowers it."""
+    def alpha(self, temperature: float = 0.0, text_score: float = 0.0) -> float:
+        """Per-depth acceptance probability: top-k branches raise it, sampling lowers it,
+        predictable text (sim.predictability) raises it."""
         depth = min(self.steps, self.draft_tokens - 1)
         width = max(1.0, min(self.topk, (self.draft_tokens - 1) / max(1, depth)))
-        a = 1 - (1 - self.hw.alpha) ** (width**self.hw.tree_gain)
+        base = predictability.lift(self.base_alpha, text_score)
+        a = 1 - (1 - base) ** (width**self.hw.tree_gain)
         return a * (1 - 0.1 * min(max(temperature, 0.0), 2.0))
 
     @property
     def depth(self) -> int:
         return min(self.steps, self.draft_tokens - 1) if self.args.spec else 0
 
-    def accept_probs(self, temperature: float = 0.0) -> tuple[float, ...]:
+    def accept_probs(self, temperature: float = 0.0, text_score: float = 0.0) -> tuple[float, ...]:
         """P(a step yields j tokens) for j = 1 .. depth + 1 (j - 1 drafts accepted + 1 bonus)."""
-        return _accept_probs(self.alpha(temperature), self.depth)
+        return _accept_probs(self.alpha(temperature, text_score), self.depth)
 
-    def tau(self, temperature: float = 0.0) -> float:
+    def tau(self, temperature: float = 0.0, text_score: float = 0.0) -> float:
         """The average acceptance length (tokens per sequence per step)."""
-        return sum((j + 1) * p for j, p in enumerate(self.accept_probs(temperature)))
+        probs = self.accept_probs(temperature, text_score)
+        return sum((j + 1) * p for j, p in enumerate(probs))
 
-    def expected_steps(self, tokens: int) -> float:
+    def expected_steps(self, tokens: int, text_score: float = 0.0) -> float:
         """Expected decode steps to produce `tokens` tokens (the last step may overshoot)."""
         if not self.args.spec:
             return float(max(0, tokens))
-        return _expected_steps(self.accept_probs(), max(0, tokens))
+        return _expected_steps(self.accept_probs(0.0, text_score), max(0, tokens))
 
 
 def oom(need_gb: float, total_gb: float, free_gb: float) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim import profile as profiles
 from sim.hardware import REFERENCE
 
 RESERVED = ("requires", "baseline")
@@ -106,3 +108,55 @@ def validate_space(space: Any) -> None:
 
 def flags_of(space: dict[str, Any]) -> list[str]:
     return [k for k in space if k not in RESERVED]
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A space with the box it runs on: the search space, the base flags every launch has (the
+    profile's, after --profile NAME), and the concurrency levels."""
+
+    name: str
+    space: dict[str, Any]
+    base: list[str]
+    levels: list[int]
+
+
+def lab_names() -> list[str]:
+    """The built-in spaces: every shipped profile with a [search] table."""
+    return [n for n in profiles.names() if profiles.load(n).search is not None]
+
+
+def load_lab(source: str, profile: str | None = None) -> Lab:
+    """A built-in space's name ("default" = the reference lab), a profile file with a [search]
+    table, or a space file (JSON/TOML) run on `profile` (default: the reference box)."""
+    if source == "default" and profile is None:
+        return Lab("default", default_space(), list(DEFAULT_BASE_FLAGS), list(DEFAULT_LEVELS))
+    try:
+        box = profiles.load(profile) if profile is not None else None
+        if box is None and (source in profiles.names() or _is_profile(source)):
+            box = profiles.load(source)
+            if box.search is None:
+                raise SpaceError(f"profile {source} has no [search] table: pass --space too")
+            space = dict(box.search)
+            validate_space(space)
+        else:
+            space = load_space(source)
+    except profiles.ProfileError as err:
+        raise SpaceError(str(err)) from None
+    if box is None:
+        return Lab(Path(source).stem, space, list(DEFAULT_BASE_FLAGS), list(DEFAULT_LEVELS))
+    shipped = profiles.path_of(box.name) == Path(box.source)  # by name: a readable command
+    base = ["--profile", box.name if shipped else box.source, *box.base_flags]
+    return Lab(box.name, space, base, list(box.levels or DEFAULT_LEVELS))
+
+
+def _is_profile(source: str) -> bool:
+    """A TOML file that names a hardware box (a profile), rather than a bare space."""
+    path = Path(source)
+    if path.suffix != ".toml" or not path.is_file():
+        return False
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return "hardware" in raw or "constants" in raw

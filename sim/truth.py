@@ -16,6 +16,7 @@ from typing import Any
 
 from sim.flags import FlagError, ServerArgs, parse_server_args, to_argv
 from sim.model import Model
+from sim.prefix_cache import cacheable
 from sim.space import DEFAULT_BASE_FLAGS, DEFAULT_LEVELS, RESERVED, flags_of, validate_space
 
 
@@ -25,18 +26,25 @@ def model_of(flags: Mapping[str, object], base: Sequence[str] = DEFAULT_BASE_FLA
 
 
 def level_throughput(
-    model: Model, level: int, input_len: int = 512, max_tokens: int = 512
+    model: Model,
+    level: int,
+    input_len: int = 512,
+    max_tokens: int = 512,
+    cached_tokens: int = 0,
+    text_score: float = 0.0,
 ) -> float:
     """Steady-state output tok/s of a closed loop of `level` clients (0 if it cannot start).
 
     With B sequences running, each request costs its prefill plus E decode steps, so
-    X = B * L / (E * T(B) + B * P) with T the decode step, P the prefill, L = max_tokens.
+    X = B * L / (E * T(B) + B * P) with T the decode step, P the prefill of the prompt's
+    uncached tokens (`cached_tokens` served by the prefix cache), L = max_tokens; E follows the
+    acceptance on text of predictability `text_score` (sim.predictability).
     """
     if model.failure is not None or level < 1 or max_tokens < 1:
         return 0.0
     batch = min(level, model.capacity(input_len, max_tokens))
-    steps = model.expected_steps(max_tokens - 1)  # the prefill yields the first token
-    ms = steps * model.decode_ms(batch) + batch * model.prefill_ms(input_len)
+    steps = model.expected_steps(max_tokens - 1, text_score)  # the prefill yields the first
+    ms = steps * model.decode_ms(batch) + batch * _prefill(model, input_len, cached_tokens)
     return 1000.0 * batch * max_tokens / ms
 
 
@@ -58,19 +66,30 @@ def throughput(
 
 
 def latency(
-    model: Model, level: int, input_len: int = 512, max_tokens: int = 512
+    model: Model,
+    level: int,
+    input_len: int = 512,
+    max_tokens: int = 512,
+    cached_tokens: int = 0,
+    text_score: float = 0.0,
 ) -> dict[str, float]:
-    """Approximate mean TTFT and TPOT (ms) at a level: half a step + prefill + queueing."""
+    """Approximate mean TTFT and TPOT (ms) at a level: half a step + prefill + queueing (the
+    prefill of the tokens the prefix cache does not hold)."""
     if model.failure is not None:
         return {"ttft_ms": math.inf, "tpot_ms": math.inf}
     batch = min(level, model.capacity(input_len, max_tokens))
     step = model.decode_ms(batch)
-    steps = model.expected_steps(max_tokens - 1)
-    per_request = steps * step + batch * model.prefill_ms(input_len)  # one wave of `batch`
+    steps = model.expected_steps(max_tokens - 1, text_score)
+    prefill = _prefill(model, input_len, cached_tokens)
+    per_request = steps * step + batch * prefill  # one wave of `batch`
     queued = max(0, level - batch) / batch * per_request
-    ttft = step / 2 + model.prefill_ms(input_len) + queued
+    ttft = step / 2 + prefill + queued
     tpot = steps * step / max(1, max_tokens - 1)
     return {"ttft_ms": ttft, "tpot_ms": tpot}
+
+
+def _prefill(model: Model, input_len: int, cached_tokens: int) -> float:
+    return model.prefill_ms(input_len - cacheable(input_len, cached_tokens))
 
 
 def enumerate_space(

@@ -46,8 +46,8 @@ class PolicyRange(ToolInput):
 
 
 class ObjectiveChoice(ToolInput):
-    kind: Literal["geomean", "level", "peak", "slo"] = Field(
-        description="geomean | level | peak | slo (the SLO limits come from the config)"
+    kind: Literal["geomean", "level", "peak", "slo", "max_load"] = Field(
+        description="geomean | level | peak | slo | max_load (the SLO limits come from the config)"
     )
     level: int | None = Field(default=None, ge=1, description="The level, for kind 'level'")
 
@@ -195,7 +195,7 @@ def _value(
     results: list[BenchResult], per_level: dict[int, float], common: list[int], objective: Any
 ) -> float:
     subset = {c: per_level[c] for c in common}
-    slo_ok = _slo_ok(results, objective) if objective.kind == "slo" else None
+    slo_ok = _slo_ok(results, objective) if objective.kind in ("slo", "max_load") else None
     if objective.kind == "level" and objective.level not in subset:
         raise ToolError(
             f"the objective is the throughput at C={objective.level}, which was not "

@@ -15,7 +15,7 @@ from typing import Any
 from sim.space import DEFAULT_BASE_FLAGS, DEFAULT_LEVELS
 from sim.truth import enumerate_space, latency, model_of, throughput_of
 from tools.domain import stats
-from tools.domain.objective import objective_value
+from tools.domain.objective import SLO_KINDS, objective_value
 
 
 def config_value(
@@ -30,11 +30,11 @@ def config_value(
     tpot_ms: float | None = None,
 ) -> float:
     """The objective value of one configuration (what a campaign is scored on). For 'slo' the
-    modelled latencies stand in for the p99 limits ttft_ms and tpot_ms."""
+    modelled latencies stand in for the p99 limits ttft_ms and tpot_ms (also for 'max_load')."""
     model = model_of(config, base)
     per = throughput_of(model, levels, input_len, max_tokens)
     slo_ok = None
-    if objective == "slo":
+    if objective in SLO_KINDS:
         slo = SimpleNamespace(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
         slo_ok = {}
         for c in levels:

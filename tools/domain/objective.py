@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from tools.domain.space import SearchError
 from tools.domain.stats import geomean
 
-OBJECTIVES = ("geomean", "level", "peak", "slo")
+OBJECTIVES = ("geomean", "level", "peak", "slo", "max_load")
+SLO_KINDS = ("slo", "max_load")  # the objectives that read whether each level met the SLO
 
 
 def objective_value(
@@ -20,7 +21,8 @@ def objective_value(
 
     geomean: the geometric mean over the levels (a failed level, 0, makes it 0); level: the
     throughput at `level`; peak: the best level; slo: the best level whose latency met the SLO
-    (`slo_ok`; 0 when none did).
+    (`slo_ok`; 0 when none did) - goodput under the SLO; max_load: the highest load (concurrency)
+    that met the SLO (what SGLang's auto_benchmark and vLLM's serve_sla ask; 0 when none did).
     """
     if not per_level:
         return 0.0
@@ -36,6 +38,9 @@ def objective_value(
     if kind == "slo":
         ok = slo_ok or {}
         return max((v for c, v in per_level.items() if ok.get(c)), default=0.0)
+    if kind == "max_load":
+        ok = slo_ok or {}
+        return float(max((c for c, v in per_level.items() if ok.get(c) and v > 0), default=0))
     raise SearchError(f"objective.kind {kind!r} is not one of {', '.join(OBJECTIVES)}")
 
 
@@ -49,10 +54,13 @@ def describe_objective(
         return f"output throughput at C={level}"
     if kind == "peak":
         return "peak output throughput over the sweep"
-    if kind == "slo":
+    if kind in SLO_KINDS:
         parts = [
             f"p99 TTFT <= {ttft_p99_ms:g} ms" if ttft_p99_ms else "",
             f"p99 TPOT <= {tpot_p99_ms:g} ms" if tpot_p99_ms else "",
         ]
-        return "best output throughput with " + " and ".join(p for p in parts if p)
+        limits = " and ".join(p for p in parts if p)
+        if kind == "max_load":
+            return "the highest concurrency that meets " + limits
+        return "best output throughput with " + limits
     return "geometric mean of output throughput over the sweep"

@@ -105,6 +105,12 @@ def objective_floor(
     return _floor(diffs, len(levels) if kind == "geomean" else 1)
 
 
+def floor_of_means(floor: float, n: int, m: int) -> float:
+    """The floor of a comparison of a mean of n sweeps with a mean of m, from the floor of one
+    sweep against one (the autopilot measures more until this reaches its target)."""
+    return floor * math.sqrt((1 / max(1, n) + 1 / max(1, m)) / 2)
+
+
 def within_noise(ratio: float, floor: float | None) -> bool:
     """A ratio to the baseline that the noise floor cannot tell from 1 (unknown floor: no)."""
     return floor is not None and abs(ratio - 1) <= floor
@@ -174,6 +180,18 @@ def slo_met(point: Mapping[str, object], slo: Slo) -> bool:
         if limit is None:
             continue
         value = point.get(key)
+        if not isinstance(value, int | float) or value > limit:
+            return False
+    return True
+
+
+def limits_met(point: Mapping[str, object], limits_ms: Mapping[str, float]) -> bool:
+    """The workload form of slo_met: {"ttft"|"tpot"|"e2el": p99 limit in ms} (a workload's
+    `slo_ms`), each set metric's p99 measured and within its limit, the level not failed."""
+    if point.get("level_failed"):
+        return False
+    for metric, limit in limits_ms.items():
+        value = point.get(f"p99_{metric}_ms")
         if not isinstance(value, int | float) or value > limit:
             return False
     return True

@@ -11,6 +11,27 @@ from tools.domain.space import Flags
 MAX_VALIDATIONS = 3  # re-validation launches at most (a shuffle among near-ties must end)
 
 
+SAME_FAILURES = 3  # consecutive launch failures with one reason that no flag explains
+
+
+def same_failures(r: Reading) -> str | None:
+    """Why launching more is pointless, or None: the last SAME_FAILURES launches failed to start
+    with the same first line, and no flag value is common to their changes from the baseline -
+    the command or the host is broken, not the configurations."""
+    last = r.h.launches[-SAME_FAILURES:]
+    if len(last) < SAME_FAILURES or any(launch.ok for launch in last):
+        return None
+    if len({launch.reason for launch in last}) != 1:
+        return None
+    changes = [set(r.space.diff(r.space.baseline, launch.config).items()) for launch in last]
+    if set.intersection(*changes):
+        return None  # a flag value they share may be the cause: the search goes on around it
+    return (
+        f"stopped: the last {SAME_FAILURES} launches failed with the same error, which no flag "
+        f"explains ({last[-1].reason[:160]}) - fix the command or the host and resume"
+    )
+
+
 def validated(r: Reading, config: Flags) -> bool:
     return len({m.launch for m in r.h.sweeps(config, r.settings.levels)}) >= 2
 
@@ -46,7 +67,27 @@ def finish(r: Reading) -> Finish:
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
     else:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%})"
-    return Finish(inc, why, value, base_value, policy, crossover)
+    return Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
+
+
+def precision_note(r: Reading, inc: Flags) -> str:
+    """What measuring longer bought, and what the noise leaves unestablished (or nothing)."""
+    floor, target = r.floors[1], r.settings.target_noise
+    if floor is None or floor <= target:
+        return ""
+    base, levels = r.space.baseline, r.settings.levels
+    extra = max(0, len(r.h.sweeps(base, levels)) - 2)
+    extra += sum(1 for m in r.h.measurements if m.purpose == "repeat")
+    note = f"; the noise floor ({floor:.1%}) is above the {target:.0%} target"
+    if extra:
+        note += f": measured more before deciding ({extra} extra sweeps)"
+    noise = r.precision(inc, base)
+    if noise > target:
+        note += (
+            f"; the budget did not buy the {target:.0%} precision: differences under "
+            f"{noise:.1%} between the best and the baseline are not established"
+        )
+    return note
 
 
 def concurrency_policy(r: Reading, inc: Flags) -> tuple[tuple[PolicyRange, ...], tuple[int, ...]]:

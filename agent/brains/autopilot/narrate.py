@@ -63,8 +63,10 @@ def opening(planner: Planner, config: Config) -> str:
         f"Plan: the search space has {len(space.flags)} flags and {size} valid configurations; "
         f"objective: {obj}. Baseline swept twice (noise floor), then one factor at a time from "
         f"the best, screened at C={','.join(map(str, s.screens()))} and confirmed with full "
-        "sweeps, then the speculative family where it comes close, re-validation on a fresh "
-        "launch, and a concurrency-aware recommendation. First, no leftover servers."
+        "sweeps, then pairs of the changes that did well, the speculative family where it comes "
+        "close, re-validation on a fresh launch, and a concurrency-aware recommendation; "
+        f"measured until the objective is known within {s.target_noise:.0%}. "
+        "First, no leftover servers."
     )
 
 
@@ -72,8 +74,9 @@ def crash(result: dict[str, Any]) -> str:
     first = str(result.get("text", "")).strip().splitlines()
     reason = (result.get("data") or {}).get("diagnosis") or (first[0] if first else "no reason")
     return (
-        f"That launch failed: {reason}. Learned: this configuration is not retried, nor the "
-        "same change from another base."
+        f"That launch failed: {reason}. Learned: this configuration is not retried; the same "
+        "change is tried once more on a base that differs elsewhere, then put down to the "
+        "smallest set of flags that explains it."
     )
 
 
@@ -110,6 +113,8 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
     crashed = h.crashed()
     for config, reason in crashed.values():
         lines.append(f"Failed to start (not retried): {short(space, config)}: {reason[:160]}")
+    for learned in planner.read(h).learned_failures():
+        lines.append(f"Learned: {learned}")
     lines.append(
         f"Cost: {h.launches_used()} launches ({len(crashed)} failed), {len(h.measurements)} "
         f"benchmarks; {floors_text(level_floor, objective_floor)}."

@@ -25,6 +25,7 @@ from tools.base import INTERRUPTED_PREFIX
 from tools.bench.results import ResultError, load, of_event
 from tools.domain import stats
 from tools.domain.config import Config
+from tools.domain.objective import SLO_KINDS
 from tools.domain.space import SearchSpace
 
 RESULT_ID = re.compile(r"\(id ([^,\s)]+)")
@@ -73,8 +74,8 @@ def run_config(state: RunState, where: object = "the run") -> Config:
 
 
 def slo_of(config: Config) -> stats.Slo | None:
-    """The SLO limits each level is judged against, when the objective is "slo"."""
-    return config.objective if config.objective.kind == "slo" else None
+    """The SLO limits each level is judged against, when the objective reads them."""
+    return config.objective if config.objective.kind in SLO_KINDS else None
 
 
 def history_of_run(run_path: Path) -> History:

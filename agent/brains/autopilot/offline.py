@@ -15,6 +15,8 @@ from tools.domain.space import Flags
 
 # config, levels -> per-level throughput, or the one-line reason it does not start
 Truth = Callable[[Flags, Sequence[int]], "dict[int, float] | str"]
+# config, levels -> whether each level met the SLO (for the objectives that read it)
+Slo = Callable[[Flags, Sequence[int]], dict[int, bool]]
 
 
 @dataclass(frozen=True)
@@ -24,14 +26,20 @@ class Noise:
     launch: float = 0.005  # per launch: two launches of one config differ a little
 
 
-def sim_truth(max_tokens: int = 512, input_len: int = 512) -> Truth:
-    """The simulator's modelled throughput; a config it refuses or that fails to start crashes."""
+def sim_truth(
+    max_tokens: int = 512, input_len: int = 512, base: Sequence[str] | None = None
+) -> Truth:
+    """The simulator's modelled throughput on `base` (default: the lab's base flags); a config
+    it refuses or that fails to start crashes."""
     from sim.flags import FlagError
+    from sim.space import DEFAULT_BASE_FLAGS
     from sim.truth import model_of, throughput_of
+
+    argv = list(DEFAULT_BASE_FLAGS if base is None else base)
 
     def truth(config: Flags, levels: Sequence[int]) -> dict[int, float] | str:
         try:
-            model = model_of(config)
+            model = model_of(config, argv)
         except FlagError as err:
             return f"refused: {err}"
         if model.failure is not None:
@@ -41,8 +49,47 @@ def sim_truth(max_tokens: int = 512, input_len: int = 512) -> Truth:
     return truth
 
 
+def sim_slo(
+    ttft_ms: float | None,
+    tpot_ms: float | None,
+    max_tokens: int = 512,
+    input_len: int = 512,
+    base: Sequence[str] | None = None,
+) -> Slo:
+    """Whether each level meets p99 TTFT/TPOT limits, the modelled latencies standing in for the
+    p99s (as tools/domain/lab_truth.py scores them), judged by tools.domain.stats.slo_met."""
+    from types import SimpleNamespace
+
+    from sim.flags import FlagError
+    from sim.space import DEFAULT_BASE_FLAGS
+    from sim.truth import latency, model_of
+    from tools.domain import stats
+
+    argv = list(DEFAULT_BASE_FLAGS if base is None else base)
+    limits = SimpleNamespace(ttft_p99_ms=ttft_ms, tpot_p99_ms=tpot_ms)
+
+    def slo(config: Flags, levels: Sequence[int]) -> dict[int, bool]:
+        try:
+            model = model_of(config, argv)
+        except FlagError:
+            return {c: False for c in levels}
+        out = {}
+        for c in levels:
+            lat = latency(model, c, input_len, max_tokens)
+            point = {"p99_ttft_ms": lat["ttft_ms"], "p99_tpot_ms": lat["tpot_ms"]}
+            out[c] = stats.slo_met(point, limits)
+        return out
+
+    return slo
+
+
 def simulate(
-    planner: Planner, truth: Truth, seed: int = 0, noise: Noise = Noise(), max_steps: int = 1000
+    planner: Planner,
+    truth: Truth,
+    seed: int = 0,
+    noise: Noise = Noise(),
+    max_steps: int = 1000,
+    slo: Slo | None = None,
 ) -> tuple[History, Finish]:
     """Run the planner to its conclusion; the History says what it cost."""
     rng = random.Random(seed)
@@ -67,7 +114,8 @@ def simulate(
         exact = truth(step.config, step.levels)
         assert not isinstance(exact, str)
         per = {c: v * (1 + offsets[h.running] + rng.gauss(0, sigma)) for c, v in exact.items()}
-        h.measurements.append(Measurement(step.config, h.running, per, label=step.purpose))
+        ok = slo(step.config, step.levels) if slo is not None else None
+        h.measurements.append(Measurement(step.config, h.running, per, step.purpose, ok))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")
 
 

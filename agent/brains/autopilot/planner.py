@@ -12,6 +12,13 @@ plain function of what was measured (a Reading of the History), in a file cut by
 3. changes are learned from (reading.learned_skip): one that lost clearly at every level from
    another base is not tried again, nor one that failed to start; no configuration is launched
    twice except to re-validate;
+3b. interactions (combine.pairs): when no one-factor change is left, pairs of the changes that
+   did well (not only the winners) on the best; when those and the family are spent, a surrogate
+   (combine.surrogate, an additive model of everything swept) proposes up to three launches;
+3c. noise-adaptive (precision.py): an A/A floor above the target precision sweeps the baseline
+   again; a full sweep inside the comparison's noise above the best is swept again; a start
+   failure is put down to the flags that explain it (reading.crash_reason), and identical launch
+   failures no flag explains end the campaign (conclude.same_failures);
 4. the challenger (families.tune): a family (speculation) that beats the best at some levels, or
    comes close, has its own parameters tuned on those levels, for a concurrency policy;
 5. the winner (and the challenger) re-validated on a fresh launch (conclude.validate); then the
@@ -20,9 +27,9 @@ plain function of what was measured (a Reading of the History), in a file cut by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from agent.brains.autopilot import conclude, families, screening
+from agent.brains.autopilot import combine, conclude, families, precision, screening
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import (
@@ -66,16 +73,30 @@ class Planner:
         if len(h.sweeps(base, s.levels)) < 2:
             why = "sweep the baseline again: the A/A pair gives the noise floor"
             return Experiment(base, s.levels, "noise", why)
+        more = precision.baseline_again(r)  # a noisier A/A than the target: measure more
+        if more is not None:
+            return more
         inc = r.incumbent
+        stuck = conclude.same_failures(r)
+        if stuck is not None:  # the launches fail for a reason no flag explains: stop launching
+            done = conclude.finish(r)
+            return replace(done, why=f"{done.why}; {stuck}")
         left = s.max_launches - h.launches_used()
         validating = any(m.purpose == "validate" for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
-            step = screening.confirm(r, inc)
+            # a full sweep inside the noise of the best is swept again before deciding
+            step = precision.repeat(r, inc) or screening.confirm(r, inc)
             # 2-3. else the next one-factor change from the best that nothing learned rules out;
             # 4. else the family that comes close is tuned (one launch is kept to re-validate)
+            # 3b. else pairs of changes that did well, then 4., then the surrogate's proposal
             if step is None and left > 1:
-                step = screening.explore(r, inc) or families.tune(r, inc)
+                step = (
+                    screening.explore(r, inc)
+                    or combine.pairs(r, inc)
+                    or families.tune(r, inc)
+                    or combine.surrogate(r, inc)
+                )
             if step is not None:
                 return step
         # 5. re-validate the winner and the challenger on fresh launches, then conclude

@@ -8,16 +8,30 @@ autopilot and compare, recommend and the report agree on the noise floor and eac
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
 
 from agent.brains.autopilot.history import History
-from agent.brains.autopilot.steps import Settings
+from agent.brains.autopilot.steps import Settings, show_value
 from tools.domain import stats
 from tools.domain.space import Flags, SearchSpace, same
 
 NOISE_DEFAULT = 0.03  # what the planner plans with before a repeat measures the floor
+TIE = 1e-9  # objective values this close are a tie (max_load counts levels): the simpler wins
+PARALLEL_FLAGS: tuple[str, ...] = ("--tp", "--tp-size", "--tensor-parallel-size", "--dp")
+PARALLEL_FLAGS += ("--dp-size", "--data-parallel-size", "--pipeline-parallel-size", "--pp-size")
+
+
+def gpus_of(config: Flags) -> int:
+    """The GPUs a configuration asks for, as far as its flags say (1 when they do not)."""
+    n = 1
+    for flag in PARALLEL_FLAGS:
+        value = config.get(flag)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            n *= value
+    return n
 
 
 def gated(space: SearchSpace, flag: str) -> list[str]:
@@ -49,14 +63,30 @@ class Reading:
     @cached_property
     def incumbent(self) -> Flags:
         """The best configuration swept over every level. The baseline stays the best until a
-        configuration beats it by more than the noise floor: no win smaller than the noise."""
+        configuration beats it by more than the noise of that comparison (Reading.precision):
+        no win smaller than the noise."""
         base = self.space.baseline
-        best, best_value = base, self.value(base) * (1 + self.objective_noise)
+        base_value = self.value(base)
+        best, best_value = base, 0.0
         for config in self.swept_configs:
             value = self.value(config)
-            if value > best_value and self.h.key(config) != self.h.key(base):
+            if self.h.key(config) == self.h.key(base):
+                continue
+            if value <= base_value * (1 + self.precision(config, base)):
+                continue
+            tie = abs(value - best_value) <= TIE * max(value, best_value)
+            if (value > best_value and not tie) or (tie and self.simpler(config, best)):
                 best, best_value = config, value
         return best
+
+    def simpler(self, a: Flags, b: Flags) -> bool:
+        """a costs less than b: fewer GPUs, then fewer flags changed from the baseline."""
+        base = self.space.baseline
+
+        def cost(c: Flags) -> tuple[int, int]:
+            return gpus_of(c), len(self.space.diff(base, c))
+
+        return cost(a) < cost(b)
 
     # --- the noise floor -------------------------------------------------------------------------
     @cached_property
@@ -79,6 +109,18 @@ class Reading:
     def objective_noise(self) -> float:
         """The objective's floor to plan with: the measured one, or NOISE_DEFAULT while unknown."""
         return NOISE_DEFAULT if self.floors[1] is None else self.floors[1]
+
+    def precision(self, config: Flags, ref: Flags) -> float:
+        """The objective's floor for config against ref, each the mean of its full sweeps: a
+        mean of n sweeps has sqrt(n) less noise (the floor is that of one sweep against one)."""
+        levels = self.settings.levels
+        n, m = len(self.h.sweeps(config, levels)), len(self.h.sweeps(ref, levels))
+        return stats.floor_of_means(self.objective_noise, n, m)
+
+    @property
+    def clear_margin(self) -> float:
+        """A loss larger than this is clear: three objective floors, at least 2 %."""
+        return max(3 * self.objective_noise, 0.02)
 
     # --- comparisons -----------------------------------------------------------------------------
     def wins(self, config: Flags, ref: Flags, levels: tuple[int, ...]) -> list[int]:
@@ -122,7 +164,7 @@ class Reading:
         if self.crash_skip(base, cand):
             return True
         change = self.space.diff(base, cand)
-        margin = max(3 * self.objective_noise, 0.02)
+        margin = self.clear_margin
         for config in self.h.configs():
             if any(not same(config.get(f, False), v) for f, v in change.items()):
                 continue
@@ -135,12 +177,84 @@ class Reading:
         return False
 
     def crash_skip(self, base: Flags, cand: Flags) -> bool:
-        """The same change, from another base, failed to start: it is not tried again."""
+        """The same change failed to start, and what is known says it fails here too."""
+        return self.crash_reason(base, cand) is not None
+
+    def crash_reason(self, base: Flags, cand: Flags) -> str | None:
+        """Why base -> cand is expected to fail to start, or None. A failed change is put down
+        to the smallest set of flags that explains its crashes (no configuration that started
+        shares those values): the change alone at first, so it is retried once on another base
+        before it is banned everywhere; a start elsewhere narrows the blame to the partner flags
+        it differed in (--cache-type-v q4_0 fails only with --flash-attn off)."""
         change = self.space.diff(base, cand)
-        for config, _ in self.h.crashed().values():
-            if any(self.space.diff(ref, config) == change for ref in self.swept_configs):
-                return True
-        return False
+        crashes = self.crashes_of(change)
+        if not crashes:
+            return None
+        started = self.started_with(change)
+        for config, why in crashes:
+            blame = self.blame(config, change, started)
+            if not all(same(cand.get(f, False), config.get(f, False)) for f in blame):
+                continue
+            if len(crashes) == 1 and not started and blame == set(change):
+                return None  # one retry on a base that differs in a suspected partner flag
+            return why
+        return None
+
+    def crashes_of(self, change: Flags) -> list[tuple[Flags, str]]:
+        """The crashed configurations that were this change from a swept configuration."""
+        return [
+            (config, why)
+            for config, why in self.h.crashed().values()
+            if any(self.space.diff(ref, config) == change for ref in self.swept_configs)
+        ]
+
+    def started_with(self, change: Flags) -> list[Flags]:
+        """Configurations that started and carry every value of the change."""
+        return [
+            launch.config
+            for launch in self.h.launches
+            if launch.ok and all(same(launch.config.get(f, False), v) for f, v in change.items())
+        ]
+
+    def blame(self, crashed: Flags, change: Flags, started: list[Flags]) -> set[str]:
+        """The smallest set of flags, the change's own and up to two partners, on which no
+        started configuration agrees with the crashed one (every flag, when none is)."""
+        own = set(change)
+        suspects = [
+            f
+            for f in self.space.flags
+            if f not in own
+            and any(not same(s.get(f, False), crashed.get(f, False)) for s in started)
+        ]
+        for size in range(3):
+            for extra in itertools.combinations(suspects, size):
+                blame = own | set(extra)
+                if not any(
+                    all(same(s.get(f, False), crashed.get(f, False)) for f in blame)
+                    for s in started
+                ):
+                    return blame
+        return set(self.space.flags)
+
+    def learned_failures(self) -> list[str]:
+        """What the crashes taught, one line each: the flag values a failure is put down to."""
+        out: list[str] = []
+        for config, why in self.h.crashed().values():
+            for ref in self.swept_configs:
+                change = self.space.diff(ref, config)
+                if not change or len(self.roots(change)) != 1:
+                    continue
+                blame = self.blame(config, change, self.started_with(change))
+                words = ", ".join(
+                    f"{f} {show_value(config.get(f, False))}"
+                    for f in self.space.flags
+                    if f in blame
+                )
+                line = f"fails to start with {words}: {why[:120]}"
+                if line not in out:
+                    out.append(line)
+                break
+        return out
 
     def roots(self, change: Flags) -> set[str]:
         """The flags of a change that no other changed flag gates."""

@@ -19,6 +19,7 @@ class Settings:
     excluded: tuple[str, ...] = ()  # flags held at their baseline value ("skip speculation")
     wrap_up: bool = False  # no new candidates: validate and conclude
     challenger: bool = True  # tune a per-level challenger for a concurrency policy
+    target_noise: float = 0.02  # the objective's precision to reach before deciding
 
     def screens(self) -> tuple[int, ...]:
         if self.objective.kind == "level" and self.objective.level in self.levels:
@@ -30,14 +31,14 @@ class Settings:
 class Experiment:
     config: Flags
     levels: tuple[int, ...]
-    purpose: str  # baseline | noise | screen | confirm | challenger | validate
+    purpose: str  # baseline | noise | screen | confirm | challenger | surrogate | repeat | validate
     why: str
     fresh: bool = False  # on a launch not measured yet, even if this config is running
     base: Flags | None = None  # what it is compared against
 
     @property
     def full(self) -> bool:
-        return self.purpose not in ("screen", "challenger")
+        return self.purpose not in ("screen", "challenger", "surrogate")
 
 
 @dataclass(frozen=True)

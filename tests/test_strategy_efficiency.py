@@ -1,0 +1,36 @@
+"""benchmarks/efficiency.py: the built-in spaces, one JSON object per space, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import efficiency
+
+
+def test_list_names_the_built_in_spaces(capsys: pytest.CaptureFixture[str]) -> None:
+    assert efficiency.main(["--list"]) == 0
+    names = capsys.readouterr().out.split()
+    assert {"reference", "interactions", "speculative", "llamacpp-cpu"} <= set(names)
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert efficiency.main(["--space", "no-such-space", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("efficiency: ") and "\n" not in err
+    assert efficiency.main(["--seeds", "0"]) == 2
+
+
+@pytest.mark.slow  # one seed of every method on the CPU box (~4 s)
+def test_json_reports_every_method(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--space", "llamacpp-cpu", "--seeds", "1", "--noise", "0.02", "--json"]
+    assert efficiency.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["space"] == "llamacpp-cpu"
+    assert set(out["methods"]) == {"autopilot", "tpe", "random", "grid"}
+    for stats in out["methods"].values():
+        assert set(stats) == {"launches_mean", "gain_mean", "gain_worst", "within_2pct", "seeds"}
+        assert stats["seeds"] == 1
+    assert out["methods"]["tpe"]["launches_mean"] == out["methods"]["autopilot"]["launches_mean"]
+    assert out["methods"]["grid"]["launches_mean"] == 72
