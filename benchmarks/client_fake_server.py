@@ -171,7 +171,10 @@ class Handler(asyncio.Protocol):
                 assert self.transport is not None
                 self.transport.close()
                 return
-        if model != "nousage":
+        if model == "nousage":  # llama-cpp-python's server: a last chunk with the finish reason
+            last = {"index": 0, "text": "", "finish_reason": "length"}
+            self.chunk(b"data: " + dumps({"id": "x", "choices": [last]}) + b"\n\n")
+        else:
             usage = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": sent,

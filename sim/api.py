@@ -1,7 +1,8 @@
 """The HTTP side: a raw ASGI app (served by uvicorn + uvloop + httptools, as vLLM and SGLang do).
 
 Routes: GET /health (503 while loading), /health_generate, /v1/models, /metrics, /server_info;
-POST /v1/completions, /v1/chat/completions (streaming SSE or not).
+POST /v1/completions, /v1/chat/completions (streaming SSE or not); GET or POST /flush_cache
+(SGLang's: empties the prefix cache).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class App:
         try:
             if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
                 await self.completion(receive, send, chat=path == "/v1/chat/completions")
+            elif path == "/flush_cache" and method in ("GET", "POST"):
+                await self.flush_cache(send)
             elif method != "GET":
                 await reply(send, 405, openai.error_body(405, f"{method} {path} not allowed"))
             elif path == "/health":
@@ -86,6 +89,13 @@ class App:
             await seq.wait()
         await reply(send, 200, b"", TEXT)
 
+    async def flush_cache(self, send: Send) -> None:
+        """SGLang's /flush_cache: empty the prefix cache, unless requests are running."""
+        if self.engine is not None and not self.engine.flush_cache():
+            await reply(send, 400, b"Cache not flushed: requests are running.", TEXT)
+            return
+        await reply(send, 200, b"Cache flushed.", TEXT)
+
     async def completion(self, receive: Receive, send: Send, chat: bool) -> None:
         body = await read_body(receive)
         if not self.ready:
@@ -110,7 +120,7 @@ class App:
     async def physics(self, c: openai.Completion, send: Send, gone: asyncio.Event) -> None:
         assert self.engine is not None
         seq = Seq(c.prompt_tokens, c.max_tokens, c.target, c.temperature)
-        self.engine.submit(seq)
+        self.engine.submit(seq, c.text)
         if not c.stream:
             await seq.wait_finished()
             await reply(send, 200, openai.full_response(c, seq.generated, seq.finish_reason))

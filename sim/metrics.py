@@ -29,6 +29,7 @@ def prometheus(app: App) -> str:
             "sglang:num_requests_finished_total": e.finished_total,
             "sglang:prompt_tokens_total": e.prompt_tokens_total,
             "sglang:generation_tokens_total": e.generation_tokens_total,
+            "sglang:cached_tokens_total": e.prefix_cache.hit_tokens,  # served by the prefix cache
         }
         gauges = {
             "sglang:num_running_reqs": len(e.running),

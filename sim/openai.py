@@ -50,6 +50,7 @@ class Completion:
     model: str
     id: str
     created: int
+    text: str = ""  # the prompt (chat: the messages' contents): prefix cache and acceptance
 
 
 def count_words(text: str) -> int:
@@ -123,6 +124,7 @@ def parse(body: dict[str, Any], chat: bool, served: str, context_len: int) -> Co
         model=served,
         id=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24],
         created=int(time.time()),
+        text=text,
     )
 
 

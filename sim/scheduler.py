@@ -16,7 +16,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from sim import predictability
 from sim.model import Model
+from sim.prefix_cache import PrefixCache, cacheable, page_keys
 
 MAX_PREFILL_TOKENS = 16384  # SGLang's default prefill budget per batch
 DRIFT_PERIOD_MS = 5000.0  # model time between two draws of the slow noise component
@@ -28,15 +30,18 @@ class Seq:
     __slots__ = (
         "accepted",
         "arrival",
+        "cached",
         "finish_reason",
         "finished",
         "generated",
+        "keys",
         "max_tokens",
         "probs",
         "prompt_tokens",
         "sent",
         "target",
         "temperature",
+        "text_score",
         "waiter",
     )
 
@@ -55,6 +60,9 @@ class Seq:
         self.finish_reason = "length" if target >= max_tokens else "stop"
         self.waiter: asyncio.Future[None] | None = None
         self.probs: tuple[float, ...] = (1.0,)
+        self.text_score = 0.0  # sim.predictability of the prompt: raises speculative acceptance
+        self.keys: list[int] = []  # prefix-cache page keys of the prompt
+        self.cached = 0  # prompt tokens the prefix cache served at admission
 
     async def wait_finished(self) -> None:
         while not self.finished:
@@ -98,6 +106,7 @@ class Engine:
         self.spec_accepted = 0
         self.decode_steps = 0
         self.max_lag_ms = 0.0
+        self.prefix_cache = PrefixCache(model.max_total_tokens)  # SGLang's radix cache
 
     # --------------------------------------------------------------- clock
     def now(self) -> float:
@@ -113,9 +122,15 @@ class Engine:
         return ms * self.launch_factor * self.drift
 
     # --------------------------------------------------------------- requests
-    def submit(self, seq: Seq) -> None:
+    def submit(self, seq: Seq, text: str = "") -> None:
+        """Queue a request; `text` (the prompt) feeds the prefix cache and the acceptance."""
         seq.arrival = self.now()
-        seq.probs = self.model.accept_probs(seq.temperature) if self.model.args.spec else (1.0,)
+        if text:
+            seq.keys = page_keys(text.split())
+            if self.model.args.spec:
+                seq.text_score = predictability.score(text)
+        spec = self.model.args.spec
+        seq.probs = self.model.accept_probs(seq.temperature, seq.text_score) if spec else (1.0,)
         self.requests_total += 1
         self.waiting.append(seq)
         if self.wake is not None:
@@ -136,7 +151,7 @@ class Engine:
                 self._log_at, self._log_tokens = self.cursor, self.generation_tokens_total
             admitted = self._admit()
             if admitted:
-                tokens = sum(s.prompt_tokens for s in admitted)
+                tokens = sum(s.prompt_tokens - s.cached for s in admitted)
                 end = self.cursor + self._noisy(self.model.prefill_ms(tokens))
             elif self.running:
                 batch = len(self.running)
@@ -167,10 +182,11 @@ class Engine:
             need = seq.prompt_tokens + seq.max_tokens
             if len(self.running) + len(out) >= limit or self.reserved + need > pool:
                 break
-            if out and budget < seq.prompt_tokens:
+            seq.cached = cacheable(seq.prompt_tokens, self.prefix_cache.match(seq.keys))
+            if out and budget < seq.prompt_tokens - seq.cached:
                 break
             self.waiting.popleft()
-            budget -= seq.prompt_tokens
+            budget -= seq.prompt_tokens - seq.cached
             self.reserved += need
             out.append(seq)
         return out
@@ -179,12 +195,16 @@ class Engine:
         if self.on_log is not None:
             self.on_log(
                 f"Prefill batch. #new-seq: {len(admitted)}, "
-                f"#new-token: {sum(s.prompt_tokens for s in admitted)}, #cached-token: 0, "
+                f"#new-token: {sum(s.prompt_tokens - s.cached for s in admitted)}, "
+                f"#cached-token: {sum(s.cached for s in admitted)}, "
                 f"token usage: {self.token_usage:.2f}, #running-req: {len(self.running)}, "
                 f"#queue-req: {len(self.waiting)}, "
             )
         for seq in admitted:
             self.prompt_tokens_total += seq.prompt_tokens
+            self.prefix_cache.insert(seq.keys)
+            self.prefix_cache.hit_tokens += seq.cached
+            self.prefix_cache.query_tokens += seq.prompt_tokens
             self._emit(seq, 1)
             if not seq.finished:
                 self.running.append(seq)
@@ -239,6 +259,13 @@ class Engine:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         return n
+
+    def flush_cache(self) -> bool:
+        """Empty the prefix cache; refused (False) while requests run, as SGLang refuses."""
+        if self.running or self.waiting:
+            return False
+        self.prefix_cache.flush()
+        return True
 
     # --------------------------------------------------------------- stats
     @property

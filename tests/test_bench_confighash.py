@@ -37,6 +37,8 @@ def test_what_changes_the_experiment_changes_the_hash() -> None:
     assert config_hash(BASE.replace("--tp 8", "--tp 4"), WL) != h
     assert config_hash(BASE, {**WL, "max_tokens": 128}) != h
     assert config_hash(BASE, {**WL, "endpoint": "chat"}) != h
+    assert config_hash(BASE, {**WL, "shared_prefix": 2000}) != h
+    assert config_hash(BASE, {**WL, "shared_prefix": 0, "cache_reset": "/flush_cache"}) == h
     assert config_hash("vllm serve /models/a --tp 8", WL) != config_hash(
         "vllm serve /models/b --tp 8", WL
     )

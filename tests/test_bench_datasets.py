@@ -89,7 +89,7 @@ def test_a_bad_jsonl_line_is_named(tmp_path: Path, content: str, message: str) -
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("sonnet", "unknown dataset 'sonnet': random, chat, sharegpt:FILE or jsonl:FILE"),
+        ("sonnet", "unknown dataset 'sonnet': random, chat, code, sharegpt:FILE or jsonl:FILE"),
         ("sharegpt:", "dataset sharegpt needs a file"),
         ("chat:x", "dataset chat takes no file"),
         ("sharegpt:/no/such/file.json", "cannot read dataset /no/such/file.json"),

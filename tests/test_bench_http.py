@@ -158,6 +158,31 @@ async def test_stream_without_usage_is_counted_from_its_text_chunks() -> None:
     assert rec.success and rec.output_tokens == 3 and rec.prompt_tokens == 0
 
 
+async def test_a_stream_cut_short_without_usage_is_a_failed_request() -> None:
+    # llama-cpp-python's server with another request waiting: `[DONE]` after a chunk whose finish
+    # reason is null, and no last one - not an early EOS of one token
+    events = b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\ndata: [DONE]\n\n'
+    rec = await feed(SSE_HEAD + chunked(events), [])
+    assert not rec.success and rec.error_kind == "truncated" and rec.output_tokens == 0
+    assert "the server cut it short" in rec.error
+
+
+async def test_a_stream_stopped_at_the_length_counts_max_tokens() -> None:
+    # a token with no text of its own (part of a UTF-8 character) is an empty chunk; the finish
+    # reason "length" says how many there were
+    events = (
+        b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"text": "", "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"text": "b", "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"text": "", "finish_reason": "length"}]}\n\ndata: [DONE]\n\n'
+    )
+    conn, rec, fut = start()
+    rec.max_tokens = 3
+    conn.data_received(SSE_HEAD + chunked(events))
+    await fut
+    assert rec.success and rec.usage_counted and rec.output_tokens == 3
+
+
 async def test_a_usage_message_wins_over_the_sent_length() -> None:
     rec = await feed(sse_response(3), [], prompt_tokens=64)
     assert not rec.usage_counted and rec.prompt_tokens == 7

@@ -118,6 +118,7 @@ async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloa
     )
     assert not res.is_error, res.text
     cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
+    assert cmp.is_error and cmp.text.count("\n") == 0, cmp.text
     assert "workloads differ (traffic rate vs concurrency; duration_s 2 vs None)" in cmp.text
     for inp, message in [
         ({"request_rate": [5], "concurrency": [1]}, "give `concurrency` or `request_rate`"),
@@ -127,3 +128,23 @@ async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloa
     ]:
         res, _ = await box.call(ctx, "run_benchmark", inp)
         assert res.is_error and message in res.text, (inp, res.text)
+
+
+async def test_the_tool_sends_a_shared_prefix_and_resets_the_cache_as_the_profile_says(
+    sim: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url, command = sim
+    ctx, _ = make_ctx(tmp_path, url, command)
+    box = ToolBox([RunBenchmark(), Compare()])
+    inp = {"concurrency": [1], "requests_per_level": 3, "input_len": 64, "max_tokens": 4}
+    res, _ = await box.call(ctx, "run_benchmark", {**inp, "shared_prefix": 500})
+    assert not res.is_error, res.text
+    saved = json.loads(Path(res.data["path"]).read_text())
+    assert saved["workload"]["shared_prefix"] == 500
+    assert saved["workload"]["cache_reset"] == "/flush_cache"  # the sim profile's reset
+    assert saved["points"][0]["total_input_tokens"] == 3 * (500 + 64)
+    assert not any("not reset" in n for n in saved["notes"])
+    res, _ = await box.call(ctx, "run_benchmark", inp)
+    cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
+    assert cmp.is_error and "shared_prefix 500 vs 0" in cmp.text

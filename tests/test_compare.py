@@ -204,7 +204,7 @@ async def test_compare_tool_resolves_ids_paths_and_vllm_files(tmp_path: Path) ->
         "p99_ttft_ms": 80.0,
         "mean_e2el_ms": 990.0,
         "errors": [""] * 100,
-        "output_lens": [60] * 100,
+        "output_lens": [512] * 100,  # the same workload as b001's (compare refuses others)
     }
     (tmp_path / "vllm.json").write_text(json.dumps(vllm))
     box = ToolBox([Compare()])
@@ -215,6 +215,10 @@ async def test_compare_tool_resolves_ids_paths_and_vllm_files(tmp_path: Path) ->
     assert not res.is_error, res.text
     assert res.data["ratios"]["vllm"] == {"10": 1.0}
     assert "server command of vllm unknown" in res.text
+    vllm["output_lens"] = [60] * 100
+    (tmp_path / "vllm60.json").write_text(json.dumps(vllm))
+    res, _ = await box.call(ctx, "compare", {"results": ["b001", str(tmp_path / "vllm60.json")]})
+    assert res.is_error and "workloads differ (max_tokens 512 vs 60)" in res.text
     res, _ = await box.call(ctx, "compare", {"results": ["b001", "b009"]})
     assert res.is_error and "no result 'b009'" in res.text and "b002-fa3" in res.text
     res, _ = await box.call(ctx, "compare", {"results": ["b001"]})

@@ -1,5 +1,6 @@
 """compare: two or more benchmark results side by side - winner and ratio per level, crossovers,
-geometric-mean ratio, and warnings (different workloads, unfair launches, within the noise).
+geometric-mean ratio, and warnings (unfair launches, within the noise). Results of different
+workloads (tools/bench/confighash.workload_key) are refused with one line.
 
 The noise floor comes from every configuration this run swept more than once (and the results
 compared), as recommend and the report take it, so the three state the same number. Earlier runs
@@ -11,7 +12,7 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
-from tools.bench.comparison import compare, render_comparison
+from tools.bench.comparison import compare, render_comparison, workload_mismatch
 from tools.bench.schema import BenchResult
 
 
@@ -48,6 +49,9 @@ class Compare(Tool):
                 raise ToolError(
                     f"baseline {inp.baseline!r} is not one of the results compared: {ids}"
                 )
+        mismatch = workload_mismatch(loaded)
+        if mismatch is not None:  # a ratio between two workloads measures the workloads
+            raise ToolError(f"{mismatch}: compare results of one workload")
         cmp = compare(loaded, baseline, repeats=run_repeats(ctx, loaded))
         return ToolResult(text=render_comparison(cmp), data=cmp.data())
 

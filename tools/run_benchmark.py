@@ -23,6 +23,7 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results, workload_options
 from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
+from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
 from tools.bench.remote import run_remote
 from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.bench.sweep import (
@@ -66,8 +67,9 @@ class RunBenchmarkInput(ToolInput):
     )
     dataset: str | None = Field(
         default=None,
-        description="Prompts: random, chat (built-in), sharegpt:FILE or jsonl:FILE; default from "
-        "config. With a dataset the output lengths are the data's unless max_tokens is given",
+        description="Prompts: random, chat or code (built-in), sharegpt:FILE or jsonl:FILE; "
+        "default from config. With a dataset the output lengths are the data's unless max_tokens "
+        "is given",
     )
     request_rate: list[Annotated[float, Field(gt=0)]] | None = Field(
         default=None,
@@ -84,6 +86,23 @@ class RunBenchmarkInput(ToolInput):
             description='Per-request limits for goodput, e.g. {"ttft_ms": 200, "tpot_ms": 50}',
         )
     )
+    shared_prefix: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="Tokens of a system prompt every request shares (a prefix cache serves it)",
+    )
+    multi_turn: bool = Field(
+        default=False,
+        description="Replay the dataset's conversations turn by turn, each turn resending the "
+        "history (sharegpt:FILE or jsonl:FILE with messages; concurrency levels only)",
+    )
+    find_max_rate: bool = Field(
+        default=False,
+        description="Search the highest request rate whose p99 latencies meet the SLO (`slo` or "
+        "the config's), starting at request_rate[0] (default 1 req/s); the answer is the "
+        "result's first note",
+    )
 
 
 class RunBenchmark(Tool):
@@ -95,12 +114,18 @@ class RunBenchmark(Tool):
         if inp.concurrency and inp.request_rate:
             raise ToolError("give `concurrency` or `request_rate`, not both")
         rates = inp.request_rate or (None if inp.concurrency else bench.request_rate)
+        if inp.find_max_rate:
+            if inp.concurrency:
+                raise ToolError("find_max_rate searches request rates: drop `concurrency`")
+            rates = (rates or [START_RATE])[:1]  # where the search starts
         levels = inp.concurrency or list(bench.concurrency)
         bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
         if bad:
             raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
         server, host_name = self._server(ctx, inp)
         workload = _workload(ctx, inp, rates)
+        if inp.find_max_rate and not workload.slo_ms:
+            raise ToolError('find_max_rate needs an SLO: `slo` {"ttft_ms": ...} or [bench] slo')
         if rates:
             levels = [requests_at_rate(r, workload) for r in rates]
         label = inp.label or server.name or "url"
@@ -108,6 +133,7 @@ class RunBenchmark(Tool):
         result_id = results.new_id(results_dir, label)
         prompt_seed = sweep_seed(bench.seed, ctx.run.id, ctx.run.state.last_seq, result_id)
         client = ClientInfo(where="controller")
+        search: RateSearch | None = None
         observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
@@ -132,6 +158,7 @@ class RunBenchmark(Tool):
                 if host_name and not _is_local(ctx, host_name):
                     client.where = "forward" if bench.client == "forward" else "controller"
                 engine = _engine(ctx, server)
+                workload.cache_reset = engine.cache_reset_path if engine else None
                 spec = SweepSpec(
                     url=server.url,
                     levels=levels,
@@ -145,7 +172,15 @@ class RunBenchmark(Tool):
                     spec.connect_timeout_s,
                     spec.stall_timeout_s,
                 )
-                outcome = await run_sweep(spec, observer)
+                if inp.find_max_rate:
+                    assert rates is not None
+                    search = await find_max_rate(spec, observer, rates[0])
+                    outcome = search.outcome
+                    outcome.notes.insert(0, search.summary(workload.slo_ms))
+                    rates = [float(p["request_rate"]) for p in outcome.points]
+                    levels = [int(p["max_concurrency"]) for p in outcome.points]
+                else:
+                    outcome = await run_sweep(spec, observer)
                 client.processes = outcome.processes
                 client.event_loop = "uvloop" if outcome.processes else "asyncio"
         except BenchError as err:
@@ -165,6 +200,8 @@ class RunBenchmark(Tool):
         )
         result.prompts = outcome.prompts
         result.request_rates = list(rates or [])
+        if search is not None and result.__pydantic_extra__ is not None:
+            result.__pydantic_extra__["rate_search"] = {"slo_ms": workload.slo_ms, **search.data()}
         text, data = record(ctx, result, results_dir)
         if outcome.interrupted:
             raise asyncio.CancelledError  # saved; now let the interruption go on
@@ -303,6 +340,8 @@ def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | Non
         burstiness=inp.burstiness or bench.burstiness,
         duration_s=inp.duration_s or bench.duration_s,
         slo_ms={workload_options.SLO_KEYS[k]: v for k, v in slo.items()},
+        shared_prefix=inp.shared_prefix or 0,
+        multi_turn=inp.multi_turn,
     )
 
 

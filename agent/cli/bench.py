@@ -2,9 +2,10 @@
 
     agent bench --url URL [--model M] [--concurrency 1,2,5,10,30,70,100,250] [--input-len 512]
                 [--max-tokens 512] [--requests-per-level N] [--json PATH] ...
-                [--dataset random|chat|sharegpt:FILE|jsonl:FILE]
+                [--dataset random|chat|code|sharegpt:FILE|jsonl:FILE]
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
-                [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..]
+                [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
+                [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
 
 A progress bar per level, a table at the end; --json writes the result (docs/benchmark.md: the
 points carry vLLM `bench serve`'s flat keys). Exit codes: 0 measured, 1 the server could not be
@@ -23,10 +24,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agent.report.pareto import chart_files
 from state.atomic import write_json_atomic
 from tools.bench import results, workload_options
 from tools.bench.level_traffic import level_name, requests_at_rate
-from tools.bench.schema import ClientInfo, ServerRef, Workload
+from tools.bench.rate_search import START_RATE, find_max_rate
+from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
 from tools.bench.sweep import (
     BenchError,
     Observer,
@@ -105,18 +108,42 @@ def parser() -> argparse.ArgumentParser:
         default=1.0,
         help="with --request-rate: gamma shape of the gaps, 1 = Poisson (default), or constant",
     )
+    ap.add_argument(
+        "--find-max-rate",
+        action="store_true",
+        help="search the highest request rate meeting --slo (p99 of each limit); --request-rate "
+        "R: start there (default 1 req/s)",
+    )
     ap.add_argument("--duration", type=float, default=None, help="seconds per level (model time)")
     ap.add_argument(
         "--dataset",
         type=_option(workload_options.dataset),
         default="random",
-        help="random (default), chat, sharegpt:FILE or jsonl:FILE",
+        help="random (default), chat, code, sharegpt:FILE or jsonl:FILE",
     )
     ap.add_argument(
         "--slo",
         type=_option(workload_options.slo),
         default=None,
         help="per-request limits for goodput, e.g. ttft_ms=200,tpot_ms=50,e2el_ms=5000",
+    )
+    ap.add_argument(
+        "--shared-prefix",
+        type=_option(workload_options.shared_prefix),
+        default=0,
+        help="tokens of a system prompt every request shares (default 0)",
+    )
+    ap.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="replay the dataset's conversations turn by turn with their growing history",
+    )
+    ap.add_argument(
+        "--cache-reset",
+        default=None,
+        metavar="PATH",
+        help="POST this path before each level for a cold prefix cache "
+        "(SGLang and the simulator: /flush_cache; vLLM: /reset_prefix_cache)",
     )
     ap.add_argument(
         "--input-len", type=int, default=512, help="prompt tokens of random prompts (default 512)"
@@ -150,6 +177,12 @@ def parser() -> argparse.ArgumentParser:
         help="fail a request that receives nothing for this long (default 300 s)",
     )
     ap.add_argument("--label", default="", help="a name for the result")
+    ap.add_argument(
+        "--gpus",
+        type=int,
+        default=1,
+        help="GPUs the server uses: the Pareto chart's tokens/s per GPU (default 1)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     return ap
 
@@ -179,13 +212,20 @@ class _Bars(Observer):
         )
 
 
+class _SearchBars(_Bars):
+    """A rate search's probes: each a bar named by its rate once it ends."""
+
+    def level_start(self, level: int, requests: int) -> None:
+        self.tasks[level] = self.bars.add_task("rate probe", total=requests)
+
+
 def main(argv: list[str]) -> int:
     ap = parser()
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    for name in ("input_len", "max_tokens", "requests_per_level", "warmup", "duration"):
+    for name in ("input_len", "max_tokens", "requests_per_level", "warmup", "duration", "gpus"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):
             print(
@@ -193,10 +233,35 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
+    if args.cache_reset is not None and not args.cache_reset.startswith("/"):
+        print(
+            f"agent bench: --cache-reset is a path such as /flush_cache, got {args.cache_reset!r}",
+            file=sys.stderr,
+        )
+        return 2
     console = Console(stderr=False)
-    if args.request_rate is None and args.concurrency is None:
+    if args.request_rate is None and args.concurrency is None and not args.find_max_rate:
         args.concurrency = levels_arg(DEFAULT_LEVELS)
-    if args.burstiness != 1.0 and args.request_rate is None:
+    if args.multi_turn and (args.request_rate or args.find_max_rate):
+        print("agent bench: --multi-turn runs closed loops: use --concurrency", file=sys.stderr)
+        return 2
+    if args.multi_turn and args.dataset.partition(":")[0] not in ("sharegpt", "jsonl"):
+        print(
+            "agent bench: --multi-turn needs conversations: --dataset sharegpt:FILE or jsonl:FILE",
+            file=sys.stderr,
+        )
+        return 2
+    if args.find_max_rate and (args.slo is None or args.concurrency is not None):
+        why = "an --slo" if args.slo is None else "rates, not --concurrency"
+        print(f"agent bench: --find-max-rate needs {why}", file=sys.stderr)
+        return 2
+    if args.find_max_rate and args.request_rate is not None and len(args.request_rate) > 1:
+        print(
+            "agent bench: --find-max-rate takes one --request-rate (where to start)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.burstiness != 1.0 and args.request_rate is None and not args.find_max_rate:
         print("agent bench: --burstiness applies to --request-rate levels", file=sys.stderr)
         return 2
     workload = Workload(
@@ -209,10 +274,13 @@ def main(argv: list[str]) -> int:
         seed=args.seed,
         requests_per_level=args.requests_per_level,
         warmup_requests=args.warmup,
-        traffic="rate" if args.request_rate else "concurrency",
+        traffic="rate" if args.request_rate or args.find_max_rate else "concurrency",
         burstiness=args.burstiness,
         duration_s=args.duration,
         slo_ms=args.slo or {},
+        shared_prefix=args.shared_prefix,
+        cache_reset=args.cache_reset,
+        multi_turn=args.multi_turn,
     )
     spec = SweepSpec(
         url=args.url,
@@ -235,7 +303,15 @@ def main(argv: list[str]) -> int:
             bars = _Bars(progress)
             for rate in args.request_rate or []:
                 bars.names[requests_at_rate(rate, workload)] = f"rate {rate:g}/s"
-            outcome = asyncio.run(run_sweep(spec, bars))
+            if args.find_max_rate:
+                start = (args.request_rate or [START_RATE])[0]
+                search = asyncio.run(find_max_rate(spec, _SearchBars(progress), start))
+                outcome = search.outcome
+                outcome.notes.insert(0, search.summary(workload.slo_ms))
+                args.request_rate = [p["request_rate"] for p in outcome.points]
+                args.rate_search = {"slo_ms": workload.slo_ms, **search.data()}
+            else:
+                outcome = asyncio.run(run_sweep(spec, bars))
     except BenchError as err:
         print(f"agent bench: {err}", file=sys.stderr)
         return 1
@@ -257,7 +333,7 @@ def _report(
     )
     result = results.build_result(
         result_id=results.slug(args.label) or "bench",
-        server=ServerRef(url=args.url),
+        server=ServerRef(url=args.url, gpus=args.gpus),
         workload=workload,
         client=client,
         levels=args.concurrency or [p["max_concurrency"] for p in outcome.points],
@@ -267,6 +343,9 @@ def _report(
         notes=outcome.notes,
     )
     result.request_rates = args.request_rate or []
+    result.prompts = outcome.prompts
+    if getattr(args, "rate_search", None) and result.__pydantic_extra__ is not None:
+        result.__pydantic_extra__["rate_search"] = args.rate_search  # the probes and the answer
     console.print(sweep_table(result), markup=False, highlight=False, soft_wrap=True)
     if args.json is not None:
         try:
@@ -276,11 +355,27 @@ def _report(
             print(f"agent bench: cannot write {args.json}: {err}", file=sys.stderr)
             return 1
         console.print(f"wrote {args.json}", markup=False, highlight=False)
+        for path in _charts(args.json, result):
+            console.print(f"wrote {path}", markup=False, highlight=False)
     if outcome.interrupted:
         return 130
     if not outcome.points or all(p.get("level_failed") for p in outcome.points):
         return 1
     return 0
+
+
+def _charts(json_path: Path, result: BenchResult) -> list[Path]:
+    """Latency vs throughput and the Pareto chart beside the JSON (r.json: r.latency.png, ...)."""
+    written = []
+    for name, png in chart_files([(result.label or result.id, result)]):
+        path = json_path.with_name(f"{json_path.stem}.{name}.png")
+        try:
+            path.write_bytes(png)
+        except OSError as err:
+            print(f"agent bench: cannot write {path}: {err}", file=sys.stderr)
+            continue
+        written.append(path)
+    return written
 
 
 if __name__ == "__main__":

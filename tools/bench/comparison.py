@@ -173,15 +173,29 @@ def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) 
     return out
 
 
-def _check_workload(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:
+def workload_mismatch(results: list[BenchResult]) -> str | None:
+    """The one line that says two of the results ran different workloads, or None."""
+    for other in results[1:]:
+        line = _workload_diff(results[0], other)
+        if line is not None:
+            return line
+    return None
+
+
+def _workload_diff(a: BenchResult, b: BenchResult) -> str | None:
     ka, kb = workload_key(a.workload.model_dump()), workload_key(b.workload.model_dump())
     for key in (ka, kb):  # a traffic key is in a key only where it is not at its default
         key.update({k: v for k, v in TRAFFIC_DEFAULTS.items() if k not in key})
     diffs = [f"{k} {ka[k]} vs {kb[k]}" for k in ka if ka[k] != kb[k]]
-    if diffs:
-        cmp.warnings.append(
-            f"workloads differ ({'; '.join(diffs)}): {a.id} and {b.id} are not comparable"
-        )
+    if not diffs:
+        return None
+    return f"workloads differ ({'; '.join(diffs)}): {a.id} and {b.id} are not comparable"
+
+
+def _check_workload(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:
+    line = _workload_diff(a, b)
+    if line is not None:
+        cmp.warnings.append(line)
 
 
 def _check_commands(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:

@@ -120,6 +120,8 @@ TRAFFIC_DEFAULTS: dict[str, Any] = {
     "traffic": "concurrency",
     "burstiness": 1.0,
     "duration_s": None,
+    "shared_prefix": 0,
+    "multi_turn": False,
 }
 
 

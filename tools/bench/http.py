@@ -44,6 +44,11 @@ _EMPTY = (
     b'"delta": {}',
 )
 _DONE = b"data: [DONE]"
+# The finish reason: null in every message but the last (the model stopped or hit max_tokens);
+# a stream with null ones and no last one was cut short by the server
+_FINISHED = (b'"finish_reason":"', b'"finish_reason": "')
+_UNFINISHED = (b'"finish_reason":null', b'"finish_reason": null')
+_AT_LENGTH = (b'"finish_reason":"length"', b'"finish_reason": "length"')
 _ERROR_BODY_KEEP = 2048
 _HEADERS_MAX = 65536
 
@@ -131,6 +136,7 @@ class StreamConn(asyncio.Protocol):
         self.head_rx = 0  # bytes received before the end of the headers
         self.sse = b""  # SSE text after the last complete event
         self.last_t, self.crlf, self.done_seen, self.empty = 0.0, False, False, 0
+        self.finished = self.unfinished = self.at_length = False
         self.usage_event = b""
         self.other_event = b""
         self.error_body = bytearray()
@@ -264,6 +270,12 @@ class StreamConn(asyncio.Protocol):
             self.other_event = events[:4096]  # for the diagnosis when no choices ever come
         if _DONE in events:
             self.done_seen = True
+        if n and (_FINISHED[0] in events or _FINISHED[1] in events):
+            self.finished = True
+        if n and (_UNFINISHED[0] in events or _UNFINISHED[1] in events):
+            self.unfinished = True
+        if n and (_AT_LENGTH[0] in events or _AT_LENGTH[1] in events):
+            self.at_length = True
 
     def _finish(self) -> None:
         rec, fut = self.rec, self.fut
@@ -304,8 +316,21 @@ class StreamConn(asyncio.Protocol):
 
     def _count_from_chunks(self, rec: RequestRecord) -> None:
         """No usage message (llama-cpp-python's server ignores include_usage): one `choices`
-        message with text is taken as one token; the prompt keeps the length it was sent with."""
+        message with text is taken as one token, or max_tokens where the finish reason is
+        "length"; the prompt keeps the length it was sent with."""
         tokens = rec.chunks - self.empty
+        if self.at_length and rec.max_tokens:
+            # the server says it stopped at max_tokens: exact, where a token of no text of its
+            # own (a piece of a UTF-8 character, a control byte) is an empty chunk
+            tokens = rec.max_tokens
+        if self.unfinished and not self.finished:  # else it would pass for an early EOS
+            rec.fail(
+                "truncated",
+                "the stream ended without a finish reason or a usage message: the server cut it "
+                "short (llama-cpp-python's server does so to a stream when another request waits, "
+                "unless started with --interrupt_requests false)",
+            )
+            return
         if tokens <= 0:
             rec.fail("no_usage", "the stream had no usage message and no text to count")
             return

@@ -7,6 +7,7 @@ from typing import Any
 
 from tools.bench import datasets
 from tools.bench.loadgen import LevelRun
+from tools.bench.multi_turn import turn_rows
 from tools.bench.schema import Workload
 
 RATE_LEVEL_S = 10.0  # a rate level without --duration or a request count: this long
@@ -33,17 +34,26 @@ def add_samples(
     """Put the level's dataset rows in the job; return how many samples the sweep has taken."""
     if data.kind == "random":
         return used
-    warm = datasets.level_samples(data, seed, used, wl.warmup_requests)
-    measured = datasets.level_samples(data, seed, used + len(warm), job["num_prompts"])
+    fixed = wl.lengths == "fixed"
 
     def rows(samples: list[datasets.Sample]) -> list[list[Any]]:
-        fixed = wl.lengths == "fixed"
         return [
             [s.prompt, s.prompt_tokens, wl.max_tokens if fixed else s.output_len or wl.max_tokens]
             for s in samples
         ]
 
-    job["samples"], job["warm_samples"] = rows(measured), rows(warm)
+    warm = datasets.level_samples(data, seed, used, wl.warmup_requests)
+    job["warm_samples"] = rows(warm)
+    if wl.multi_turn:  # conversations turn by turn, one user per stream (multi_turn.py)
+        at = used + len(warm)
+        turns, taken = turn_rows(
+            data, seed, at, job["num_prompts"], job["concurrency"], wl.endpoint,
+            wl.max_tokens if fixed else None,
+        )  # fmt: skip
+        job["samples"] = [[p, t, m or wl.max_tokens] for p, t, m in turns]
+        return at + taken
+    measured = datasets.level_samples(data, seed, used + len(warm), job["num_prompts"])
+    job["samples"] = rows(measured)
     return used + len(warm) + len(measured)
 
 

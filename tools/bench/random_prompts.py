@@ -168,19 +168,24 @@ def level_seed(prompt_seed: int, level: int, part: Literal["measured", "warmup"]
 
 def request_body(
     model: str,
-    prompt: str,
+    prompt: str | list[dict[str, str]],
     max_tokens: int,
     endpoint: Endpoint = "completions",
     ignore_eos: bool = True,
     temperature: float = 0.0,
     extra: dict[str, Any] | None = None,
+    prefix: str = "",
 ) -> bytes:
-    """The JSON body vLLM's `bench serve` sends (openai / openai-chat backends)."""
+    """The JSON body vLLM's `bench serve` sends (openai / openai-chat backends); a shared
+    `prefix` goes first (a chat: as the system message). A list prompt is a chat's messages so
+    far (multi_turn.py)."""
     body: dict[str, Any] = {"model": model}
     if endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        system = [{"role": "system", "content": prefix}] if prefix else []
+        turns = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        body["messages"] = [*system, *turns]
     else:
-        body["prompt"] = prompt
+        body["prompt"] = f"{prefix} {prompt}" if prefix else prompt
     body.update(
         {
             "max_tokens": max_tokens,
@@ -206,13 +211,10 @@ def bodies(
     ignore_eos: bool = True,
     temperature: float = 0.0,
     extra: dict[str, Any] | None = None,
+    prefix: str = "",
 ) -> list[bytes]:
     """n request bodies of `words`-word prompts, the same for the same seed (one generator per
     level keeps levels apart); `extra` fields go into every body (e.g. cache_prompt: false)."""
     rng = random.Random(seed)
-    return [
-        request_body(
-            model, make_prompt(rng, words), max_tokens, endpoint, ignore_eos, temperature, extra
-        )
-        for _ in range(n)
-    ]
+    style = (endpoint, ignore_eos, temperature, extra, prefix)
+    return [request_body(model, make_prompt(rng, words), max_tokens, *style) for _ in range(n)]

@@ -27,6 +27,7 @@ class ServerRef(BaseModel):
     flags: dict[str, Any] = {}  # the flags under test (start_server's), {} when unknown
     port: int | None = None  # the server's port on its host
     url: str = ""  # what the client connected to (a forwarded port is the local end)
+    gpus: int | None = None  # as given to `agent bench --gpus`; None: from the command's --tp/--dp
 
 
 class Workload(BaseModel):
@@ -51,6 +52,9 @@ class Workload(BaseModel):
     burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0
     duration_s: float | None = Field(default=None, gt=0)  # a level lasts this long (model time)
     slo_ms: dict[str, float] = {}  # {"ttft"|"tpot"|"e2el": p99 limit in ms}: goodput
+    shared_prefix: int = Field(default=0, ge=0)  # a system prompt of N tokens every request shares
+    multi_turn: bool = False  # a dataset's conversations replayed turn by turn, history growing
+    cache_reset: str | None = None  # the endpoint POSTed before each level (a cold prefix cache)
 
 
 class ClientInfo(BaseModel):

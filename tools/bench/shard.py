@@ -54,20 +54,28 @@ def level_requests(spec: dict[str, Any], shard: int, shards: int) -> LevelPlan:
     job ([prompt, prompt_tokens, max_tokens] rows from a dataset) replace the random words."""
     target = Target.parse(spec["url"])
     path = PATHS[spec["endpoint"]]
-    style = [spec["endpoint"], spec["ignore_eos"], spec["temperature"], spec["extra_body"]]
+    style = [
+        spec["endpoint"],
+        spec["ignore_eos"],
+        spec["temperature"],
+        spec["extra_body"],
+        spec.get("prefix", ""),
+    ]
+    extra_tokens = spec.get("prefix_tokens", 0)
     seed, level = spec["seed"], spec["level"]
-    prompt_tokens: int | list[int] = spec["prompt_tokens"]
+    prompt_tokens: int | list[int] = spec["prompt_tokens"] + extra_tokens
     max_tokens: list[int] | None = None
     if spec.get("samples") is not None:
         rows = spec["samples"][shard::shards]
         measured = [request_body(spec["model"], p, m, *style) for p, _, m in rows]
         warm = [request_body(spec["model"], p, m, *style) for p, _, m in spec["warm_samples"]]
-        prompt_tokens = [t for _, t, _ in rows]
+        prompt_tokens = [t + extra_tokens for _, t, _ in rows]
         max_tokens = [m for _, _, m in rows]
     else:
         make = [spec["model"], spec["words"], spec["max_tokens"], *style]
         measured = bodies(spec["num_prompts"], level_seed(seed, level, "measured"), *make)
         measured = measured[shard::shards]
+        max_tokens = [spec["max_tokens"]] * len(measured)  # for a count from the chunks
         warm = bodies(spec["warmup"], level_seed(seed, level, "warmup"), *make)
     send_at = spec.get("send_at")
     return LevelPlan(

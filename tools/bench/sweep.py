@@ -37,6 +37,7 @@ from tools.bench.level_traffic import (
 from tools.bench.loadgen import LevelRun, connect_error
 from tools.bench.metrics import DEFAULT_PERCENTILES, FAILED_SHARE, compute_point
 from tools.bench.openloop import arrivals
+from tools.bench.prefix import reset_cache, shared_prefix_text
 from tools.bench.prompt_length import PromptLength, calibrate
 from tools.bench.schema import Workload
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
@@ -72,6 +73,9 @@ class SweepSpec:
     slo_ms: dict[str, float] | None = None
     prompt_seed: int | None = None  # None: the workload's seed (the same prompts every time)
     extra_body: dict[str, Any] | None = None  # fields added to every request, e.g. cache_prompt
+    # POSTed before each level for a cold prefix cache (the engine profile's reset path); None:
+    # the workload's `cache_reset`, else no reset
+    cache_reset_path: str | None = None
     tokenize_path: str | None = "/tokenize"  # None: one token per word, no calibration
 
 
@@ -130,15 +134,23 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
         data = datasets.load(spec.workload.dataset)
     except datasets.DatasetError as err:
         raise BenchError(str(err)) from None
+    if spec.workload.multi_turn:
+        _check_multi_turn(spec, data)
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
     scale = await server_time_scale(spec.url)
     wl = spec.workload.model_copy(update={"model": model, "dataset_digest": data.digest})
     length = await _length(spec, wl, data)
-    auto = spec.processes is None
+    auto = spec.processes is None and not wl.multi_turn
     procs = 1 if auto else int(spec.processes or 0)
+    if wl.multi_turn:  # one client process: turn order needs one list dispatched in order
+        procs = 1 if spec.processes is None else min(procs, 1)
     outcome = SweepOutcome(model=model, processes=procs, dataset_digest=data.digest)
     seed = wl.seed if spec.prompt_seed is None else spec.prompt_seed
     outcome.prompts = {"seed": seed, **length.info(), "extra_body": spec.extra_body or {}}
+    prefix = _prefix(wl, seed, length)
+    reset = spec.cache_reset_path or wl.cache_reset
+    if prefix:
+        outcome.prompts["shared_prefix_words"] = len(prefix.split())
     if data.samples:
         outcome.prompts.update(dataset_prompts=len(data.samples), dataset_digest=data.digest)
     if scale != 1.0:
@@ -164,6 +176,11 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             obs.level_start(level, n)
             run = LevelRun()
             job = _job(spec, wl, level, n, seed, length, scale)
+            job["prefix"], job["prefix_tokens"] = prefix, wl.shared_prefix
+            if reset:
+                failed = await reset_cache(spec.url, reset, spec.connect_timeout_s)
+                if failed and failed not in outcome.notes:
+                    outcome.notes.append(failed)
             used = add_samples(job, data, wl, seed, used)
             if rate is not None:
                 wall_rate = rate * scale  # the target is in the modelled box's time
@@ -223,6 +240,18 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     return outcome
 
 
+def _check_multi_turn(spec: SweepSpec, data: datasets.Dataset) -> None:
+    if not data.conversations:
+        raise BenchError(
+            "multi-turn replay needs a dataset of conversations: sharegpt:FILE or jsonl:FILE"
+        )
+    if spec.rates:
+        raise BenchError(
+            "multi-turn replay runs closed loops (--concurrency): an open loop would send a "
+            "turn before the answer to the one before it"
+        )
+
+
 def _steps(spec: SweepSpec) -> list[float]:
     if spec.rates is not None:
         if not spec.rates or any(not r > 0 for r in spec.rates):
@@ -239,6 +268,12 @@ async def _length(spec: SweepSpec, wl: Workload, data: datasets.Dataset) -> Prom
         return PromptLength(0, 0, "words", f"{data.kind}: each prompt's words and punctuation")
     url = Target.parse(spec.url).url
     return await calibrate(url, wl.model, wl.input_len, spec.tokenize_path, spec.connect_timeout_s)
+
+
+def _prefix(wl: Workload, seed: int, length: PromptLength) -> str:
+    """The shared system prompt: the calibrated words per token where the server tokenized."""
+    per_token = length.words / length.tokens if length.tokens and length.words else 1.0
+    return shared_prefix_text(seed, wl.shared_prefix, per_token)
 
 
 def _job(
@@ -308,6 +343,7 @@ def _usage_note(outcome: SweepOutcome, length: PromptLength) -> None:
     levels = ", ".join(level_name(p) for p in counted)
     outcome.notes.append(
         f"usage: counted from chunks at {levels} - the server sent no usage message, so each "
-        f"text chunk is taken as one token and each prompt as {length.tokens} tokens "
+        "text chunk is taken as one token (max_tokens where the server says it stopped at the "
+        f"length) and each prompt as {length.tokens} tokens "
         f"({length.method}); throughput is approximate"
     )

@@ -35,6 +35,9 @@ def to_model_time(point: dict[str, Any], scale: float) -> dict[str, Any]:
         return point
     out = dict(point)
     for key, value in point.items():
+        if key == "ttfts" and isinstance(value, list):  # per request, in seconds
+            out[key] = [v * scale for v in value]
+            continue
         if not isinstance(value, int | float) or isinstance(value, bool) or key in KEEP:
             continue
         if key in RATES:

@@ -46,6 +46,17 @@ def burstiness(text: str | float) -> float | Literal["constant"]:
     return value
 
 
+def shared_prefix(text: str) -> int:
+    """Tokens of the system prompt every request shares: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"shared prefix is a number of tokens, got {text!r}") from None
+    if value < 0:
+        raise OptionError(f"shared prefix must be >= 0 tokens, got {value}")
+    return value
+
+
 def slo(text: str) -> dict[str, float]:
     """'ttft_ms=200,tpot_ms=50' -> {"ttft": 200.0, "tpot": 50.0} (vLLM's --goodput keys)."""
     out: dict[str, float] = {}
