@@ -30,4 +30,33 @@ def briefing(goal: str, config: Config) -> str:
             "'requires' lists flags that apply only together; 'baseline' is the start):",
             json.dumps(config.search, indent=1),
         ]
+    if config.pipeline is not None:
+        lines += ["", *pipeline_lines(config)]
     return "\n".join(lines)
+
+
+def pipeline_lines(config: Config) -> list[str]:
+    """The stages a [pipeline] runs before the campaign (docs/pipeline.md)."""
+    assert config.pipeline is not None
+    p = config.pipeline
+    clock = (
+        ""
+        if p.time_scale == 1
+        else f"; its clock runs {p.time_scale:g}x faster than its log says: divide its ETAs"
+    )
+    out = [
+        "Pipeline, before the campaign: run each stage in order as a job (start_job, in the "
+        f"host's workdir){clock}:"
+    ]
+    for stage in p.stages:
+        line = f"- {stage.name}: `{stage.command}`" + (f" - {stage.what}" if stage.what else "")
+        if stage.fix is not None:
+            fix = stage.fix
+            line += (
+                f". A check: when it fails with /{fix.when}/ in its log, put_file {fix.source} "
+                f"to {fix.dest}, rerun {fix.rerun}, then this check again"
+            )
+        out.append(line)
+    if p.drafter:
+        out.append(f"It makes {p.drafter}: the search space serves it as a candidate.")
+    return out

@@ -15,6 +15,7 @@ import asyncio
 import copy
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ class Script:
     """Builds Messages API responses with stable ids and token counts."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.responses, self.n = name, [], 0
+        self.name, self.n = name, 0
+        self.responses: list[dict[str, Any]] = []
 
     def turn(self, *blocks: dict[str, Any], stop: str = "tool_use", tokens: int = 1200) -> None:
         self.n += 1
@@ -168,6 +170,67 @@ def recovery_campaign() -> Script:
     return s
 
 
+def pipeline_campaign() -> Script:
+    """A short drafter pipeline as long jobs (docs/pipeline.md): each stage started with
+    start_job, waited for, looked at with job_status; the data check refuses the defective data,
+    the fixed script is copied over with put_file and the stage rerun; the todo list is the
+    pipeline's state. Recorded against the real lab at a fast time scale."""
+    s = Script("pipeline")
+    names = ["datagen", "check", "extract", "vocab", "train", "convert"]
+    plan = [todo(n, f"pipeline {n}", "pending", "high") for n in names]
+    plan.append(todo("serve", "serve the trained drafter against the baseline", "pending"))
+    plan[0]["status"] = "in_progress"
+    s.turn(
+        think("A pipeline first: six stages, each a long job. The todo list keeps its state."),
+        say("Plan: the stages in order, the data check before the expensive ones."),
+        call("todowrite", todos=plan),
+        call("start_job", name="datagen", command="bash scripts/datagen.sh"),
+    )
+    s.turn(say("Waiting by its ETA before looking again."), call("bash", command="sleep 2"))
+    s.turn(call("job_status", name="datagen"))
+    plan[0]["status"], plan[1]["status"] = "completed", "in_progress"
+    s.turn(
+        call("todowrite", todos=plan),
+        call("start_job", name="check", command="bash scripts/check.sh"),
+        call("bash", command="sleep 2"),
+    )
+    s.turn(call("job_status", name="check"))
+    fix = todo("fix", "fix: copy the fixed datagen.sh, regenerate, check again", "in_progress")
+    plan[1]["status"] = "pending"
+    plan.insert(2, fix)
+    s.turn(
+        think("The check refused the data: reasoning not closed by </think>. Fix, regenerate."),
+        say("The data is malformed; copying the fixed script and regenerating before training."),
+        call("todowrite", todos=plan),
+        call("put_file", local_path="FIXES/datagen.sh", remote_path="scripts/datagen.sh"),
+    )
+    s.turn(
+        call("start_job", name="datagen-2", command="bash scripts/datagen.sh"),
+        call("bash", command="sleep 2"),
+    )
+    s.turn(call("job_status", name="datagen-2"))
+    fix["status"], plan[1]["status"] = "completed", "in_progress"
+    s.turn(
+        call("todowrite", todos=plan),
+        call("start_job", name="check-2", command="bash scripts/check.sh"),
+        call("bash", command="sleep 2"),
+    )
+    s.turn(call("job_status", name="check-2"))
+    for i, name in enumerate(names[2:], start=3):
+        plan[i - 1]["status"], plan[i]["status"] = "completed", "in_progress"
+        s.turn(
+            call("todowrite", todos=plan),
+            call("start_job", name=name, command=f"bash scripts/{name}.sh"),
+            call("bash", command="sleep 2"),
+        )
+        s.turn(call("job_status", name=name))
+    plan[-2]["status"], plan[-1]["status"] = "completed", "cancelled"
+    plan[-1]["content"] += " (cancelled: this session records the pipeline only)"
+    s.turn(say("Pipeline done: drafter/ is converted."), call("todowrite", todos=plan))
+    s.turn(say("Conclusion: the drafter is trained and converted."), stop="end_turn")
+    return s
+
+
 def summary(name: str, n: int) -> dict[str, Any]:
     text = (
         f"## Goal\nbeat baseline\n## Findings\nsummary {n} of session {name}: the todo list "
@@ -209,7 +272,11 @@ def session_config() -> Config:
 
 
 async def record(
-    script: Script, runs_dir: Path, max_steps: int = 40, usage_from_size: bool = False
+    script: Script,
+    runs_dir: Path,
+    max_steps: int = 40,
+    usage_from_size: bool = False,
+    config: Config | None = None,
 ) -> Path:
     responses = iter(script.responses)
     summaries = 0
@@ -235,7 +302,7 @@ async def record(
         max_retries=0,
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
-    config = session_config()
+    config = config or session_config()
     run = start(
         "beat baseline",
         config,
@@ -250,12 +317,32 @@ async def record(
     return run.events_path
 
 
-def main() -> None:
+def record_pipeline() -> None:
+    """The pipeline session (`python -m tests.sessions.make_sessions pipeline`: it alone), against
+    the eagle3-pipeline lab (with the data defect) made in a temporary folder."""
+    from tools.domain.config import load_config
+    from tools.servers.pipeline_lab import setup
+
     with tempfile.TemporaryDirectory() as tmp:
-        for script in (todo_campaign(), recovery_campaign()):
-            path = asyncio.run(record(script, Path(tmp)))
-            shutil.copy(path, HERE / f"{script.name}.jsonl")
-            print(f"recorded {HERE / f'{script.name}.jsonl'}")
+        lab = setup(Path(tmp) / "lab", defect=True, scale=200000)
+        script = pipeline_campaign()
+        for response in script.responses:
+            for block in response["content"]:
+                if block.get("name") == "put_file":
+                    block["input"]["local_path"] = str(lab.folder / "fixes" / "datagen.sh")
+        path = asyncio.run(record(script, Path(tmp), config=load_config(lab.config)))
+        shutil.copy(path, HERE / "pipeline.jsonl")
+        print(f"recorded {HERE / 'pipeline.jsonl'}")
+
+
+def main() -> None:
+    if sys.argv[1:] != ["pipeline"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            for script in (todo_campaign(), recovery_campaign()):
+                path = asyncio.run(record(script, Path(tmp)))
+                shutil.copy(path, HERE / f"{script.name}.jsonl")
+                print(f"recorded {HERE / f'{script.name}.jsonl'}")
+    record_pipeline()
 
 
 if __name__ == "__main__":

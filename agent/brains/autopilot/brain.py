@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.brains.autopilot import directives, narrate
+from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
 from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.observe import (
@@ -61,7 +61,8 @@ class AutopilotBrain:
                 stop_reason="end_turn",
                 model="autopilot",
             )
-        return campaign.turn()
+        # [pipeline]: its long jobs come first (pipeline.py), then the campaign
+        return pipeline.turn(request.state, config) or campaign.turn()
 
 
 class Campaign:
@@ -101,6 +102,7 @@ class Campaign:
         self.blocks.append({"type": "tool_use", "id": block_id, "name": name, "input": inp})
 
     def write_todos(self, items: list[dict[str, Any]]) -> None:
+        items = pipeline.finished_todos(self.state, self.config) + items
         if items != self.state.todos:
             self.call("todowrite", {"todos": items})
 
@@ -108,14 +110,18 @@ class Campaign:
         for seq, reply in sorted(self.replies.items()):
             if seq not in directives.acknowledged(self.state.messages):
                 self.say(f"Supervisor #{seq}: {reply}.")
-        exchanges = [(name, block) for name, _, block in tool_exchanges(self.state)]
+        exchanges = [
+            (name, block)
+            for name, _, block in tool_exchanges(self.state)
+            if name not in pipeline.own_tools(self.config)  # the jobs before the campaign
+        ]
         recommended = any(n == "recommend" and not b.get("is_error") for n, b in exchanges)
         cut = any(n == "recommend" and interrupted(b) for n, b in exchanges)
         if not exchanges:
             self.start()
         elif narrate.concluded(self.state) and (recommended or not cut):
             final = todos(self.planner, self.h, None, done=True)
-            if self.state.todos == final:
+            if self.state.todos == pipeline.finished_todos(self.state, self.config) + final:
                 self.say(narrate.closing(self.h, self.planner, recommended))
                 return self.done("end_turn")
             self.write_todos(final)
@@ -201,13 +207,20 @@ class Campaign:
 
     def finish(self, step: Finish) -> None:
         self.write_todos(todos(self.planner, self.h, "report"))
+        probe = pipeline_verdict.acceptance_probe(self.state, self.config)
+        if probe is not None:  # first the trained drafter's acceptance, from its server's log
+            self.say("Reading the acceptance length the server measured for the trained drafter.")
+            self.call("bash", probe)
+            return
         self.say(narrate.conclusion(self.space, step, self.h, self.planner))
         if step.best is None:
             self.call("kill_server", {})
             return
         for ids in compare_sets(self.h, self.planner, step):
             self.call("compare", {"results": ids, "baseline": ids[0]})
-        inp: dict[str, Any] = {"config": dict(step.best), "reason": step.why}
+        floor = self.planner.read(self.h).floors[0]
+        why = pipeline_verdict.with_drafter(step.why, self.state, self.config, self.h, floor)
+        inp: dict[str, Any] = {"config": dict(step.best), "reason": why}
         if len(step.policy) > 1:
             inp["policy"] = [
                 {

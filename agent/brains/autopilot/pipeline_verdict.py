@@ -1,0 +1,89 @@
+"""What the recommendation says of the drafter a [pipeline] made (docs/pipeline.md): the
+acceptance length its server measured (read from the log of the launch that served it, once,
+before the recommendation), the one its conversion printed, and per level whether it beat the
+baseline by more than the noise floor (tools/domain/stats.py)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from agent.brains.autopilot.history import History
+from agent.brains.autopilot.observe import tool_exchanges
+from state.fold import RunState
+from tools.domain import stats
+from tools.domain.config import Config
+
+ACCEPT = re.compile(r"acceptance length (\d+(?:\.\d+)?)")
+PROBE = "accept len"  # what an EAGLE server's decode log lines say (SGLang, the simulator)
+LOG = re.compile(r"; log (\S+)")  # in start_server's answer
+MEASURED = re.compile(rf"{PROBE}: (\d+(?:\.\d+)?)")
+
+
+def acceptance_probe(state: RunState, config: Config) -> dict[str, Any] | None:
+    """Before the recommendation: read the acceptance length the engine measured from the log of
+    the last launch that served the drafter (SGLang's decode lines say `accept len: X`) - once."""
+    p = config.pipeline
+    if p is None or not p.drafter:
+        return None
+    logs = []
+    for name, inp, block in tool_exchanges(state):
+        if name == "bash" and PROBE in str(inp.get("command")):
+            return None
+        log = LOG.search(str(block.get("content") or "")) if name == "start_server" else None
+        if log and p.drafter in map(str, (inp.get("flags") or {}).values()):
+            logs.append(log.group(1))
+    if not logs:
+        return None
+    return {"command": f"grep -ho '{PROBE}: [0-9.]*' {shlex.quote(logs[-1])} | tail -1"}
+
+
+def with_drafter(
+    why: str, state: RunState, config: Config, h: History, level_floor: float | None
+) -> str:
+    """The recommendation's reason, with what the pipeline's drafter did when there is one."""
+    note = drafter_note(state, config, h, level_floor)
+    return f"{why.rstrip('.')}.{note}" if note else why
+
+
+def drafter_note(state: RunState, config: Config, h: History, level_floor: float | None) -> str:
+    """What the recommendation says of the trained drafter: its acceptance length (from the
+    conversion's log) and, per level measured, whether it beat the baseline by more than the
+    noise floor (tools/domain/stats.py)."""
+    p = config.pipeline
+    if p is None:
+        return ""
+    length = None
+    for name, _, block in reversed(list(tool_exchanges(state))):
+        m = ACCEPT.search(str(block.get("content") or "")) if name == "job_status" else None
+        if m:
+            length = m.group(1)
+            break
+    measured = None
+    for name, inp, block in tool_exchanges(state):
+        m = MEASURED.search(str(block.get("content") or "")) if name == "bash" else None
+        if m and PROBE in str(inp.get("command")):
+            measured = m.group(1)
+    text = f" Trained drafter: acceptance length {length or 'unknown'} (its conversion)"
+    if measured:
+        at = length or "unknown"
+        text = f" Trained drafter: acceptance length {measured} measured by its server ({at} at "
+        text += "its conversion)"
+    served = [c for c in h.configs() if p.drafter and p.drafter in map(str, c.values())]
+    base = h.estimate(h.space.baseline)
+    if not served or not base:
+        return text + "; not measured."
+    ratios = stats.level_ratios(h.estimate(served[-1]), base)
+    won = [c for c, r in ratios.items() if stats.beats(r, level_floor)]
+    lost = [c for c in ratios if c not in won]
+    if not ratios:
+        return text + "; not measured."
+    if not won:
+        best = max(ratios, key=lambda c: ratios[c])
+        return (
+            f"{text}; served, it beats the baseline at no level by more than the noise "
+            f"(best {ratios[best]:.3f}x at C={best})."
+        )
+    rest = f", not at C={', '.join(map(str, lost))}" if lost else ""
+    return f"{text}; served, it beats the baseline at C={', '.join(map(str, won))}{rest}."
