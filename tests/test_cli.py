@@ -121,7 +121,7 @@ def test_say_stop_budget_queue_messages(tmp_path: Path, capsys: pytest.CaptureFi
         ["stop", "r1"],
         ["budget", "r1", "--steps", "9"],
     ):
-        code, out, _ = run_cli([*args, "--runs-dir", str(tmp_path)], capsys)
+        code, out, _ = run_cli([*args, "--runs-dir", str(tmp_path), "--json"], capsys)
         assert code == 0 and json.loads(out)["queued"] == args[0]
     bodies = [json.loads(p.read_text()) for p in sorted((tmp_path / "r1" / "inbox").glob("*.json"))]
     assert [b["kind"] for b in bodies] == ["say", "stop", "budget"]

@@ -10,29 +10,75 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.cli.args import Parser, positive, runs_dir_arg
+from agent.cli.args import Parser, fleet_args, positive, runs_dir_arg
 from state.run import RunError, read_state, resolve_run
 from state.text import repair
-from tools.domain.config import ConfigError, UsageError, load_config
+from tools.domain.config import (
+    BudgetConfig,
+    ConfigError,
+    ModelConfig,
+    UsageError,
+    load_config,
+)
 
 # subcommands that parse their own arguments (options may come before RUN)
 DELEGATED = ("watch", "report", "bench", "sim", "lab")
 
 
+EPILOG = """\
+examples:
+  agent run --goal "beat baseline"               a campaign on the built-in lab (no GPU, no key)
+  agent run --goal "beat baseline" --run-id demo --config agent.toml   on your GPU box
+  agent watch demo                               the live view, from another terminal
+  agent say demo "skip speculation"              a note the agent reads before its next step
+  agent stop demo                                stop gracefully: servers killed, report written
+  agent report demo                              write report.md / report.html again
+
+exit codes of run and resume:
+  0 finished   1 internal error   2 bad usage or config   3 budget exhausted
+  4 stuck (repeating itself)   130 stopped (agent stop, Ctrl-C)
+
+docs: docs/cli.md (every command), docs/supervising.md, docs/configuration.md; `agent CMD --help`
+"""
+
+
 def build_parser() -> Parser:
-    parser = Parser(prog="agent", description="Run ML-serving optimization campaigns unattended.")
+    parser = Parser(
+        prog="agent",
+        description="Run ML-serving optimization campaigns unattended.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
+    budget = BudgetConfig()
     p = sub.add_parser("run", help="start a campaign")
     p.add_argument("--goal", required=True, help='what to achieve, e.g. "beat baseline"')
     p.add_argument("--config", type=Path, help="agent.toml (default: the built-in lab)")
-    p.add_argument("--model", help="a Claude model id, or 'autopilot' (the offline brain)")
+    p.add_argument(
+        "--model",
+        help=f"a Claude model id, or 'autopilot' (the offline brain); default: [model] name of "
+        f"the config ({ModelConfig().name}) with ANTHROPIC_API_KEY set, else autopilot",
+    )
     runs_dir_arg(p)
     p.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
     off = " (leave the option out for the default; agent.toml [budget] sets it too)"
-    p.add_argument("--max-steps", type=positive(int, off), help="budget: model turns")
-    p.add_argument("--max-cost", type=positive(float, off), help="budget: USD of model usage")
-    p.add_argument("--max-minutes", type=positive(float, off), help="budget: wall-clock minutes")
+    p.add_argument(
+        "--max-steps",
+        type=positive(int, off),
+        help=f"budget: model turns (default: [budget] max_steps, {budget.max_steps})",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=positive(float, off),
+        help=f"budget: USD of model usage (default: [budget] max_usd, {budget.max_usd:g})",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=positive(float, off),
+        help=f"budget: wall-clock minutes (default: [budget] max_minutes, {budget.max_minutes:g})",
+    )
+    fleet_args(p)
 
     p = sub.add_parser("resume", help="continue a run from its event log")
     p.add_argument("run", metavar="RUN")
@@ -59,6 +105,7 @@ def build_parser() -> Parser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("run", metavar="RUN")
+        p.add_argument("--json", action="store_true", help='print {"queued": ..., "run": ...}')
         if name == "say":
             p.add_argument("text")
         if name == "budget":
@@ -115,6 +162,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if notice:
         print(notice, file=sys.stderr)
     limits = Limits(args.max_steps, args.max_cost, args.max_minutes)
+    if args.fleet or args.boxes:
+        from agent.fleet_run import run_fleet_campaign
+
+        return run_fleet_campaign(
+            args.goal, config, model, args.runs_dir, args.run_id, limits, args.boxes
+        )
     return run_campaign(args.goal, config, model, args.runs_dir, args.run_id, limits)
 
 
@@ -161,15 +214,27 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     if not args.runs_dir.is_dir():
         raise RunError(f"runs folder {args.runs_dir} does not exist")
+    rows: list[tuple[str, ...]] = []
     for path in sorted(args.runs_dir.iterdir()):
         if (path / "events.jsonl").is_file():
             try:
                 state = fold(read_events(path / "events.jsonl").events)
             except ValueError as err:  # corrupt in the middle: list it, do not stop the listing
-                print(f"{path.name}  unreadable: {err}")
+                rows.append((path.name, "?", "?", f"unreadable: {err}", ""))
                 continue
             end = state.finished["status"] if state.finished else "running or interrupted"
-            print(f"{path.name}  {state.brain:<9}  steps {state.steps:<4} {end:<22} {state.goal}")
+            rows.append((path.name, state.brain, str(state.steps), end, state.goal))
+    if not rows:
+        print(f"no runs in {args.runs_dir}")
+        return 0
+    rows.insert(0, ("RUN", "BRAIN", "STEPS", "STATUS", "GOAL"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:  # the goal, free text of any length, goes last and unpadded
+        cells = [
+            c.rjust(w) if i == 2 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row[:4], widths, strict=True))
+        ]
+        print("  ".join([*cells, row[4]]).rstrip())
     return 0
 
 
@@ -177,23 +242,36 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     from state.inbox import send
 
     path = resolve_run(args.run, args.runs_dir)
-    if read_state(path).finished:
-        print(
-            f"note: run {path.name} has ended; the message waits for `agent resume`",
-            file=sys.stderr,
-        )
+    finished = read_state(path).finished
+    if args.command == "stop" and finished:  # nothing to stop: queueing it would stop a resume
+        status = finished.get("status") or "ended"
+        if args.json:
+            print(json.dumps({"queued": None, "run": path.name, "ended": status}))
+        else:
+            print(f"run {path.name} has already ended ({status}); nothing to stop")
+        return 0
     if args.command == "say":
         if not args.text.strip():
             raise UsageError("the message is empty")
         send(path, "say", text=args.text)
+        said = "the agent reads it before its next step"
     elif args.command == "stop":
         send(path, "stop")
+        said = "the run stops shortly: servers killed, report written, exit 130"
     else:
         limits = {"max_steps": args.steps, "max_usd": args.usd, "max_minutes": args.minutes}
         if all(v is None for v in limits.values()):
             raise UsageError("say which limit to raise: --steps, --usd or --minutes")
         send(path, "budget", limits=limits)
-    print(json.dumps({"queued": args.command, "run": path.name}))
+        said = "the new limits apply before the next step"
+    if finished:
+        said = f"the run has ended ({finished.get('status')}); it waits for `agent resume`"
+    if args.json:
+        ended = {"ended": finished.get("status")} if finished else {}
+        print(json.dumps({"queued": args.command, "run": path.name, **ended}))
+    else:
+        what = {"say": "message", "stop": "stop request", "budget": "new budget"}[args.command]
+        print(f"{what} queued for run {path.name}: {said}")
     return 0
 
 

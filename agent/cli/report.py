@@ -11,14 +11,18 @@ from state.events import read_events
 from state.run import RunError, resolve_run
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     parser = Parser(
         prog="agent report", description="Write a run's report (report.md, report.html, chart)."
     )
     parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
     runs_dir_arg(parser)
     parser.add_argument("--out", type=Path, help="write the files here (default: the run folder)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     try:
         path = resolve_run(args.run, args.runs_dir)
         contents = read_events(path / "events.jsonl")

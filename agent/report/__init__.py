@@ -14,8 +14,10 @@ from pathlib import Path
 
 from agent.report.ablation import ablation
 from agent.report.figures import Figures, compute
+from agent.report.jobs import jobs
 from agent.report.measured import read_run
 from agent.report.outcome import all_configs, conclusion, curves
+from agent.report.pareto import section as pareto_section
 from agent.report.render import Block, Heading, Image, Para, to_html, to_markdown
 from agent.report.runbook import cost_section, reproduce, setup
 from agent.report.trust import caveats, failed, noise
@@ -23,8 +25,8 @@ from state.atomic import write_atomic
 from state.events import Event, read_events
 from state.run import Run
 
-SECTIONS = [conclusion, curves, all_configs, ablation, failed, noise, setup, reproduce]
-SECTIONS += [cost_section, caveats]
+SECTIONS = [conclusion, jobs, curves, pareto_section, all_configs, ablation, failed, noise]
+SECTIONS += [setup, reproduce, cost_section, caveats]
 
 
 def gather(run_path: Path, events: list[Event], status: str | None = None) -> Figures:
@@ -49,11 +51,11 @@ def render_files(f: Figures, out_dir: Path) -> list[Path]:
     written = []
     for block in blocks:
         if isinstance(block, Image):
-            write_atomic(out_dir / block.file, block.png, mode=0o644)
+            write_atomic(out_dir / block.file, block.png)  # 0600 like the whole run folder
             written.append(out_dir / block.file)
     title = f"Campaign report: {f.m.state.goal or f.m.run_path.name}"
     for name, text in (("report.md", to_markdown(blocks)), ("report.html", to_html(blocks, title))):
-        write_atomic(out_dir / name, text.encode(), mode=0o644)
+        write_atomic(out_dir / name, text.encode())
         written.append(out_dir / name)
     return written
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import io
 import itertools
 import math
+from typing import TYPE_CHECKING
 
 from agent.report.measured import Configuration
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
 OTHERS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # no green, grey
@@ -36,8 +40,19 @@ def draw(
     crossover: list[float],
     title: str,
 ) -> bytes:
-    """PNG bytes. `curves` is (legend label, configuration, role), role baseline | winner | other |
-    screened (measured on a few levels only: dotted, so the eye does not read a curve into it)."""
+    """PNG bytes of `plot`."""
+    buf = io.BytesIO()
+    plot(curves, crossover, title).savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
+    return buf.getvalue()
+
+
+def plot(
+    curves: list[tuple[str, Configuration, str]],
+    crossover: list[float],
+    title: str,
+) -> Figure:
+    """`curves` is (legend label, configuration, role), role baseline | winner | other |
+    screened (measured on a few levels only: points, so the eye does not read a curve into it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
@@ -56,7 +71,8 @@ def draw(
         style = {
             "baseline": {"color": "#444444", "linestyle": "--", "linewidth": 2.0, "marker": "s"},
             "winner": {"color": "#1a9850", "linewidth": 2.8, "marker": "o", "zorder": 5},
-            "screened": {"linewidth": 1.0, "linestyle": ":", "marker": "D", "markersize": 4},
+            # measured at a few levels: points only, no line across the levels it skipped
+            "screened": {"linestyle": "none", "marker": "D", "markersize": 6},
         }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
         if role not in ("baseline", "winner"):
             style = {**style, "color": next(others)}
@@ -87,6 +103,4 @@ def draw(
     # below the axes: a legend inside would hide the curves it names
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
-    return buf.getvalue()
+    return fig

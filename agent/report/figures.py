@@ -42,6 +42,31 @@ class Figures:
     def level_ratios(self, c: Configuration) -> dict[int, float]:
         return {} if self.baseline is None else stats.level_ratios(c.sweep, self.baseline.sweep)
 
+    def level_verdicts(self, c: Configuration) -> dict[int, tuple[float, str]]:
+        """Per level: c's ratio to the baseline and "win" (beyond that level's noise floor, the
+        objective's where the level's is unknown), "within noise", "below" or "noise unknown"."""
+        out = {}
+        for level, r in self.level_ratios(c).items():
+            floor = self.level_floors.get(level, self.floor)
+            if floor is None:
+                verdict = "noise unknown"
+            elif stats.beats(r, floor):
+                verdict = "win"
+            else:
+                verdict = "within noise" if stats.within_noise(r, floor) else "below"
+            out[level] = (r, verdict)
+        return out
+
+    def screened(self, c: Configuration) -> bool:
+        """Measured on fewer than half the baseline's levels: a screen, not a sweep."""
+        return self.baseline is not None and len(c.levels) * 2 < len(self.baseline.levels)
+
+    def ranked(self) -> list[Configuration]:
+        """Best first, the same order everywhere: the configurations swept on most levels by
+        their geometric-mean ratio, then those only screened (a ratio over three levels is not
+        comparable with one over eight)."""
+        return sorted(self.m.configs, key=lambda c: (self.screened(c), -(self.ratio(c) or 0)))
+
     @property
     def repeated(self) -> list[Configuration]:
         return [c for c in self.m.configs if len(c.runs) > 1]

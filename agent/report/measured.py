@@ -9,6 +9,7 @@ noise floor (tools.bench.results.repeats), so the report's groups are the statis
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -49,13 +50,41 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
     return ", ".join(parts) or "(baseline flags)"
 
 
+# the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
+# words a reader uses; any other label (Claude's, a person's) is shown as it is
+AUTOPILOT_LABEL = re.compile(
+    r"^(baseline|noise|screen|surrogate|confirm|repeat|challenger|validate)-L\d+(?:-(.+))?$"
+)
+LABEL_WORDS = {
+    "baseline": "baseline",
+    "noise": "baseline repeat",  # the baseline's A/A sweep, for the noise floor
+    "screen": "screened",
+    "surrogate": "screened",
+    "confirm": "candidate",
+    "validate": "candidate",
+    "repeat": "repeat",
+    "challenger": "challenger",
+}
+
+
+def human_label(label: str) -> str:
+    """`noise-L01` -> "baseline repeat", `validate-L14-fa3` -> "candidate: fa3"."""
+    found = AUTOPILOT_LABEL.match(label)
+    if found is None:
+        return label
+    purpose, changed = found.groups()
+    word = LABEL_WORDS[purpose]
+    return word if purpose in ("baseline", "noise") or not changed else f"{word}: {changed}"
+
+
 @dataclass
 class Configuration:
     """The results of one configuration, in the order they were measured."""
 
-    name: str
+    name: str  # for the reader: human_label of its latest label, "baseline" for the baseline's
     runs: list[BenchResult]
     from_file: list[bool]  # per run: read from its result file (else rebuilt from the event)
+    label: str = ""  # its latest label as the brain wrote it (the result files carry it)
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -176,9 +205,11 @@ def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuratio
     configs = list(by_key.values())
     used: set[str] = set()
     for c in configs:
-        base = next((r.label for r in reversed(c.runs) if r.label), "") or (
+        c.label = next((r.label for r in reversed(c.runs) if r.label), "") or (
             c.runs[-1].server.name or c.runs[-1].id
         )
+        words = {human_label(r.label) for r in c.runs if r.label}
+        base = "baseline" if words & {"baseline", "baseline repeat"} else human_label(c.label)
         name, n = base, 2
         while name in used:
             name, n = f"{base} #{n}", n + 1

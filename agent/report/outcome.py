@@ -65,8 +65,49 @@ def conclusion(f: Figures) -> list[Block]:
                 f"{measured} on {objective_text(f)}; noise floor {floor}."
             )
         )
+    where = where_text(f, win if win is not base else cand)
+    if where:
+        out.append(Para(f"**Where the gain is:** {where}"))
     out.append(Para("**Concurrency policy:** " + policy_text(f)))
     return out
+
+
+def span_text(levels: list[int], among: list[int]) -> str:
+    """Levels as a reader says them: "C <= 10", "C >= 30", "C = 5" or "C = 1, 5, 70"."""
+    if len(levels) == 1:
+        return f"C = {levels[0]}"
+    if levels == among[: len(levels)]:
+        return f"C <= {levels[-1]}"
+    if levels == among[-len(levels) :]:
+        return f"C >= {levels[0]}"
+    return "C = " + ", ".join(map(str, levels))
+
+
+def ratio_range(ratios: list[float]) -> str:
+    lo, hi = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
+    return f"{lo}x" if lo == hi else f"{lo}-{hi}x"
+
+
+def where_text(f: Figures, c: Configuration | None) -> str:
+    """Which levels carry the gain (beyond each level's noise floor), and what the rest are."""
+    if c is None or c is f.baseline:
+        return ""
+    verdicts = f.level_verdicts(c)
+    levels = sorted(verdicts)
+    gain = [lv for lv in levels if verdicts[lv][1] == "win"]
+    rest = [lv for lv in levels if lv not in gain]
+    if not gain:
+        return ""
+    said = ratio_range([verdicts[lv][0] for lv in gain])
+    if not rest:
+        return f"at every level measured ({said} the baseline)."
+    others = ratio_range([verdicts[lv][0] for lv in rest])
+    within = all(verdicts[lv][1] == "within noise" for lv in rest)
+    return (
+        f"all of the gain is at {span_text(gain, levels)} ({said} the baseline); at "
+        f"{span_text(rest, levels)} it is {others} the baseline"
+        + (", within the noise floor." if within else ".")
+    )
 
 
 def policy_text(f: Figures) -> str:
@@ -102,6 +143,8 @@ def legend(f: Figures, c: Configuration, prefix: str = "") -> str:
     change = (
         "" if c is f.baseline else f" ({short_text(flags_change(c.flags, f.m.base_flags), 48)})"
     )
+    if prefix and c.name.startswith(prefix.rstrip(": ")):  # "baseline", not "baseline: baseline"
+        prefix = ""
     return f"{prefix}{c.name}{change}"
 
 
@@ -127,15 +170,11 @@ def chart_curves(f: Figures) -> list[tuple[str, Configuration, str]]:
             chosen.append((legend(f, c, "policy: "), c, "other"))
             seen.add(id(c))
     if base is not None:
-        others = [
-            (r, c)
-            for c in f.m.configs
-            if id(c) not in seen and len(c.levels) >= 3 and (r := f.ratio(c))
-        ]
-        for _, c in sorted(others, key=lambda rc: -rc[0])[:MAX_OTHERS]:
-            screened = len(c.levels) * 2 < len(base.levels)
-            role = "screened" if screened else "other"
-            chosen.append((legend(f, c, "screened: " if screened else ""), c, role))
+        others = [c for c in f.ranked() if id(c) not in seen and len(c.levels) >= 3]
+        for c in [c for c in others if f.ratio(c)][:MAX_OTHERS]:
+            role = "screened" if f.screened(c) else "other"
+            prefix = "screened: " if role == "screened" and "screened" not in c.name else ""
+            chosen.append((legend(f, c, prefix), c, role))
     return chosen
 
 
@@ -182,13 +221,15 @@ def all_configs(f: Figures) -> list[Block]:
     if not f.m.configs or f.baseline is None:
         return []
     rows = []
-    for c in sorted(f.m.configs, key=lambda c: -(f.ratio(c) or 0)):
+    for c in f.ranked():
         ratios = f.level_ratios(c)
         best = max(ratios.items(), key=lambda kv: kv[1], default=None)
-        mark = " (winner)" if c is f.winner else " (baseline)" if c is f.baseline else ""
+        mark = " (winner)" if c is f.winner else ""
+        mark += " (baseline)" if c is f.baseline and c.name != "baseline" else ""
+        label = f" `{c.label}`" if c.label and c.label != c.name else ""
         rows.append(
             [
-                c.name + mark,
+                c.name + mark + label,
                 flags_change(c.flags, f.m.base_flags) if c.flags else c.command,
                 ",".join(map(str, c.levels)) or "-",
                 str(len(c.runs)),
@@ -198,4 +239,12 @@ def all_configs(f: Figures) -> list[Block]:
         )
     headers = ["configuration", "change from the baseline", "levels", "runs"]
     headers += ["geomean vs baseline", "best level"]
-    return [Heading(2, "All configurations measured"), Table(headers, rows, right={3, 4})]
+    note = (
+        "Best first: the configurations swept at most levels, then those screened at a few "
+        "(their ratio covers only those levels); `label` is the results' label."
+    )
+    return [
+        Heading(2, "All configurations measured"),
+        Para(note),
+        Table(headers, rows, right={3, 4}),
+    ]

@@ -76,16 +76,31 @@ def _md_cell(text: str) -> str:
 INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*")
 
 
+# what a browser must not break inside (it breaks at hyphens and spaces): a flag with its value
+# ("--cuda-graph-max-bs 256"), a ratio range ("0.98-0.99x"), a level bound ("C &lt;= 10")
+UNBROKEN = re.compile(
+    r"(?<![\w-])--?[A-Za-z][\w.-]*(?: (?!--)[^\s,;()&<]+)?"
+    r"|\d[\d.,]*-\d[\d.,]*x"
+    r"|C (?:&[lg]t;)?= ?\d+"
+)
+
+
+def _text(text: str) -> str:
+    """Escaped text whose units stay on one line: flags, ranges, and a number and its %."""
+    escaped = html.escape(text, quote=False).replace(" %", "\u00a0%")
+    return UNBROKEN.sub(lambda m: f'<span class="nw">{m.group(0)}</span>', escaped)
+
+
 def _inline(text: str) -> str:
     out, pos = [], 0
     for m in INLINE.finditer(text):
-        out.append(html.escape(text[pos : m.start()]))
+        out.append(_text(text[pos : m.start()]))
         if m.group(1) is not None:
             out.append(f"<code>{html.escape(m.group(1))}</code>")
         else:
-            out.append(f"<strong>{html.escape(m.group(2))}</strong>")
+            out.append(f"<strong>{_text(m.group(2))}</strong>")
         pos = m.end()
-    out.append(html.escape(text[pos:]))
+    out.append(_text(text[pos:]))
     return "".join(out)
 
 
@@ -98,7 +113,8 @@ monospace; background: #f4f4f6; border-radius: 4px; } code { padding: 0 .25rem; 
 pre { padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
 table { border-collapse: collapse; margin: .6rem 0; font-size: 14px; }
 th, td { border: 1px solid #ddd; padding: .25rem .55rem; } th { background: #f4f4f6; }
-td.r { text-align: right; font-variant-numeric: tabular-nums; } img { max-width: 100%; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+img { max-width: 100%; } .nw { white-space: nowrap; }
 """
 
 

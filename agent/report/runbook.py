@@ -78,4 +78,4 @@ def cost_section(f: Figures) -> list[Block]:
         ],
         ["model cost", f"${c['usd']:.2f}"],
     ]
-    return [Heading(2, "Cost"), Table(["", ""], rows)]
+    return [Heading(2, "Cost"), Table(["what", "how much"], rows)]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.view.standing import figures_of, standing
+from agent.view.standing import figures_of, final_lines, standing
 from state.events import Event, read_events
 
 SKIPPED = {"api_exchange", "tool_result", "run_resumed"}
@@ -57,6 +57,8 @@ class PlainPrinter:
             figures = figures_of(self.run_path, read_events(self.run_path / "events.jsonl").events)
             if figures is not None:
                 self.out.write(f"[{event['ts'][11:19]}] standing: {standing(figures)}\n")
+            for line in final_lines(self.run_path, figures):
+                self.out.write(f"[{event['ts'][11:19]}] {line}\n")
         self.out.flush()
 
     def close(self) -> Any:

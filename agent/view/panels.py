@@ -21,9 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.report.figures import Figures
-from agent.report.measured import parse_ts
+from agent.report.measured import human_label, parse_ts
 from agent.view.bars import Bar
-from agent.view.standing import figures_of, standing
+from agent.view.eta import estimate, eta_text
+from agent.view.standing import figures_of, final_lines, standing
 from state.events import Event
 from state.fold import RunState
 from state.text import printable
@@ -49,6 +50,7 @@ class Board:
     gone: int | None = None  # pid of a run process that ended without finishing the run
     run_path: Path = Path(".")  # the run folder: result files, recommendation.json
     log: list[Event] = field(default_factory=list)
+    thinking: str = ""  # the model's latest thinking summary (message events carry it)
     _results: dict[str, BenchResult] = field(default_factory=dict)
     _figures: tuple[int, Figures | None] = (-1, None)
 
@@ -85,6 +87,8 @@ class Board:
             self.tool_seq = event["seq"]
         elif kind in ("tool_result", "run_finished"):
             self.bars = []
+        if kind == "message" and event.get("role") == "assistant" and event.get("thinking"):
+            self.thinking = str(event["thinking"])
 
 
 def since(ts: str, now: datetime) -> float:
@@ -120,11 +124,24 @@ def render(board: Board, now: datetime | None = None) -> RenderableType:
     if board.state.supervisor:
         lines = [f"[{m['seq']}] {short(m['text'], 200)}" for m in board.state.supervisor[-3:]]
         parts.append(Panel(Text("\n".join(lines)), title="supervisor", title_align="left"))
+    if board.thinking:
+        parts.append(
+            Panel(Text(short(board.thinking, 400), style="dim italic"), title="thinking",
+                  title_align="left")
+        )  # fmt: skip
     if board.state.last_text:
         parts.append(
             Panel(Text(short(board.state.last_text, 400)), title="agent", title_align="left")
         )
+    if board.state.finished:
+        parts += _final(board)
     return Group(*parts)
+
+
+def _final(board: Board) -> list[RenderableType]:
+    """What to do next, in full: the report's path and the command to deploy."""
+    lines = [Text(line) for line in final_lines(board.run_path, board.figures())]
+    return [Panel(Group(*lines), title="result", title_align="left")] if lines else []
 
 
 def _status(board: Board, now: datetime) -> RenderableType:
@@ -228,7 +245,7 @@ def _benchmark(board: Board) -> RenderableType:
         if has_extra:
             row += [_num(p.get(k)) for k in LATENCIES]
         table.add_row(*row)
-    name = latest.label or latest.server.name or latest.id
+    name = human_label(latest.label) if latest.label else latest.server.name or latest.id
     title = f"latest benchmark: {name} ({len(s.results)} so far)"
     return Panel(table, title=title, title_align="left")
 
@@ -249,7 +266,8 @@ def _spend(board: Board, now: datetime) -> RenderableType:
         f"tokens {_k(s.spend.input_tokens + s.spend.cache_read_input_tokens)} in"
         f" / {_k(s.spend.output_tokens)} out",
     ]
-    return Text("  ·  ".join(parts))
+    eta = eta_text(estimate(s.todos, board.log), bool(s.finished))
+    return Text("  ·  ".join(parts) + (f"\n{eta}" if eta else ""))
 
 
 def _of(used_text: str, used: float, limit: Any, fmt: str) -> str:

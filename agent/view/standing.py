@@ -31,3 +31,18 @@ def standing(f: Figures) -> str:
     parts.append(f"noise floor {stats.percent(f.floor)}")
     parts.append(f"winner {f.winner.name}")
     return " · ".join(parts)
+
+
+def final_lines(run_path: Path, f: Figures | None) -> list[str]:
+    """The last words of a finished run's screen: where the report is and, in full, the command
+    to deploy (recommendation.json's, else the winner's launch)."""
+    lines = []
+    html = run_path / "report.html"
+    if html.is_file():
+        lines.append(f"report: {html}  (and report.md beside it)")
+    if f is not None and f.winner is not None:
+        command = (f.m.recommendation or {}).get("command") or f.m.command_of(f.winner)
+        what = "keep the baseline" if f.winner is f.baseline else f"deploy {f.winner.name}"
+        if command:
+            lines.append(f"{what}: {command}")
+    return lines

@@ -15,6 +15,8 @@ STAGE = {
     "noise": "noise",
     "screen": "explore",
     "confirm": "explore",
+    "surrogate": "explore",
+    "repeat": "explore",
     "challenger": "family",
     "validate": "validate",
 }
@@ -63,7 +65,8 @@ def todos(
     them), `current` in_progress, later ones pending; with done=True every stage is closed."""
     items = plan(planner)
     used = {STAGE.get(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
-    used |= {"explore"} if any(m.purpose == "screen" for m in h.measurements) else set()
+    screened = any(m.purpose in ("screen", "surrogate") for m in h.measurements)
+    used |= {"explore"} if screened else set()
     at = len(ORDER) if done or current is None else ORDER.index(current)
     out = []
     for i, key in enumerate(ORDER):
@@ -71,10 +74,20 @@ def todos(
         if i < at:
             status = "completed" if key in used else "cancelled"
             if status == "cancelled":
-                content += " - not needed" if key != "family" else " - no family came close"
+                content += " - " + why_skipped(key, planner)
         elif i == at:
             status = "in_progress"
         else:
             status = "pending"
         out.append({"id": key, "content": content, "status": status, "priority": priority})
     return out
+
+
+def why_skipped(key: str, planner: Planner) -> str:
+    """The true reason a stage was passed over: the supervisor's word before the data's."""
+    if key != "family":
+        return "not needed"
+    s, space = planner.settings, planner.space
+    if any(f in s.excluded for f in space.flags if gated(space, f)):
+        return "skipped: the supervisor said so (agent say)"
+    return "skipped: wrapping up" if s.wrap_up else "no family came close"

@@ -1,0 +1,103 @@
+"""What the supervisor's view (agent watch, and agent run on a terminal) adds for a newcomer: an
+estimate of the time left, the model's thinking summary, and a final screen naming the report
+and the command to deploy in full."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from agent.report import write_report
+from agent.report.measured import read_run
+from agent.view.console import PlainPrinter
+from agent.view.eta import estimate
+from agent.view.panels import Board, render
+from state.events import read_events
+from state.run import Run
+from tests.test_newcomer_report import autopilot_run
+
+TODOS = [
+    {"id": "cleanup", "content": "Kill leftover servers", "status": "completed"},
+    {"id": "a", "content": "Screen fa3", "status": "in_progress"},
+    {"id": "b", "content": "Screen triton", "status": "pending"},
+    {"id": "c", "content": "Re-validate the winner", "status": "pending"},
+    {"id": "report", "content": "Recommend the config, report", "status": "pending"},
+]
+
+
+def screen(run: Run, width: int = 400) -> str:
+    board = Board(run_path=run.path)
+    for event in read_events(run.events_path).events:
+        board.apply(event)
+    console = Console(record=True, width=width)
+    console.print(render(board))
+    return console.export_text()
+
+
+def test_the_time_left_comes_from_open_todos_and_measured_times(make_run: Any) -> None:
+    run, _ = make_run()
+    run.append("todo", todos=TODOS, changes={})
+    assert "time left: estimated after the first launch and sweep" in screen(run)
+    run.append("server_ready", name="s", seconds=40.0)
+    run.append("tool_call", id="t1", name="run_benchmark", input={"label": "screen-L01-fa3"})
+    run.append("tool_result", id="t1", name="run_benchmark", text="", duration_s=80.0)
+    eta = estimate(run.state.todos, read_events(run.events_path).events)
+    # two pending experiments of a launch and a sweep each, and half of the one in progress
+    assert eta is not None and (eta.open_items, eta.seconds) == (2.5, 300.0)
+    text = screen(run)
+    assert "about 5 min left (2.5 open todos × 2:00 each; a launch took 40 s, a sweep 1:20)" in text
+
+
+def test_watch_shows_the_thinking_summary(make_run: Any) -> None:
+    run, _ = make_run()
+    thought = "The baseline is noisy at C=1; screen fa3 at three levels first."
+    content = [{"type": "text", "text": "Screening fa3."}]
+    run.append("message", role="assistant", content=content, thinking=thought,
+               stop_reason="tool_use", usage={}, cost_usd=0.0, model="m")  # fmt: skip
+    text = screen(run)
+    assert "thinking" in text
+    assert thought in text
+
+
+def test_the_final_screen_names_the_report_and_the_whole_command(make_run: Any) -> None:
+    run, _ = make_run()
+    autopilot_run(run)
+    write_report(run)
+    run.append("run_finished", status="finished", exit_code=0, reason="Done. " + "x" * 400)
+    configs = read_run(run.path, read_events(run.events_path).events).configs
+    command = next(c.command for c in configs if c.label == "validate-L02-fa3")
+    assert "--attention-backend fa3" in command
+    text = screen(run)
+    assert f"report: {run.path / 'report.html'}" in text
+    assert f"deploy candidate: fa3: {command}" in text
+    out = io.StringIO()  # `agent run` off a terminal prints the same lines
+    PlainPrinter(out, run.path)(read_events(run.events_path).events[-1])
+    assert f"] deploy candidate: fa3: {command}\n" in out.getvalue()
+
+
+def test_a_long_todo_item_weighs_in_the_estimate() -> None:
+    """An item that held several experiments (300 s) counts, and the one in progress is
+    expected to run as long again as it has (100 s so far)."""
+
+    def at(t: int, type_: str, **data: Any) -> dict[str, Any]:
+        return {"seq": t, "ts": f"2026-01-01T00:{t // 60:02d}:{t % 60:02d}Z",
+                "type": type_, **data}  # fmt: skip
+
+    def todos(*statuses: str) -> list[dict[str, Any]]:
+        return [{"id": i, "content": i, "status": s} for i, s in zip("abc", statuses, strict=True)]
+
+    events = [
+        at(0, "todo", todos=todos("in_progress", "pending", "pending")),
+        at(1, "server_ready", seconds=10.0),
+        at(2, "tool_call", id="t", name="run_benchmark", input={"label": "x"}),
+        at(22, "tool_result", id="t", name="run_benchmark", duration_s=20.0),
+        at(23, "benchmark", id="b1"),
+        at(300, "todo", todos=todos("completed", "in_progress", "pending")),
+        at(301, "benchmark", id="b2"),
+        at(400, "message", role="assistant", content=[]),
+    ]
+    eta = estimate(todos("completed", "in_progress", "pending"), events)
+    assert eta is not None and eta.item_s == 200.0  # the mean of 300 s and 100 s so far
+    assert eta.seconds == 200.0 + 100.0  # one pending item, and the one in progress
