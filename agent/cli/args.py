@@ -40,3 +40,18 @@ def positive(kind: type[int] | type[float], hint: str = "") -> Callable[[str], f
         return value
 
     return parse
+
+
+def fleet_args(p: argparse.ArgumentParser) -> None:
+    """`agent run --fleet ray [--boxes N]`: trials in parallel on a Ray cluster (docs/fleet.md)."""
+    p.add_argument(
+        "--fleet",
+        choices=["ray"],
+        help="run trials in parallel on a Ray cluster: [fleet] of the config, RAY_ADDRESS, or "
+        "with --boxes a local cluster of simulated boxes (docs/fleet.md)",
+    )
+    p.add_argument(
+        "--boxes",
+        type=positive(int),
+        help="with --fleet: start a local Ray cluster of N boxes (the lab) instead of joining one",
+    )

@@ -28,6 +28,8 @@ from pydantic import (
 )
 
 from state.secrets import MASK, is_secret_word
+from tools.domain.fleet_config import FleetConfig
+from tools.domain.pipeline import PipelineConfig
 
 Scalar = bool | int | float | str
 
@@ -60,6 +62,11 @@ class HostConfig(Strict):
                 port = 0
             if port == 0:
                 raise ValueError("the port is not a number from 1 to 65535")
+            if urlsplit(v).password is not None:  # unused, and it would be written in clear
+                raise ValueError(
+                    "a password in the address is refused: log in with a key "
+                    "(identity_file) or an ssh-agent"
+                )
         return v
 
 
@@ -81,6 +88,7 @@ class ServerConfig(Strict):
         None  # overrides the engine profile's ready line (docs/configuration.md)
     )
     health_path: str | None = None  # overrides the engine profile's health endpoint
+    allow_public_bind: bool = False  # let start_server run a server with a non-loopback --host
 
     @field_validator("engine")
     @classmethod
@@ -110,7 +118,7 @@ class BenchConfig(Strict):
     )
     seed: int = 0
     # the workload (docs/benchmark.md, Workloads): where prompts come from, how requests arrive
-    dataset: str = Field(default="random", pattern=r"^(random|chat|sharegpt:.+|jsonl:.+)$")
+    dataset: str = Field(default="random", pattern=r"^(random|chat|code|sharegpt:.+|jsonl:.+)$")
     lengths: Literal["data", "fixed"] | None = None  # None: a dataset's own, random's max_tokens
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None  # open-loop levels (req/s)
     burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0  # 1: Poisson arrivals
@@ -119,9 +127,9 @@ class BenchConfig(Strict):
 
 
 class ObjectiveConfig(Strict):
-    kind: Literal["geomean", "level", "peak", "slo"] = "geomean"
+    kind: Literal["geomean", "level", "peak", "slo", "max_load"] = "geomean"
     level: int | None = None  # for kind = "level"
-    ttft_p99_ms: float | None = None  # for kind = "slo"
+    ttft_p99_ms: float | None = None  # for kind = "slo" and "max_load"
     tpot_p99_ms: float | None = None
 
 
@@ -161,6 +169,20 @@ class GuardConfig(Strict):
         return patterns
 
 
+class FilesConfig(Strict):
+    # absolute folders on this machine that put_file may read and get_file may write, beyond the
+    # run folder (the far end has its host's workdir and allow_paths)
+    allow_local: list[str] = []
+
+    @field_validator("allow_local")
+    @classmethod
+    def absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not Path(path).expanduser().is_absolute():
+                raise ValueError(f"{path!r} is not an absolute path")
+        return paths
+
+
 class Config(Strict):
     hosts: list[HostConfig] = [HostConfig(name="local")]
     server: ServerConfig
@@ -171,6 +193,9 @@ class Config(Strict):
     model: ModelConfig = ModelConfig()
     compaction: CompactionConfig = CompactionConfig()
     guard: GuardConfig = GuardConfig()
+    files: FilesConfig = FilesConfig()
+    pipeline: PipelineConfig | None = None  # long jobs before the campaign (docs/pipeline.md)
+    fleet: FleetConfig | None = None  # trials in parallel on a Ray cluster (docs/fleet.md)
     source: str = "built-in lab"  # where this config came from (not a TOML key users set)
 
     @model_validator(mode="after")
@@ -244,7 +269,19 @@ def explain(err: ValidationError) -> str:
         more = f" (did you mean {hint[0]!r}?)" if hint else ""
         return f"unknown key {loc!r}{more}"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{loc}: {e['msg']} (got {e.get('input')!r}){more}"
+    return f"{loc}: {e['msg']} (got {_without_password(e.get('input'))!r}){more}"
+
+
+def _without_password(value: Any) -> Any:
+    """An address as given, its password masked: the error line must not print it."""
+    if isinstance(value, str) and "://" in value:
+        try:
+            password = urlsplit(value).password
+        except ValueError:
+            return value
+        if password:
+            return value.replace(f":{password}@", f":{MASK}@", 1)
+    return value
 
 
 def _known_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -1,0 +1,134 @@
+"""The fleet on a real local Ray cluster (a head and a worker node on this machine, the custom
+resources box_1/box_2 standing in for two boxes), through `agent run --fleet ray --boxes 2`: a
+small campaign whose screen loses its Ray worker mid-trial. Marked `ray` (the [ray] extra):
+.ci/run's ray stage runs it; the README's `pytest -q` leaves it out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+TINY = """
+[server]
+engine = "sim"
+
+[bench]
+concurrency = [1, 8]
+max_tokens = 32
+requests_per_level = 8
+
+[search]
+"--attention-backend" = ["flashinfer", "fa3"]
+
+[search.baseline]
+"--attention-backend" = "flashinfer"
+"""
+
+RAY_PROCESSES = ("raylet", "gcs_server", "ray::", "ray/_private", "ray/dashboard")
+
+
+def live(match: tuple[str, ...]) -> dict[int, str]:
+    """pid -> command line of live (not zombie) processes whose command line has one of `match`."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(m in cmd for m in match):
+            out[int(entry.name)] = cmd
+    return out
+
+
+def with_env(needle: str) -> list[int]:
+    """Live processes whose environment mentions `needle` (the simulators of a run's boxes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def events(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(TINY)
+    ray_before = set(live(RAY_PROCESSES))
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "RAY_ADDRESS")}
+    env["AGENT_LAB_TIME_SCALE"] = "50"
+    run = tmp_path / "runs" / "fleet"
+    argv = [sys.executable, "-m", "agent.cli", "run", "--goal", "beat baseline"]
+    argv += ["--config", "agent.toml", "--runs-dir", "runs", "--run-id", "fleet"]
+    child = subprocess.Popen(
+        [*argv, "--fleet", "ray", "--boxes", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    killed: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 150
+        while not killed and child.poll() is None and time.monotonic() < deadline:
+            for pidfile in (run / "fleet").glob("screen-*.json"):
+                try:
+                    info = json.loads(pidfile.read_text())
+                except (OSError, ValueError):
+                    continue
+                if info.get("pid"):  # the screen's server is up: its worker dies now
+                    os.kill(int(info["worker"]), signal.SIGKILL)
+                    killed = {"trial": pidfile.stem, **info}
+                    break
+            time.sleep(0.05)
+        out, err = child.communicate(timeout=max(10, deadline - time.monotonic()))
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            child.communicate(timeout=60)
+    assert killed, "no screen trial was seen running: " + err[-2000:]
+    assert child.returncode == 0, out[-2000:] + err[-3000:]
+
+    log = events(run)
+    retried = [e for e in log if e["type"] == "trial_retried"]
+    assert [e["trial"] for e in retried] == [killed["trial"]]
+    assert "lost on its node" in retried[0]["reason"]
+    ended = {e["trial"]: e for e in log if e["type"] == "trial_ended"}
+    lost, again = ended[killed["trial"]], ended[killed["trial"] + "-try2"]
+    assert not lost["ok"] and lost["box"] == killed["box"]
+    assert "killed the server group" in lost["cleanup"]
+    assert again["ok"] and again["box"] != killed["box"]  # retried on the other box
+    # the A/A pair ran on both boxes at once
+    first = [ended[t] for t in ended if t.startswith(("baseline", "noise"))]
+    assert {e["box"] for e in first} == {"box1", "box2"}
+    assert max(e["started"] for e in first) < min(e["ended"] for e in first)
+    # the retry's measurement is the screen's: the campaign went on from it to its conclusion
+    labels = [e["label"] for e in log if e["type"] == "benchmark"]
+    assert killed["trial"] in labels
+    rec = json.loads((run / "recommendation.json").read_text())
+    assert rec["value"] > 0 and rec["baseline_value"] > 0
+    assert log[-1]["type"] == "run_finished" and log[-1]["exit_code"] == 0
+
+    # nothing left: no simulator of the run's boxes, no Ray process of its cluster
+    assert with_env(str(run / "fleet")) == []
+    assert set(live(RAY_PROCESSES)) - ray_before == set()

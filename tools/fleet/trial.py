@@ -1,0 +1,170 @@
+"""One trial, run on the node it landed on: start the server there, wait for readiness,
+benchmark it from the same node (client next to the server, as on one box), kill the server and
+everything it spawned, and hand back the measured points and the log's tail.
+
+Pure of any scheduler: the Ray backend calls `run_trial` inside a task, a test can call it
+directly. While the server runs, `<workdir>/<trial>.json` names its pid, port and the worker that
+owns it, so that a controller whose worker died mid-trial can still kill what it left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.bench.schema import Workload
+from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
+from tools.domain.config import Config, HostConfig
+from tools.hosts import HostError
+from tools.hosts.local import LocalHost, kill_group
+from tools.servers.lifecycle import kill_server
+from tools.servers.profiles import engine_for
+from tools.servers.readiness import StartFailure, Watch, wait_ready
+from tools.start_server import build_command
+
+LOG_TAIL_LINES = 20
+
+
+@dataclass
+class TrialSpec:
+    trial_id: str  # unique in the run: names the log and the pid file
+    config: Config  # the run's config: server command, engine profile, timeouts
+    flags: dict[str, Any]
+    groups: list[tuple[list[int], Workload]]  # levels measured together, and their workload
+    prompt_seed: int | None = None
+
+
+@dataclass
+class TrialOutcome:
+    trial_id: str
+    ok: bool
+    reason: str = ""  # one line, when not ok
+    node: str = ""  # the Ray node id (or "local")
+    box: str = ""  # the box's name (its custom resource), when it has one
+    command: str = ""
+    port: int = 0
+    model: str = ""
+    points: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log_tail: str = ""
+    ready_s: float = 0.0
+    started: float = 0.0  # wall clock (time.time) on the node
+    ended: float = 0.0
+    cleanup: str = ""
+
+
+def free_port() -> int:
+    """A port nobody listens on now: trials of one box never share one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def box_env(config: Config, box: str, workdir: Path) -> None:
+    """Each box its own simulated GPUs (sim/gpus.py's registry is per folder): boxes sharing
+    this machine in the lab must not share GPU memory. Set in the worker's environment, not as
+    a prefix of the command, so that every box's command (and its config hash) is the same; the
+    server and kill_server's GPU check both inherit it, and a worker stays on its node."""
+    if engine_for(config).name == "sim" and box:
+        os.environ["SIM_GPU_DIR"] = str(workdir / f"gpus-{box}")
+
+
+def start_detached(command: str, log: str, cwd: Path) -> int:
+    """The server in its own session (pid = pgid), every stdio on its log. Not the host's
+    start_detached: inside a Ray worker its shell waits for the server to end (the worker's
+    environment keeps the call's pipes open), here nothing is shared."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            ["bash", "--norc", "--noprofile", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+async def run_trial(
+    spec: TrialSpec, workdir: Path, node: str = "local", box: str = ""
+) -> TrialOutcome:
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = TrialOutcome(spec.trial_id, ok=False, node=node, box=box, started=time.time())
+    config, engine = spec.config, engine_for(spec.config)
+    host = LocalHost(HostConfig(name="local", workdir=str(workdir)))
+    port = free_port()
+    box_env(config, box, workdir)
+    out.command = build_command(config.server.command, spec.flags, engine, port)
+    out.port = port
+    log = str(workdir / f"{spec.trial_id}.log")
+    pidfile = workdir / f"{spec.trial_id}.json"
+    pid = 0
+    where = {"node": node, "box": box, "worker": os.getpid(), "port": port}
+    try:
+        pidfile.write_text(json.dumps(where))  # a controller that loses the worker reads this
+        pid = start_detached(out.command, log, workdir)
+        pidfile.write_text(json.dumps({**where, "pid": pid}))
+        watch = Watch(
+            host, engine, pid, log, port, config.server.ready_timeout_s, config.server.model
+        )
+        ready = await wait_ready(watch)
+        out.ready_s, out.model = ready.seconds, ready.model
+        for levels, workload in spec.groups:
+            sweep = SweepSpec(
+                url=f"http://127.0.0.1:{port}",
+                levels=levels,
+                workload=workload.model_copy(update={"model": workload.model or ready.model}),
+                prompt_seed=spec.prompt_seed,
+                extra_body=engine.extra_body,
+                tokenize_path=engine.tokenize_path,
+            )
+            got = await run_sweep(sweep, Observer())
+            out.points += got.points
+            out.notes += got.notes
+        out.ok = True
+    except StartFailure as err:
+        out.reason = f"the server did not start: {err.diagnosis.text}"
+    except (BenchError, HostError, OSError) as err:
+        out.reason = f"{type(err).__name__}: {err}"
+    finally:
+        if pid:
+            record = {"name": spec.trial_id, "pid": pid, "pgid": pid, "port": port}
+            record["command"] = out.command
+            try:
+                report = await kill_server(host, engine, record, config.server.kill_timeout_s)
+                out.cleanup = report.summary()
+            except HostError as err:
+                out.cleanup = f"could not clean up: {err}"
+            pidfile.unlink(missing_ok=True)
+            out.log_tail = await asyncio.to_thread(_tail, log, LOG_TAIL_LINES)
+        out.ended = time.time()
+    return out
+
+
+def _tail(path: str, lines: int) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+async def reap(workdir: Path, trial_id: str) -> dict[str, Any]:
+    """What a trial whose worker died left behind: its pid file (node, box, worker, pid), and
+    its server's group killed. {} when there is none here: the file is on the node the trial
+    ran on, so this finds it in the lab, where every box is this machine."""
+    pidfile = workdir / f"{trial_id}.json"
+    try:
+        info: dict[str, Any] = json.loads(pidfile.read_text())
+    except (OSError, ValueError):
+        return {}
+    if info.get("pid"):
+        await kill_group(int(info["pid"]))
+    pidfile.unlink(missing_ok=True)
+    return info
