@@ -9,8 +9,12 @@ Modes:
   nousage    llama-cpp-python's server: no usage message, the last chunk with no text and the
              finish reason, keep-alive honoured
   broken     every completion answered HTTP 500
+  tinyctx    a server started with a tiny context (llama-cpp-python's --n_ctx 32): a prompt of
+             more than 16 tokens is refused with HTTP 400, a shorter one (the readiness check's)
+             answered as in llama mode
 Every mode answers GET /v1/models, and POST /tokenize ({"content"} -> {"tokens"}) with a toy
 tokenizer that is not one token per word: BOS, then 1 token per word up to 4 letters, 2 above.
+`python -m tests.foreign_server MODE PORT` serves one until killed (a server command for a run).
 """
 
 from __future__ import annotations
@@ -35,13 +39,14 @@ class ForeignServer:
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every completion request
     connections: int = 0
     server: asyncio.Server | None = None
+    port: int = 0  # 0: any free one
 
     @property
     def prompts(self) -> list[str]:
         return [str(b.get("prompt")) for b in self.bodies]
 
     async def start(self) -> str:
-        self.server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", self.port)
         port = self.server.sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
@@ -91,6 +96,12 @@ class ForeignServer:
             writer.write(
                 b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s"
                 % (len(error), error)
+            )
+            return True
+        if self.mode == "tinyctx" and toy_tokens(str(req.get("prompt"))) > 16:
+            error = b'{"error": {"message": "Requested tokens exceed context window of 32"}}'
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error)
             )
             return True
         events = self._events(req)
@@ -152,3 +163,14 @@ def _event(obj: dict[str, Any]) -> bytes:
 
 def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+async def _serve(mode: str, port: int) -> None:
+    await ForeignServer(mode, port=port).start()
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    asyncio.run(_serve(sys.argv[1], int(sys.argv[2])))

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.narrate import conclusion
 from agent.brains.autopilot.planner import Planner, Settings
 from agent.brains.autopilot.todo_plan import todos
 from agent.cli.main import main
 from sim.space import DEFAULT_LEVELS, default_space
 from state.run import Run
-from tools.domain.space import SearchSpace
+from tools.domain.space import Flags, SearchSpace
 
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
 SPECULATIVE = tuple(f for f in SPACE.flags if "speculative" in f)
@@ -85,3 +86,21 @@ def test_runs_are_listed_in_aligned_columns(
         at = lines[0].index(word)
         assert all(line[at - 2 : at] == "  " and line[at] != " " for line in lines[1:]), out
     assert lines[1].endswith("goal of a") and lines[2].endswith("goal of a-much-longer-run-id")
+
+
+def test_keeping_a_baseline_of_no_flags_is_said_without_empty_parentheses() -> None:
+    """A baseline of switches all off renders as no flags at all: the conclusion keeps it in
+    words, never "deploy the baseline ()"."""
+    space = SearchSpace.parse({"--enable-x": [False, True]})
+    planner = Planner(space, Settings(levels=(1, 2, 4)))
+    h = History(space)
+    other: Flags = {"--enable-x": True}
+    for config, value in ((space.baseline, 10.0), (other, 8.0)):
+        h.launches.append(Launch(config))
+        per = {c: value for c in (1, 2, 4)}
+        h.measurements.append(Measurement(config, len(h.launches) - 1, per, "confirm"))
+    finish = planner.finish(h)
+    assert finish.best == space.baseline
+    text = conclusion(space, finish, h, planner)
+    assert text.startswith("Conclusion: keep the baseline: 10.0 vs baseline 10.0 (+0.0%); ")
+    assert "()" not in text

@@ -5,18 +5,25 @@ and the command to deploy in full."""
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from rich.console import Console
 
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.planner import Experiment, Planner, Settings
+from agent.brains.autopilot.todo_plan import todos
 from agent.report import write_report
 from agent.report.measured import read_run
 from agent.view.console import PlainPrinter
 from agent.view.eta import estimate
 from agent.view.panels import Board, render
+from sim.space import DEFAULT_LEVELS, default_space
 from state.events import read_events
 from state.run import Run
 from tests.test_newcomer_report import autopilot_run
+from tools.domain.space import SearchSpace
 
 TODOS = [
     {"id": "cleanup", "content": "Kill leftover servers", "status": "completed"},
@@ -101,3 +108,43 @@ def test_a_long_todo_item_weighs_in_the_estimate() -> None:
     eta = estimate(todos("completed", "in_progress", "pending"), events)
     assert eta is not None and eta.item_s == 200.0  # the mean of 300 s and 100 s so far
     assert eta.seconds == 200.0 + 100.0  # one pending item, and the one in progress
+
+
+def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: Any) -> None:
+    """The autopilot's "Screen one-factor changes ..." item holds one screen per untried change
+    from the best; it says how many are left (one fewer once one is screened), and the estimate
+    counts a launch and a sweep for each instead of half an item."""
+    space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
+    h = History(space)
+    for label in ("baseline-L01", "noise-L01"):  # the baseline and its A/A repeat: the best
+        h.launches.append(Launch(space.baseline))
+        per = {c: 100.0 for c in DEFAULT_LEVELS}
+        h.measurements.append(Measurement(space.baseline, len(h.launches) - 1, per, label))
+
+    def explore_item(h: History) -> tuple[list[dict[str, Any]], int]:
+        items = todos(planner, h, "explore")
+        content = next(t["content"] for t in items if t["id"] == "explore")
+        found = re.search(r"\((\d+) experiments left\)$", content)
+        assert found, content
+        return items, int(found.group(1))
+
+    items, left = explore_item(h)
+    first = planner.decide(h)
+    assert isinstance(first, Experiment) and first.purpose == "screen"
+    h.launches.append(Launch(first.config))
+    per = {c: 90.0 for c in first.levels}  # a clear loss: the best stays the baseline
+    h.measurements.append(Measurement(first.config, len(h.launches) - 1, per, "screen-L02"))
+    assert explore_item(h)[1] == left - 1
+
+    run, _ = make_run()
+    run.append("todo", todos=items, changes={})
+    run.append("server_ready", name="s", seconds=40.0)
+    run.append("tool_call", id="t1", name="run_benchmark", input={"label": "screen-L01-fa3"})
+    run.append("tool_result", id="t1", name="run_benchmark", text="", duration_s=80.0)
+    eta = estimate(run.state.todos, read_events(run.events_path).events)
+    # the experiments left, then the family and re-validation items (the report item: seconds)
+    assert eta is not None and (eta.experiments, eta.open_items) == (left, 2.0)
+    assert eta.seconds == (left + 2) * 120.0
+    text = screen(run)
+    assert f"({left} experiments × 2:00, 2 open todos × 2:00 each; a launch took 40 s" in text

@@ -6,8 +6,10 @@ and the cost. The report's sections and the supervisor's view read these; none c
 The candidate is the configuration recommendation.json names (else the best geometric-mean ratio
 to the baseline among those measured on at least half its levels). It is the winner when it beats
 the baseline beyond the noise floor - recommendation.json's verdict when there is one - else the
-baseline stays. The noise floor stated is the objective's over the levels of that comparison,
-the same number recommendation.json states.
+baseline stays - unless it served no level at all (every request of every level failed): a
+configuration that was not measured is never the winner, and then there is none. The noise floor
+stated is the objective's over the levels of that comparison, the same number recommendation.json
+states.
 """
 
 from __future__ import annotations
@@ -68,6 +70,12 @@ class Figures:
         return sorted(self.m.configs, key=lambda c: (self.screened(c), -(self.ratio(c) or 0)))
 
     @property
+    def measured(self) -> list[Configuration]:
+        """The configurations that served at least one level (a sweep failed at every level
+        measured nothing)."""
+        return [c for c in self.m.configs if c.levels]
+
+    @property
     def repeated(self) -> list[Configuration]:
         return [c for c in self.m.configs if len(c.runs) > 1]
 
@@ -98,11 +106,14 @@ def compute(m: Measured) -> Figures:
         floor = stats.objective_floor(repeats, base.levels if base else [], kind)
     verdict = (m.recommendation or {}).get("verdict")
     wins = verdict in (None, "win") and vs is not None and (verdict == "win" or vs.wins)
+    winner = candidate if wins else base
+    if winner is not None and not winner.levels:  # every level failed: not measured, no winner
+        winner = None
     return Figures(
         m=m,
         baseline=base,
         candidate=candidate,
-        winner=candidate if wins else base,
+        winner=winner,
         versus=vs,
         floor=floor,
         level_floors=stats.level_floors(repeats),

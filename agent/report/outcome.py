@@ -28,13 +28,34 @@ def objective_text(f: Figures) -> str:
     return f.kind + (f" C={f.level}" if f.level is not None else "")
 
 
+def unmeasured_reasons(f: Figures) -> list[str]:
+    """Why each configuration that served no level was not measured (its latest sweep's
+    commonest error), one line each, a reason said once for all the configurations it hit."""
+    by_reason: dict[str, list[str]] = {}
+    for c in f.m.configs:
+        if not c.levels:
+            by_reason.setdefault(c.runs[-1].failure_reason(), []).append(c.name)
+    return [f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+
+
+def unmeasured_text(f: Figures, why: bool = True) -> str:
+    """Why there is no winner although benchmarks ran, in one sentence (`why`: with the errors)."""
+    reasons = f" ({'; '.join(unmeasured_reasons(f))})" if why else ""
+    if not f.measured:
+        return f"no configuration could be measured: every benchmark failed at every level{reasons}"
+    return f"the baseline could not be measured{reasons}, so nothing can be compared with it"
+
+
 def conclusion(f: Figures) -> list[Block]:
     out: list[Block] = [Heading(2, "Conclusion")]
     base, win, cand, rec = f.baseline, f.winner, f.candidate, f.m.recommendation or {}
-    if base is None or win is None:
+    if base is None:
         return [*out, Para("No benchmark finished, so there is nothing to recommend yet.")]
+    if win is None:
+        text = unmeasured_text(f)
+        return [*out, Para(f"**No recommendation.** {text[0].upper() + text[1:]}.")]
     floor = stats.percent(f.floor)
-    if len(f.m.configs) == 1:
+    if len(f.measured) == 1:
         out.append(Para("**Keep the baseline**: it is the only configuration measured."))
         out.append(Code(f.m.command_of(base)))
     elif win is base:
@@ -187,7 +208,7 @@ def crossover_marks(f: Figures) -> list[float]:
 
 
 def curves(f: Figures) -> list[Block]:
-    if f.baseline is None:
+    if f.winner is None:  # nothing measured, or no baseline to draw the others against
         return []
     out: list[Block] = [Heading(2, "Throughput by concurrency")]
     marks = crossover_marks(f)
@@ -218,7 +239,7 @@ def curves(f: Figures) -> list[Block]:
 
 
 def all_configs(f: Figures) -> list[Block]:
-    if not f.m.configs or f.baseline is None:
+    if f.baseline is None or not f.measured:  # the failed ones are in "Failed and crashed"
         return []
     rows = []
     for c in f.ranked():

@@ -2,26 +2,31 @@
 the planner's todo list times what one item costs as measured in this run - at least one launch
 and one sweep, and the mean time the items that measured something took (a stage of the plan may
 hold several experiments); the item in progress counts half an item, or as long again as it has
-run. A rough figure (docs/supervising.md says how rough); there is none before the first launch
-and sweep."""
+run. An item that says how many experiments it still holds ("... (12 experiments left)", as the
+autopilot's screening stage does) counts that many launches and sweeps instead. A rough figure
+(docs/supervising.md says how rough); there is none before the first launch and sweep."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from state.events import Event
 
 AFTER_TODOS = ("report", "recommend", "kill", "clean")  # closing items: seconds, not a sweep
+OPEN = {"pending": 1.0, "in_progress": 0.5}
+LEFT = re.compile(r"\((\d+) experiments? left\)")
 
 
 @dataclass(frozen=True)
 class Eta:
     seconds: float
-    open_items: float
+    open_items: float  # the items that do not say how many experiments they hold
     item_s: float  # what one open item is expected to cost
     launch_s: float
     sweep_s: float
+    experiments: int = 0  # held by the items that say so, a launch and a sweep each
 
 
 def measured_times(events: list[Event]) -> tuple[float, float] | None:
@@ -42,15 +47,30 @@ def measured_times(events: list[Event]) -> tuple[float, float] | None:
     return sum(loads) / len(loads), sum(sweeps.values()) / len(sweeps)
 
 
-def open_items(todos: list[dict[str, object]]) -> float:
-    """Experiments left on the todo list: pending ones, the one in progress as half."""
-    left = 0.0
+def experiments_left(todo: dict[str, object]) -> int:
+    """How many experiments an open item says it still holds ("... (12 experiments left)", as
+    the autopilot's screening item says), else 0."""
+    found = LEFT.search(str(todo.get("content", "")))
+    return int(found.group(1)) if found else 0
+
+
+def open_items(todos: list[dict[str, object]]) -> tuple[float, int, bool]:
+    """What is left on the todo list: the open items (pending ones, the one in progress as
+    half) that do not say how many experiments they hold, the experiments of those that do, and
+    whether the one in progress is one of those."""
+    left, experiments, counted_now = 0.0, 0, False
     for t in todos:
         content = str(t.get("content", "")).lower()
-        if any(content.startswith(word) for word in AFTER_TODOS):
+        status = str(t.get("status"))
+        if any(content.startswith(word) for word in AFTER_TODOS) or status not in OPEN:
             continue
-        left += {"pending": 1.0, "in_progress": 0.5}.get(str(t.get("status")), 0.0)
-    return left
+        held = experiments_left(t)
+        if held:
+            experiments += held
+            counted_now |= status == "in_progress"
+        else:
+            left += OPEN[status]
+    return left, experiments, counted_now
 
 
 def item_seconds(events: list[Event]) -> tuple[list[float], float]:
@@ -95,10 +115,14 @@ def estimate(todos: list[dict[str, object]], events: list[Event]) -> Eta | None:
     items, current = item_seconds(events)
     spans = [*items, current] if current else items  # the one in progress: at least this long
     item = max(launch + sweep, sum(spans) / len(spans) if spans else 0.0)
-    left = open_items(todos)
-    # the item in progress: half an item, or as long again as it has run (a long stage is long)
+    left, experiments, counted_now = open_items(todos)
+    # the item in progress: half an item, or as long again as it has run (a long stage is long);
+    # one that says how many experiments it holds: those, and at least as long again too (its
+    # count is of the changes known now: a new best brings new ones, a screen may need a sweep)
     now = max(item / 2, current) if left % 1 else 0.0
-    return Eta(int(left) * item + now, left, item, launch, sweep)
+    held = experiments * (launch + sweep)
+    seconds = int(left) * item + now + (max(held, current) if counted_now else held)
+    return Eta(seconds, left, item, launch, sweep, experiments)
 
 
 def eta_text(eta: Eta | None, finished: bool) -> str:
@@ -106,13 +130,19 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
         return ""
     if eta is None:
         return "time left: estimated after the first launch and sweep"
-    if eta.open_items == 0:
+    if eta.open_items == 0 and not eta.experiments:
         return "time left: wrapping up"
     minutes = eta.seconds / 60
     amount = f"{minutes:.0f} min" if minutes >= 2 else f"{eta.seconds:.0f} s"
+    parts = []
+    if eta.experiments:
+        each = clock(eta.launch_s + eta.sweep_s)
+        parts.append(f"{eta.experiments} experiments × {each}")
+    if eta.open_items:
+        parts.append(f"{eta.open_items:g} open todos × {clock(eta.item_s)} each")
     return (
-        f"about {amount} left ({eta.open_items:g} open todos × {clock(eta.item_s)} each; a launch "
-        f"took {clock(eta.launch_s)}, a sweep {clock(eta.sweep_s)})"
+        f"about {amount} left ({', '.join(parts)}; a launch took {clock(eta.launch_s)}, "
+        f"a sweep {clock(eta.sweep_s)})"
     )
 
 

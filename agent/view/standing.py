@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.report import gather
 from agent.report.figures import Figures
+from agent.report.outcome import unmeasured_text
 from state.events import Event
 from tools.domain import stats
 
@@ -21,8 +22,10 @@ def figures_of(run_path: Path, events: list[Event]) -> Figures | None:
 
 
 def standing(f: Figures) -> str:
-    if f.baseline is None or f.winner is None:
+    if f.baseline is None:
         return "no benchmark yet"
+    if f.winner is None:  # benchmarks ran, and the baseline served nothing: never name a winner
+        return unmeasured_text(f)
     parts = [f"baseline {f.baseline.name}"]
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
@@ -35,11 +38,14 @@ def standing(f: Figures) -> str:
 
 def final_lines(run_path: Path, f: Figures | None) -> list[str]:
     """The last words of a finished run's screen: where the report is and, in full, the command
-    to deploy (recommendation.json's, else the winner's launch)."""
+    to deploy (recommendation.json's, else the winner's launch) - or why there is nothing to
+    deploy although benchmarks ran."""
     lines = []
     html = run_path / "report.html"
     if html.is_file():
         lines.append(f"report: {html}  (and report.md beside it)")
+    if f is not None and f.winner is None and f.baseline is not None:
+        lines.append(f"nothing to deploy: {unmeasured_text(f, why=False)}")
     if f is not None and f.winner is not None:
         command = (f.m.recommendation or {}).get("command") or f.m.command_of(f.winner)
         what = "keep the baseline" if f.winner is f.baseline else f"deploy {f.winner.name}"

@@ -96,8 +96,11 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
         return f"{CONCLUSION} no recommendation - {step.why}."
     level_floor, objective_floor = planner.read(h).floors
     gain = step.value / step.baseline_value - 1 if step.baseline_value else 0.0
+    changed = space.diff(space.baseline, step.best)
+    what = f"deploy {short(space, step.best)}" if changed else "keep the baseline"
+    flags = " ".join(render_flags(step.best))  # a baseline of no flags has none: no "()"
     lines = [
-        f"{CONCLUSION} deploy {short(space, step.best)} ({' '.join(render_flags(step.best))}): "
+        f"{CONCLUSION} {what}{f' ({flags})' if flags else ''}: "
         f"{step.value:,.1f} vs baseline {step.baseline_value:,.1f} ({gain:+.1%}); {step.why}."
     ]
     if len(step.policy) > 1:

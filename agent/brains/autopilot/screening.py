@@ -4,6 +4,8 @@ one that lost clearly from another base, or failed to start, is not tried again.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from agent.brains.autopilot.families import describe, family_moves
 from agent.brains.autopilot.reading import Reading, gated
 from agent.brains.autopilot.steps import Experiment, levels_text, show_value
@@ -38,6 +40,15 @@ def confirm(r: Reading, inc: Flags) -> Experiment | None:
 
 def explore(r: Reading, inc: Flags) -> Experiment | None:
     """The first untried neighbour of the best that nothing learned rules out, to screen."""
+    for what, cand in untried(r, inc):
+        why = f"one factor from the best: {what}"
+        return Experiment(cand, r.settings.screens(), "screen", why, fresh=True, base=inc)
+    return None
+
+
+def untried(r: Reading, inc: Flags) -> Iterator[tuple[str, Flags]]:
+    """The neighbours of the best still to screen, in order, with what each changes: what
+    explore launches next, and how many experiments the todo list says are left."""
     space = r.space
     moves = [
         (f"{f} {show_value(inc.get(f))} -> {show_value(v)}", c)
@@ -52,11 +63,8 @@ def explore(r: Reading, inc: Flags) -> Experiment | None:
                 if len(space.diff(inc, c)) == 2
             ]
     for what, cand in moves:
-        if not r.allowed(cand) or r.h.tried(cand) or r.learned_skip(inc, cand):
-            continue
-        why = f"one factor from the best: {what}"
-        return Experiment(cand, r.settings.screens(), "screen", why, fresh=True, base=inc)
-    return None
+        if r.allowed(cand) and not r.h.tried(cand) and not r.learned_skip(inc, cand):
+            yield what, cand
 
 
 def best_known(r: Reading) -> Flags:

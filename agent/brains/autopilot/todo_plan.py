@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.brains.autopilot import screening
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 from agent.brains.autopilot.reading import gated
@@ -79,8 +80,23 @@ def todos(
             status = "in_progress"
         else:
             status = "pending"
+        if key == "explore" and status != "cancelled" and i >= at:
+            content += left_text(planner, h)
         out.append({"id": key, "content": content, "status": status, "priority": priority})
     return out
+
+
+def left_text(planner: Planner, h: History) -> str:
+    """The explore item's " (N experiments left)": the one-factor changes from the current best
+    still to screen (each a launch and a screen), within the launches left - what the supervisor's
+    time-left estimate (agent/view/eta.py) reads, so a long stage is not counted as one item."""
+    s = planner.settings
+    if s.wrap_up:
+        return ""
+    r = planner.read(h)
+    left = len({h.key(c) for _, c in screening.untried(r, r.incumbent)})
+    left = min(left, max(0, s.max_launches - h.launches_used() - 1))  # one kept to re-validate
+    return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
 
 
 def why_skipped(key: str, planner: Planner) -> str:
