@@ -85,6 +85,9 @@ class Agent:
     inbox: Callable[[Run], object] = drain
     interrupts: Interrupts = field(default_factory=Interrupts)  # a stop cuts a sweep short
     disk_full: bool = False  # the run ended because nothing more can be written
+    # whether a call gets its tool_call event: in a replay, not the calls a crash left unstarted
+    # (`agent resume` answered them without one)
+    logs_call: Callable[[str], bool] = lambda _call_id: True
 
     async def run_loop(self) -> int:
         """Step until the run ends; returns the exit code. The run_finished event says why."""
@@ -196,7 +199,8 @@ class Agent:
 
     async def call_tool(self, ctx: ToolContext, block: dict[str, Any]) -> tuple[ToolResult, float]:
         """One tool_use: its tool_call and tool_result events, through the call's run view."""
-        ctx.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
+        if self.logs_call(block["id"]):
+            ctx.run.append("tool_call", id=block["id"], name=block["name"], input=block["input"])
         result, seconds = await self.interrupts.call(
             block["name"], lambda: self.tools.call(ctx, block["name"], block["input"], block["id"])
         )

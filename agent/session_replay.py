@@ -9,12 +9,16 @@ What the supervisor did is fed back too: `agent say`, `stop` and `budget` messag
 at the step where the recording has them, and a run of several sessions (ended by a budget, a
 stop or a crash, then resumed) is replayed session by session: the recorded session ends where it
 ended, and the next one starts as `agent resume` starts it (a fresh brain: its first request is
-whole, not a delta).
+whole, not a delta). What the sessions' clean-up and `agent resume` wrote outside tool calls
+(servers killed or adopted) is fed back; calls a crash left unstarted get recover's answer and no
+tool_call, as in the run; the minutes budget warns and ends where it did (recorded_clock).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from pydantic import ValidationError
 
 from agent.brains.base import Brain
 from agent.brains.replay import DriftError, Faults, ReplayBrain, unified
-from agent.loop import RunEnded
+from agent.loop import Agent, RunEnded
 from agent.session import Limits, config_of, make_agent, make_brain, start
 from state.events import Event, read_events
 from state.run import Run
@@ -31,6 +35,9 @@ from tools.base import ToolBox, ToolContext, ToolResult
 from tools.domain.config import Config, explain
 
 FED = ("supervisor_message", "stop_requested", "limits_changed")  # what drain() delivers
+# what a session's clean-up (wrap_up kills the servers) and `agent resume` (adopts or kills them)
+# wrote outside any tool call: the state the next session's brain starts from
+KEPT = ("server_killed", "server_adopted")
 SESSION = ("run_finished", "run_resumed")
 COMPARED = ("message", "tool_call", "tool_result", "todo", "compaction", "api_exchange")
 IGNORED = ("seq", "ts", "duration_s", "session_minutes")
@@ -58,6 +65,8 @@ class Recording:
                 rec.calls[current].append(event)
                 if event["type"] == "tool_result":
                     current = None
+            elif event["type"] == "tool_result":  # a call a crash left unstarted: recover's answer
+                rec.calls[event["id"]] = [event]
         if not rec.events or rec.events[0]["type"] != "run_started":
             raise ValueError(f"{source} is not a recorded session (no run_started event)")
         return rec
@@ -65,6 +74,11 @@ class Recording:
     @property
     def started(self) -> Event:
         return self.events[0]
+
+    def call_started(self, call_id: str) -> bool:
+        """Whether the call has a tool_call event (the calls a crash left unstarted do not)."""
+        events = self.calls.get(call_id)
+        return not events or events[0]["type"] == "tool_call"
 
     def exchanges(self) -> list[Event]:
         return [e for e in self.events if e["type"] == "api_exchange"]
@@ -83,7 +97,8 @@ class ReplayTools(ToolBox):
         events = self.recording.calls.get(call_id)
         if not events or events[-1]["type"] != "tool_result":
             raise DriftError(f"tool call {call_id} ({name}) is not in the recording")
-        recorded = {"name": events[0]["name"], "input": events[0]["input"]}
+        # an unstarted call has only recover's answer: its input is checked with the message
+        recorded = {"name": events[0]["name"], "input": events[0].get("input", raw_input)}
         if recorded != {"name": name, "input": raw_input}:
             raise DriftError(
                 f"tool call {call_id} differs from the recording\n"
@@ -118,12 +133,18 @@ class RecordedInbox:
 
     def __init__(self, recording: Recording) -> None:
         self.pending: list[tuple[int, Event]] = []  # (assistant messages before it, event)
-        turns = 0
+        self.minutes_at: dict[int, tuple[float, bool]] = {}  # minutes it warned or ended at
+        turns, in_call = 0, False
         for event in recording.events:
             if event["type"] == "message" and event.get("role") == "assistant":
                 turns += 1
-            elif event["type"] in (*FED, *SESSION):
+            elif event["type"] in (*FED, *SESSION) or (event["type"] in KEPT and not in_call):
                 self.pending.append((turns, event))
+            if event["type"] in ("tool_call", "tool_result"):
+                in_call = event["type"] == "tool_call"
+            minutes = minutes_decided(event)
+            if minutes is not None:  # an end needs the limit reached: at least the limit then
+                self.minutes_at[turns] = (minutes, event["type"] == "run_finished")
         self.turns = 0
 
     def on_event(self, event: Event) -> None:
@@ -134,7 +155,7 @@ class RecordedInbox:
         fed = 0
         while self.pending and self.pending[0][0] <= self.turns:
             event = self.pending[0][1]
-            if event["type"] in FED:
+            if event["type"] in (*FED, *KEPT):
                 run.append(event["type"], **_fields(event))
             elif not self.resumes_after(1 if event["type"] == "run_finished" else 0):
                 break  # the run's last end: the loop must reach it by itself
@@ -164,6 +185,27 @@ class RecordedInbox:
         self.pending.pop(0)
         run.append("run_resumed", **_fields(resumed))
         return True
+
+
+def minutes_decided(event: Event) -> float | None:
+    """The minutes used when the minutes budget warned (budget_warning) or ended the session."""
+    if event["type"] == "budget_warning" and event.get("limit") == "max_minutes":
+        return float(event["used"])
+    ended = re.match(r"budget exhausted: (\S+) of \S+ minutes", str(event.get("reason", "")))
+    return float(ended[1]) if event["type"] == "run_finished" and ended else None
+
+
+def recorded_clock(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
+    """The loop's clock in a replay, which takes seconds: the recorded minutes where the minutes
+    budget warned or ended the session, none used elsewhere - the same decisions as recorded."""
+
+    def clock() -> float:
+        minutes, ended = inbox.minutes_at.get(inbox.turns, (0.0, False))
+        if ended:  # (the reason's figure is rounded)
+            minutes = max(minutes, float(agent.run.state.limits.get("max_minutes") or 0))
+        return agent.session_start + 60 * (minutes - agent.run.state.minutes_before)
+
+    return clock
 
 
 def _fields(event: Event) -> dict[str, Any]:
@@ -200,6 +242,8 @@ async def replay(
         agent = make_agent(run, brain, config)
         agent.tools = ReplayTools(agent.tools, rec)
         agent.inbox = inbox
+        agent.logs_call = rec.call_started  # as `agent resume` answered them: no tool_call
+        agent.clock = recorded_clock(agent, inbox)
         try:
             code = await agent.run_loop()
         except DriftError as err:
@@ -208,7 +252,8 @@ async def replay(
         if not inbox.resume(run):
             break
         replay_brain.fresh_session()  # a resumed process sends its first request whole
-    return code, run, compare(rec.events, run, truncated=code == 3)
+    # cut short by --max-steps: the recording goes on; otherwise a replay must reach its end
+    return code, run, compare(rec.events, run, truncated=code == 3 and max_steps is not None)
 
 
 def compare(recorded: list[Event], run: Run, truncated: bool) -> str | None:

@@ -8,6 +8,9 @@ the run is live, and each session after the first is a resume as `agent resume` 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,3 +160,95 @@ async def test_a_run_resumed_after_a_crash_in_a_tool_call_replays(tmp_path: Path
 
     code, _, drift = await replay(runs / "c", tmp_path / "replays")
     assert (code, drift) == (0, None)
+
+
+async def test_a_run_resumed_with_calls_not_yet_started_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kill cuts the turn's first call; its second never started (no tool_call event):
+    `agent resume` answers both, and the replay answers the unstarted one the same way."""
+    runs = tmp_path / "runs"
+    claude = Claude({})
+    run = supervised_start(runs, "u", max_steps=40)
+    agent = make_agent(run, claude.brain(), session_config())
+    agent.tools = CrashingTools("toolu_supervised_04_1")  # the 4th turn's todowrite
+
+    def killed(*_: Any, **__: Any) -> None:  # a dead process writes nothing more
+        raise Crash
+
+    real_call = agent.tools.call
+
+    async def kill(
+        ctx: ToolContext, name: str, raw_input: Any, call_id: str = ""
+    ) -> tuple[ToolResult, float]:
+        if call_id == "toolu_supervised_04_1":
+            monkeypatch.setattr(run, "append", killed)
+        return await real_call(ctx, name, raw_input, call_id)
+
+    monkeypatch.setattr(agent.tools, "call", kill)
+    with pytest.raises(Crash):
+        await agent.run_loop()
+    monkeypatch.undo()
+    run.close()
+    events = read_events(runs / "u" / "events.jsonl").events
+    assert "toolu_supervised_04_2" not in {e.get("id") for e in events}  # not started
+    run = Run.open(runs / "u")
+    run.append("run_resumed", repaired=None, **process_fields())
+    agent = make_agent(run, claude.brain(), session_config())
+    assert await recover(agent.ctx) == ["answered 2 interrupted tool call(s)"]
+    assert await agent.run_loop() == 0
+    run.close()
+
+    code, _, drift = await replay(runs / "u", tmp_path / "replays")
+    assert (code, drift) == (0, None)
+
+
+@pytest.mark.slow  # three agent processes on the lab, ~15 s
+def test_an_autopilot_run_ended_and_resumed_replays(tmp_path: Path) -> None:
+    """The run's first session ends with the baseline server up, so the clean-up kills it
+    (server_killed outside any tool call); the resumed autopilot starts it again. The replay
+    must feed that kill, or its autopilot believes the server is still up and benchmarks it."""
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["AGENT_RUNS_DIR"] = str(tmp_path / "runs")
+
+    def agent(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agent.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    assert (
+        agent("run", "--goal", "beat baseline", "--run-id", "ap", "--max-steps", "2").returncode
+        == 3
+    )
+    assert agent("budget", "ap", "--steps", "3").returncode == 0
+    assert agent("resume", "ap").returncode == 3
+    events = read_events(tmp_path / "runs" / "ap" / "events.jsonl").events
+    starts = [e for e in events if e["type"] == "tool_call" and e["name"] == "start_server"]
+    assert len(starts) == 2  # the resumed autopilot started the killed server again
+    check = agent("replay", "ap", "--check")
+    assert check.returncode == 3, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "no drift" in check.stdout
+
+
+async def test_a_run_ended_by_its_minutes_budget_replays(tmp_path: Path) -> None:
+    """A replay takes seconds: the minutes budget must warn and end it where it did in the run
+    (the warning is a message to the model, and the autopilot wraps up on it)."""
+    runs = tmp_path / "runs"
+    config = session_config()
+    run = start("beat baseline", config, MODEL, runs, "m", Limits(max_steps=40, max_minutes=5))
+    agent = make_agent(run, Claude({}).brain(), config)
+    agent.clock = lambda: agent.session_start + 60 * run.state.steps  # a minute a turn
+    assert await agent.run_loop() == 3
+    run.close()
+    events = read_events(runs / "m" / "events.jsonl").events
+    assert [e["limit"] for e in events if e["type"] == "budget_warning"] == ["max_minutes"]
+
+    code, replayed, drift = await replay(runs / "m", tmp_path / "replays")
+    assert (code, drift) == (3, None)
+    ends = [e for e in read_events(replayed.events_path).events if e["type"] == "run_finished"]
+    assert "minutes" in ends[-1]["reason"]
