@@ -5,13 +5,7 @@ progress), and compare on what it saved."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +16,7 @@ from agent.cli.bench import main as bench_main
 from state.events import read_events
 from state.ledger import Ledger
 from state.run import Run
+from tests.served_sim import served_sim
 from tools.base import ToolBox, ToolContext
 from tools.compare import Compare
 from tools.domain.config import lab_config
@@ -69,27 +64,8 @@ def sim() -> Iterator[tuple[str, list[str]]]:
         "--seed",
         "1",
     ]
-    log = Path(tempfile.mkstemp(prefix="bench-sim-", suffix=".log")[1])
-    env = dict(os.environ, SIM_GPU_DIR=tempfile.mkdtemp(prefix="bench-gpus-"))
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*command, "--port", "0"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "ready to roll" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        port = re.search(r"http://[^:]+:(\d+)", log.read_text()).group(1)  # type: ignore[union-attr]
-        yield f"http://127.0.0.1:{port}", command
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.unlink(missing_ok=True)
+    with served_sim(command, "bench") as url:
+        yield url, command
 
 
 def test_agent_bench_json_has_vllm_keys(

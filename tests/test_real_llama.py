@@ -6,7 +6,6 @@ short benchmark has no failed request."""
 from __future__ import annotations
 
 import shlex
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,16 +13,12 @@ from typing import Any
 import pytest
 
 from state.events import read_events
-from tools.base import ToolBox, ToolContext
-from tools.domain.config import HostConfig
-from tools.kill_server import KillServer
-from tools.run_benchmark import RunBenchmark
+from tests.real_engine import call, local_run
+from tools.base import ToolContext
 from tools.servers.llama_cpp.build import find
 from tools.servers.llama_cpp.tiny_model import make_models
-from tools.start_server import StartServer
 
 pytestmark = pytest.mark.real_engine
-BOX = ToolBox([StartServer(), KillServer(), RunBenchmark()])
 
 
 @pytest.fixture(scope="module")
@@ -39,43 +34,13 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return make_models(tmp_path_factory.mktemp("models"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def make_ctx(tmp_path: Path, command: str) -> ToolContext:
-    from tests.ssh_fixtures import make_context
-
-    host = HostConfig(name="local", workdir=str(tmp_path / "work"))
-    return make_context(
-        tmp_path / "runs",
-        host,
-        engine="llama.cpp",
-        command=command,
-        port=free_port(),
-        ready_timeout_s=60,
-        kill_timeout_s=10,
-    )
-
-
 @pytest.fixture
 async def ctx(
     tmp_path: Path, binary: Path, models: tuple[Path, Path]
 ) -> AsyncIterator[ToolContext]:
-    from tests.ssh_fixtures import close_context
-
     command = shlex.join([str(binary), "-m", str(models[0]), "--ctx-size", "2048", "--no-webui"])
-    context = await make_ctx(tmp_path, command)
-    yield context
-    await BOX.call(context, "kill_server", {})
-    await close_context(context)
-
-
-async def call(ctx: ToolContext, tool: str, **inp: Any) -> tuple[str, bool, dict[str, Any]]:
-    result, _ = await BOX.call(ctx, tool, inp)
-    return result.text, result.is_error, result.data
+    async with local_run(tmp_path, "llama.cpp", command) as context:
+        yield context
 
 
 def events(ctx: ToolContext, kind: str) -> list[dict[str, Any]]:
@@ -118,22 +83,17 @@ async def test_an_unknown_flag_is_refused_before_launch(ctx: ToolContext) -> Non
 async def test_a_failed_start_has_its_one_line_diagnosis(
     tmp_path: Path, binary: Path, models: tuple[Path, Path]
 ) -> None:
-    from tests.ssh_fixtures import close_context
-
     cases = [
         (f"{binary} -m {models[0]} --bogus-flag 1", "does not know the flag --bogus-flag"),
         (f"{binary} -m {tmp_path / 'none.gguf'}", "model file not found or unreadable"),
     ]
     for i, (command, diagnosis) in enumerate(cases):
-        context = await make_ctx(tmp_path / str(i), command)
-        try:
+        async with local_run(tmp_path / str(i), "llama.cpp", command) as context:
             text, is_error, data = await call(context, "start_server")
             assert is_error and diagnosis in data["diagnosis"], text
             assert "\n" not in data["diagnosis"]
             (failed,) = events(context, "server_failed")
             assert failed["seconds"] < 30  # a bad flag exits at once: no ready_timeout_s wait
-        finally:
-            await close_context(context)
 
 
 async def test_a_short_benchmark_has_no_failed_request(ctx: ToolContext) -> None:

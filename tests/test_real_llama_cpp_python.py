@@ -4,33 +4,31 @@ run by .ci/run's real-engine stage after `pip install -e '.[llamacpp-python]'`. 
 no usage message: the benchmark counts the tokens from the chunks and says so; a stream the server
 cuts short (its default when another request waits) is a failed request, not an early EOS; a
 server that cannot be measured at all ends a campaign with "no recommendation", exit 0 and the
-reason."""
+reason; with its own profile (`llama-cpp-python`) the prompts are input_len tokens by its count."""
 
 from __future__ import annotations
 
 import importlib.util
+import random
 import shlex
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
+import httpx
 import orjson
 import pytest
 
-from tools.base import ToolBox, ToolContext
-from tools.domain.config import HostConfig
+from tests.real_engine import call, local_run
+from tests.ssh_fixtures import free_port
+from tools.base import ToolContext
+from tools.bench.random_prompts import bodies, level_seed, make_prompt
 from tools.domain.config_toml import to_toml
-from tools.kill_server import KillServer
-from tools.run_benchmark import RunBenchmark
 from tools.servers.llama_cpp.build import cached_build
 from tools.servers.llama_cpp.tiny_model import make_models
-from tools.start_server import StartServer
 
 pytestmark = pytest.mark.real_engine
-BOX = ToolBox([StartServer(), KillServer(), RunBenchmark()])
 SERVER_DEPS = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 
 
@@ -57,38 +55,17 @@ def server_command(python_path: Path, model: Path, *more: str) -> str:
     return f"PYTHONPATH={shlex.quote(str(python_path))} {shlex.join(argv)}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(params=["false"], ids=["whole-streams"])
 async def ctx(
     request: pytest.FixtureRequest, tmp_path: Path, python_path: Path, model: Path
 ) -> AsyncIterator[ToolContext]:
     """--interrupt_requests false: by default the server ends a stream as soon as another request
-    waits for the model (it serves one at a time), which no benchmark at C > 1 survives."""
-    from tests.ssh_fixtures import close_context, make_context
-
+    waits for the model (it serves one at a time), which no benchmark at C > 1 survives. The
+    generic openai profile: nothing about this server is built in."""
     more = ["--n_ctx", "512", "--interrupt_requests", request.param]
-    context = make_context(
-        tmp_path / "runs",
-        HostConfig(name="local", workdir=str(tmp_path / "work")),
-        engine="openai",  # the generic profile: nothing about this server is built in
-        command=server_command(python_path, model, *more),
-        port=free_port(),
-        ready_timeout_s=60,
-        kill_timeout_s=10,
-    )
-    yield context
-    await BOX.call(context, "kill_server", {})
-    await close_context(context)
-
-
-async def call(ctx: ToolContext, tool: str, **inp: Any) -> tuple[str, bool, dict[str, Any]]:
-    result, _ = await BOX.call(ctx, tool, inp)
-    return result.text, result.is_error, result.data
+    command = server_command(python_path, model, *more)
+    async with local_run(tmp_path, "openai", command) as context:
+        yield context
 
 
 async def test_the_benchmark_counts_tokens_from_the_chunks_and_says_so(ctx: ToolContext) -> None:
@@ -170,3 +147,59 @@ def test_a_server_that_cannot_be_measured_ends_with_no_recommendation(
     recommendation = run / "recommendation.json"
     if recommendation.exists():  # never a recommended value of 0
         assert orjson.loads(recommendation.read_bytes()).get("value") is None
+
+
+def prompt_tokens(url: str, prompts: list[str]) -> list[int]:
+    """The server's own count of each prompt: usage.prompt_tokens of a non-streamed completion,
+    checked against /extras/tokenize."""
+    counts = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for prompt in prompts:
+            body = {"prompt": prompt, "max_tokens": 1, "temperature": 0}
+            usage = client.post("/v1/completions", json=body).raise_for_status().json()["usage"]
+            tokens = client.post("/extras/tokenize", json={"input": prompt}).json()["tokens"]
+            assert usage["prompt_tokens"] == len(tokens), prompt
+            counts.append(int(usage["prompt_tokens"]))
+    return counts
+
+
+async def test_its_profile_makes_prompts_input_len_tokens_by_the_servers_count(
+    tmp_path: Path, python_path: Path, model: Path
+) -> None:
+    """engine = "llama-cpp-python" (its flags checked on its --help, its version read): the word
+    count is calibrated on /extras/tokenize, so the prompts the benchmark sent are input_len
+    tokens by the server's usage (on average: word prompts vary around it); one word per token
+    (the openai profile) is far off on this vocabulary."""
+    input_len, levels, n = 48, [1, 2], 12
+    command = server_command(python_path, model, "--n_ctx", "512", "--interrupt_requests", "false")
+    async with local_run(tmp_path, "llama-cpp-python", command) as ctx:
+        text, is_error, _ = await call(ctx, "start_server", flags={"--bogus_flag": 1})
+        assert is_error and "refused before launch" in text, text  # its --help was read
+        text, is_error, data = await call(ctx, "start_server", flags={"--n_threads": 1})
+        assert not is_error, text
+        assert data["engine"] == "llama-cpp-python" and data["engine_version"] == "0.3.36"
+        text, is_error, data = await call(
+            ctx, "run_benchmark", concurrency=levels, input_len=input_len, max_tokens=4,
+            requests_per_level=n, label="lengths",
+        )  # fmt: skip
+        assert not is_error, text
+        saved = orjson.loads(Path(data["path"]).read_bytes())
+        how = saved["prompts"]
+        assert how["length"] == "tokenizer" and "/extras/tokenize" in how["length_detail"], how
+        assert abs(how["expected_tokens"] - input_len) <= 1, how
+        assert all(p["failed"] == 0 for p in saved["points"])
+        assert all(set(p["input_lens"]) == {how["expected_tokens"]} for p in saved["points"])
+        # the very prompts sent: each level's measured bodies, from the result's seed
+        words = how["words"]  # (the model name is not in the prompt)
+        sent = [
+            orjson.loads(body)["prompt"]
+            for level in levels
+            for body in bodies(n, level_seed(how["seed"], level, "measured"), "m", words, 4)
+        ]
+        url = saved["server"]["url"]
+        counted = prompt_tokens(url, sent)
+        mean = sum(counted) / len(counted)
+        assert abs(mean - input_len) <= 0.1 * input_len, (mean, counted, how)
+        rng = random.Random(0)
+        by_words = prompt_tokens(url, [make_prompt(rng, input_len) for _ in range(n)])
+        assert sum(by_words) / n > 1.2 * input_len, by_words  # what the calibration corrects

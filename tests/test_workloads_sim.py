@@ -5,14 +5,9 @@ predictability - in the truth functions and in the served process, measured by `
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +21,7 @@ from sim import predictability
 from sim.prefix_cache import PAGE, PrefixCache, page_keys
 from sim.space import DEFAULT_BASE_FLAGS
 from sim.truth import latency, level_throughput, model_of
+from tests.served_sim import served_sim
 from tools.bench import datasets
 from tools.bench.chat_dataset import chat_samples
 from tools.bench.code_dataset import code_samples
@@ -44,24 +40,8 @@ EAGLE = {
 @contextmanager
 def physics_sim(*flags: str) -> Iterator[str]:
     command = [sys.executable, "-m", "sim", *DEFAULT_BASE_FLAGS, "--seed", "1", "--noise", "0"]
-    command += ["--time-scale", str(SCALE), *flags, "--port", "0"]
-    log = Path(tempfile.mkstemp(prefix="workloads-sim-", suffix=".log")[1])
-    env = dict(os.environ, SIM_GPU_DIR=tempfile.mkdtemp(prefix="workloads-gpus-"))
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "ready to roll" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        port = re.search(r"http://[^:]+:(\d+)", log.read_text()).group(1)  # type: ignore[union-attr]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.unlink(missing_ok=True)
+    with served_sim([*command, "--time-scale", str(SCALE), *flags], "workloads") as url:
+        yield url
 
 
 def bench(argv: list[str], out: Path) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The word prompts (random_prompts.py) are one token per word on the common BPE vocabularies, but
 not on every model's (llama.cpp's tiny test vocabulary took 81-101 tokens for 64 words). Where the
-server can count - POST /tokenize on llama.cpp ({"content"}), vLLM and SGLang ({"prompt"}) - a
+server can count - POST /tokenize on llama.cpp ({"content"}), vLLM and SGLang ({"prompt"}),
+/extras/tokenize on llama-cpp-python ({"input"}); the profile's tokens.tokenize_path - a
 sample of word prompts is tokenized once per sweep and the word count scaled until the sample
 lands within 1 % of input_len (a BOS token and the like included). Without a tokenizer the word
 count is input_len, and the result says which path was taken.
@@ -79,7 +80,9 @@ async def _count(
     client: httpx.AsyncClient, url: str, model: str, text: str
 ) -> tuple[int | None, str]:
     """The server's token count of `text`, or None and why not."""
-    body = {"model": model, "prompt": text, "content": text}  # vLLM/SGLang, llama.cpp
+    # the text under each engine's field (vLLM/SGLang, llama.cpp, llama-cpp-python): each
+    # ignores the others' (the profile's tokens.text_field names them)
+    body = {"model": model, "prompt": text, "content": text, "input": text}
     try:
         resp = await client.post(url, json=body)
     except httpx.HTTPError as err:

@@ -1,7 +1,8 @@
 """Engine profiles: what differs between engines when starting, watching, measuring and killing a
-server, as data - one TOML file per engine beside this module (sglang, vllm, llama.cpp, sim and a
-generic openai), or a user's own file (`[server] profile = "my-engine.toml"`). A new engine is a
-profile file, not code (docs/configuration.md, "Engine profiles")."""
+server, as data - one TOML file per engine beside this module (sglang, vllm, llama.cpp,
+llama-cpp-python, sim and a generic openai), or a user's own file (`[server] profile =
+"my-engine.toml"`). A new engine is a profile file, not code (docs/configuration.md, "Engine
+profiles")."""
 
 from __future__ import annotations
 
