@@ -42,10 +42,10 @@ def level_throughput(
     """
     if model.failure is not None or level < 1 or max_tokens < 1:
         return 0.0
-    batch = min(level, model.capacity(input_len, max_tokens))
-    steps = model.expected_steps(max_tokens - 1, text_score)  # the prefill yields the first
-    ms = steps * model.decode_ms(batch) + batch * _prefill(model, input_len, cached_tokens)
-    return 1000.0 * batch * max_tokens / ms
+    batch, step, steps, prefill = _wave(
+        model, level, input_len, max_tokens, cached_tokens, text_score
+    )
+    return 1000.0 * batch * max_tokens / (steps * step + batch * prefill)
 
 
 def throughput_of(
@@ -77,15 +77,24 @@ def latency(
     prefill of the tokens the prefix cache does not hold)."""
     if model.failure is not None:
         return {"ttft_ms": math.inf, "tpot_ms": math.inf}
-    batch = min(level, model.capacity(input_len, max_tokens))
-    step = model.decode_ms(batch)
-    steps = model.expected_steps(max_tokens - 1, text_score)
-    prefill = _prefill(model, input_len, cached_tokens)
+    batch, step, steps, prefill = _wave(
+        model, level, input_len, max_tokens, cached_tokens, text_score
+    )
     per_request = steps * step + batch * prefill  # one wave of `batch`
     queued = max(0, level - batch) / batch * per_request
     ttft = step / 2 + prefill + queued
     tpot = steps * step / max(1, max_tokens - 1)
     return {"ttft_ms": ttft, "tpot_ms": tpot}
+
+
+def _wave(
+    model: Model, level: int, input_len: int, max_tokens: int, cached_tokens: int, score: float
+) -> tuple[int, float, float, float]:
+    """One wave of a level's running batch, which throughput and latency both read: (batch,
+    decode step ms, decode steps per request, prefill ms of a request's uncached tokens)."""
+    batch = min(level, model.capacity(input_len, max_tokens))
+    steps = model.expected_steps(max_tokens - 1, score)  # the prefill yields the first token
+    return batch, model.decode_ms(batch), steps, _prefill(model, input_len, cached_tokens)
 
 
 def _prefill(model: Model, input_len: int, cached_tokens: int) -> float:

@@ -5,17 +5,20 @@ compare refusing to mix workloads."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.cli.bench import main as bench_main
+from state.run import Run
 from tests.test_bench_datasets import sharegpt
 from tests.test_bench_sim import make_ctx, sim  # noqa: F401 - the simulator fixture
-from tools.base import ToolBox
+from tools.base import ToolBox, ToolContext
 from tools.compare import Compare
-from tools.run_benchmark import RunBenchmark
+from tools.domain.config import ConfigError, load_config
+from tools.run_benchmark import RunBenchmark, RunBenchmarkInput, _workload
 
 
 def bench(argv: list[str], out: Path) -> dict[str, Any]:
@@ -98,13 +101,18 @@ def test_bad_workload_options_are_usage_errors(capsys: pytest.CaptureFixture[str
     assert "cannot read dataset /no/such.jsonl" in capsys.readouterr().err
 
 
-async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloads(
-    sim: tuple[str, list[str]],  # noqa: F811
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def tool(sim: tuple[str, list[str]], tmp_path: Path) -> tuple[ToolContext, ToolBox]:  # noqa: F811
+    """A run with the simulator started in it, and the run_benchmark and compare tools."""
     url, command = sim
     ctx, _ = make_ctx(tmp_path, url, command)
-    box = ToolBox([RunBenchmark(), Compare()])
+    return ctx, ToolBox([RunBenchmark(), Compare()])
+
+
+async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloads(
+    tool: tuple[ToolContext, ToolBox],
+) -> None:
+    ctx, box = tool
     common = {"max_tokens": 8, "slo": {"ttft_ms": 500}}
     res, _ = await box.call(
         ctx, "run_benchmark", {**common, "request_rate": [10], "duration_s": 2, "label": "r"}
@@ -131,20 +139,40 @@ async def test_the_tool_takes_the_same_options_and_compare_refuses_mixed_workloa
 
 
 async def test_the_tool_sends_a_shared_prefix_and_resets_the_cache_as_the_profile_says(
-    sim: tuple[str, list[str]],  # noqa: F811
-    tmp_path: Path,
+    tool: tuple[ToolContext, ToolBox],
 ) -> None:
-    url, command = sim
-    ctx, _ = make_ctx(tmp_path, url, command)
-    box = ToolBox([RunBenchmark(), Compare()])
+    ctx, box = tool
+    ctx.config.bench.shared_prefix = 500  # [bench] shared_prefix = 500: the call's default
     inp = {"concurrency": [1], "requests_per_level": 3, "input_len": 64, "max_tokens": 4}
-    res, _ = await box.call(ctx, "run_benchmark", {**inp, "shared_prefix": 500})
+    res, _ = await box.call(ctx, "run_benchmark", inp)
     assert not res.is_error, res.text
     saved = json.loads(Path(res.data["path"]).read_text())
     assert saved["workload"]["shared_prefix"] == 500
     assert saved["workload"]["cache_reset"] == "/flush_cache"  # the sim profile's reset
     assert saved["points"][0]["total_input_tokens"] == 3 * (500 + 64)
     assert not any("not reset" in n for n in saved["notes"])
-    res, _ = await box.call(ctx, "run_benchmark", inp)
+    res, _ = await box.call(ctx, "run_benchmark", {**inp, "shared_prefix": 0})  # the call wins
     cmp, _ = await box.call(ctx, "compare", {"results": ["b001", "b002"]})
     assert cmp.is_error and "shared_prefix 500 vs 0" in cmp.text
+
+
+def test_bench_config_sets_multi_turn_for_its_own_dataset(tmp_path: Path) -> None:
+    toml = tmp_path / "agent.toml"
+    toml.write_text(
+        '[bench]\nmulti_turn = true\ndataset = "jsonl:talks.jsonl"\nshared_prefix = 64\n'
+    )
+    config = load_config(toml)
+    ctx = ToolContext(run=Run.create(tmp_path / "runs", "r"), config=config)
+    wl = _workload(ctx, RunBenchmarkInput(), None)
+    assert wl.multi_turn and wl.shared_prefix == 64 and wl.dataset == "jsonl:talks.jsonl"
+    assert not _workload(ctx, RunBenchmarkInput(dataset="chat"), None).multi_turn
+    assert not _workload(ctx, RunBenchmarkInput(), [5.0]).multi_turn  # rates: open loops
+    for body, message in [
+        ("multi_turn = true", "multi_turn needs conversations: dataset = 'sharegpt:FILE'"),
+        ('multi_turn = true\ndataset = "jsonl:t.jsonl"\nrequest_rate = [5]', "drop request_rate"),
+        ("shared_prefix = -5", "bench.shared_prefix: Input should be greater than or equal to 0"),
+    ]:
+        toml.write_text(f"[bench]\n{body}\n")
+        with pytest.raises(ConfigError, match=re.escape(message)) as err:
+            load_config(toml)
+        assert "\n" not in str(err.value)

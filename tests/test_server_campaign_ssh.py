@@ -47,6 +47,11 @@ max_tokens = 32
 [search.baseline]
 "--cuda-graph-max-bs" = 16
 
+[objective]
+# the same decisions on both hosts: no repeats bought for precision, which would follow the
+# machine's load (noise-adaptive measurement is tested in tests/test_strategy_noise.py)
+precision = 0.5
+
 [model]
 name = "autopilot"
 """

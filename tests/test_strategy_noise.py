@@ -129,3 +129,21 @@ async def test_a_noisy_lab_campaign_measures_more_visibly(tmp_path: Path) -> Non
     assert done.startswith("Done.") and "measured more before deciding" in done
     events = (run.path / "events.jsonl").read_text()
     assert "above the 2% target" in events
+
+
+def test_the_precision_target_comes_from_the_objective_config(tmp_path: Path) -> None:
+    """[objective] precision reaches the planner (default 2 %), and a bad value is one line."""
+    from agent.brains.autopilot.brain import Campaign
+    from tools.domain.config import ConfigError, load_config
+
+    config = lab()
+    run = start("beat baseline", config, "autopilot", tmp_path, None, Limits(max_steps=300))
+    assert Campaign(run.state, config).planner.settings.target_noise == 0.02
+    loose = config.model_copy(
+        update={"objective": config.objective.model_copy(update={"precision": 0.1})}
+    )
+    assert Campaign(run.state, loose).planner.settings.target_noise == 0.1
+    bad = tmp_path / "agent.toml"
+    bad.write_text("[objective]\nprecision = 0\n")
+    with pytest.raises(ConfigError, match=r"objective\.precision"):
+        load_config(bad)

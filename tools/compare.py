@@ -61,4 +61,4 @@ def run_repeats(ctx: ToolContext, loaded: list[BenchResult]) -> list[list[dict[i
     measured = [results.of_event(e, ctx.run.path) for e in ctx.run.state.results]
     known = {(r.id, r.config_hash) for r in measured}
     measured += [r for r in loaded if (r.id, r.config_hash) not in known]
-    return results.repeats(measured)
+    return results.repeats([results.by_rate(r) for r in measured])  # keyed as compare pairs

@@ -340,8 +340,9 @@ def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | Non
         burstiness=inp.burstiness or bench.burstiness,
         duration_s=inp.duration_s or bench.duration_s,
         slo_ms={workload_options.SLO_KEYS[k]: v for k, v in slo.items()},
-        shared_prefix=inp.shared_prefix or 0,
-        multi_turn=inp.multi_turn,
+        shared_prefix=bench.shared_prefix if inp.shared_prefix is None else inp.shared_prefix,
+        # the config's multi_turn goes with the config's dataset; a call naming a dataset decides
+        multi_turn=inp.multi_turn or (bench.multi_turn and inp.dataset is None and not rates),
     )
 
 

@@ -96,18 +96,21 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"comma-separated closed-loop levels (default {DEFAULT_LEVELS})",
     )
-    traffic.add_argument(
-        "--request-rate",
-        type=_option(workload_options.rates),
-        default=None,
-        help="comma-separated request rates (req/s): open-loop levels instead of concurrency",
-    )
-    ap.add_argument(
-        "--burstiness",
-        type=_option(workload_options.burstiness),
-        default=1.0,
-        help="with --request-rate: gamma shape of the gaps, 1 = Poisson (default), or constant",
-    )
+    # the options workload_options parses (run_benchmark takes the same), declared alike
+    workload_args: list[tuple[Any, str, Any, Any, str]] = [
+        (traffic, "--request-rate", workload_options.rates, None,
+         "comma-separated request rates (req/s): open-loop levels instead of concurrency"),
+        (ap, "--burstiness", workload_options.burstiness, 1.0,
+         "with --request-rate: gamma shape of the gaps, 1 = Poisson (default), or constant"),
+        (ap, "--dataset", workload_options.dataset, "random",
+         "random (default), chat, code, sharegpt:FILE or jsonl:FILE"),
+        (ap, "--slo", workload_options.slo, None,
+         "per-request limits for goodput, e.g. ttft_ms=200,tpot_ms=50,e2el_ms=5000"),
+        (ap, "--shared-prefix", workload_options.shared_prefix, 0,
+         "tokens of a system prompt every request shares (default 0)"),
+    ]  # fmt: skip
+    for group, flag, parse, default, text in workload_args:
+        group.add_argument(flag, type=_option(parse), default=default, help=text)
     ap.add_argument(
         "--find-max-rate",
         action="store_true",
@@ -115,24 +118,6 @@ def parser() -> argparse.ArgumentParser:
         "R: start there (default 1 req/s)",
     )
     ap.add_argument("--duration", type=float, default=None, help="seconds per level (model time)")
-    ap.add_argument(
-        "--dataset",
-        type=_option(workload_options.dataset),
-        default="random",
-        help="random (default), chat, code, sharegpt:FILE or jsonl:FILE",
-    )
-    ap.add_argument(
-        "--slo",
-        type=_option(workload_options.slo),
-        default=None,
-        help="per-request limits for goodput, e.g. ttft_ms=200,tpot_ms=50,e2el_ms=5000",
-    )
-    ap.add_argument(
-        "--shared-prefix",
-        type=_option(workload_options.shared_prefix),
-        default=0,
-        help="tokens of a system prompt every request shares (default 0)",
-    )
     ap.add_argument(
         "--multi-turn",
         action="store_true",

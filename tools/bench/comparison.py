@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.bench.confighash import TRAFFIC_DEFAULTS, normalize_command, workload_key
+from tools.bench.results import by_rate, sweep_of
 from tools.bench.results import repeats as repeats_of
-from tools.bench.results import sweep_of
 from tools.bench.schema import BenchResult
 from tools.bench.table import render
 from tools.domain import stats
@@ -62,14 +62,19 @@ class Comparison:
     versus: dict[str, stats.Versus]  # result -> its configuration against the baseline's
     winner: str  # the baseline, or the result whose configuration beats it the most
     config_of: dict[str, str]  # result -> its configuration (config hash and workload)
+    names: dict[int, str] = field(default_factory=dict)  # level -> "C=10" | "rate 5/s"
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def name(self, level: int) -> str:
+        return self.names.get(level, f"C={level}")
 
     def data(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline,
             "results": self.ids,
             "levels": self.levels,
+            "level_names": {str(k): self.name(k) for k in self.levels},
             "output_throughput": {str(k): v for k, v in self.values.items()},
             "ratios": {i: {str(k): v for k, v in r.items()} for i, r in self.ratios.items()},
             "winners": {str(k): v for k, v in self.winners.items()},
@@ -90,8 +95,9 @@ def compare(
     baseline: str | None = None,
     repeats: Sequence[Sequence[stats.Sweep]] | None = None,
 ) -> Comparison:
-    """`repeats`: every configuration's sweeps known (tools.bench.results.repeats); default: those
-    among the results compared."""
+    """`repeats`: every configuration's sweeps known (tools.bench.results.repeats, of results keyed
+    by_rate); default: those among the results compared. Open levels pair by their rate."""
+    results = [by_rate(r) for r in results]
     repeats = repeats_of(results) if repeats is None else repeats
     ids = [r.id for r in results]
     base = next((r for r in results if r.id == baseline), results[0]) if baseline else results[0]
@@ -126,13 +132,16 @@ def compare(
         for r in others
         if config_of[r.id] != config_of[base.id]
     }
-    crossovers = {r.id: _crossovers(r.id, base.id, ratios[r.id], within[r.id]) for r in others}
+    names = {p.max_concurrency: p.name for r in results for p in r.points}
+    crossovers = {
+        r.id: _crossovers(r.id, base.id, ratios[r.id], within[r.id], names) for r in others
+    }
     geomean = {rid: v.ratio for rid, v in versus.items()}
     wins = [rid for rid, v in versus.items() if v.wins]
     winner = max(wins, key=lambda rid: versus[rid].ratio or 0.0, default=base.id)
     cmp = Comparison(
         ids, base.id, levels, values, ratios, winners, geomean, crossovers, noise, within, versus,
-        winner, config_of,
+        winner, config_of, names,
     )  # fmt: skip
     for r in others:
         _check_workload(cmp, base, r)
@@ -147,8 +156,8 @@ def compare(
         for rid, lvls in within.items():
             if lvls:
                 cmp.warnings.append(
-                    f"{rid} vs {base.id}: difference within the noise floor at C="
-                    + ",".join(map(str, lvls))
+                    f"{rid} vs {base.id}: difference within the noise floor at "
+                    + _listed([cmp.name(c) for c in lvls])
                     + " - not a real win or loss there"
                 )
     return cmp
@@ -158,7 +167,9 @@ def _config_key(r: BenchResult) -> str:
     return f"{r.config_hash} {sorted(workload_key(r.workload.model_dump()).items())}"
 
 
-def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) -> list[str]:
+def _crossovers(
+    rid: str, bid: str, ratios: dict[int, float], noisy: list[int], names: dict[int, str]
+) -> list[str]:
     """Where the ratio crosses 1 between consecutive levels; one inside the noise on either side
     is said to be not established."""
     out = []
@@ -166,11 +177,26 @@ def _crossovers(rid: str, bid: str, ratios: dict[int, float], noisy: list[int]) 
     for (l1, r1), (l2, r2) in itertools.pairwise(pts):
         if (r1 - 1) * (r2 - 1) < 0:
             ahead, behind = (rid, bid) if r1 > 1 else (bid, rid)
-            line = f"between C={l1} and C={l2}: {ahead} ahead at C<={l1}, {behind} at C>={l2}"
+            n1, n2 = names.get(l1, f"C={l1}"), names.get(l2, f"C={l2}")
+            at1, at2 = _at(n1, "<="), _at(n2, ">=")
+            line = f"between {n1} and {n2}: {ahead} ahead at {at1}, {behind} at {at2}"
             if l1 in noisy or l2 in noisy:
                 line += " (within the noise floor: not established)"
             out.append(line)
     return out
+
+
+def _at(name: str, op: str) -> str:
+    """'C=10' -> 'C<=10', 'rate 5/s' -> 'rate<=5/s'."""
+    kind, _, value = name.replace("=", " ").partition(" ")
+    return f"{kind}{op}{value}"
+
+
+def _listed(names: list[str]) -> str:
+    """'C=1,10' for closed levels (as ever), 'rate 5/s, rate 20/s' for open ones."""
+    if all(n.startswith("C=") for n in names):
+        return "C=" + ",".join(n.removeprefix("C=") for n in names)
+    return ", ".join(names)
 
 
 def workload_mismatch(results: list[BenchResult]) -> str | None:
@@ -240,21 +266,17 @@ def _check_commands(cmp: Comparison, a: BenchResult, b: BenchResult) -> None:
 
 def _check_points(cmp: Comparison, results: list[BenchResult]) -> None:
     for r in results:
-        bad = [p.max_concurrency for p in r.points if p.level_failed]
+        bad = [p.name for p in r.points if p.level_failed]
         if bad:
-            cmp.warnings.append(f"{r.id}: every request failed at C={','.join(map(str, bad))}")
+            cmp.warnings.append(f"{r.id}: every request failed at {_listed(bad)}")
         partial = [
-            f"C={p.max_concurrency} ({p.failed} failed)"
-            for p in r.points
-            if p.failed and not p.level_failed
+            f"{p.name} ({p.failed} failed)" for p in r.points if p.failed and not p.level_failed
         ]
         if partial:
             cmp.warnings.append(f"{r.id}: failed requests at {', '.join(partial)}")
-        eos = [p.max_concurrency for p in r.points if p.early_eos]
+        eos = [p.name for p in r.points if p.early_eos]
         if eos:
-            cmp.warnings.append(
-                f"{r.id}: early EOS at C={','.join(map(str, eos))} (fewer tokens than asked)"
-            )
+            cmp.warnings.append(f"{r.id}: early EOS at {_listed(eos)} (fewer tokens than asked)")
         if r.interrupted:
             cmp.warnings.append(f"{r.id} was interrupted: some levels are missing or partial")
 
@@ -277,10 +299,17 @@ def _one_per_config(cmp: Comparison, ids: list[str]) -> list[str]:
 
 def render_comparison(cmp: Comparison) -> str:
     others = [i for i in cmp.ids if i != cmp.baseline]
-    headers = ["C", *cmp.ids, *(f"ratio {i.split('-')[0]}" for i in others), "winner"]
+    rate = any(n.startswith("rate") for n in cmp.names.values())
+    headers = [
+        "rate/s" if rate else "C",
+        *cmp.ids,
+        *(f"ratio {i.split('-')[0]}" for i in others),
+        "winner",
+    ]
     rows = []
     for level in cmp.levels:
-        row: list[Any] = [level]
+        name = cmp.name(level)  # the level's rate where it has one, not its request count
+        row: list[Any] = [level if name.startswith("C=") else name[len("rate ") : -len("/s")]]
         row += [cmp.values[level].get(i) for i in cmp.ids]
         for i in others:
             x = cmp.ratios[i].get(level)
@@ -308,7 +337,7 @@ def render_comparison(cmp: Comparison) -> str:
     if cmp.noise:
         lines.append(
             "noise floor per level: "
-            + ", ".join(f"C={k} {stats.percent(v)}" for k, v in sorted(cmp.noise.items()))
+            + ", ".join(f"{cmp.name(k)} {stats.percent(v)}" for k, v in sorted(cmp.noise.items()))
         )
     is_base = cmp.winner == cmp.baseline
     lines.append(f"winner: {cmp.winner}" + (" (the baseline: nothing beat it)" if is_base else ""))

@@ -9,6 +9,7 @@ from tools.bench import datasets
 from tools.bench.loadgen import LevelRun
 from tools.bench.multi_turn import turn_rows
 from tools.bench.schema import Workload
+from tools.bench.schema import level_name as level_name  # where readers of traffic look
 
 RATE_LEVEL_S = 10.0  # a rate level without --duration or a request count: this long
 CLOSED_POOL_PER_C = 64  # a duration-bound closed level prepares this many requests per stream
@@ -69,12 +70,6 @@ def traffic_keys(
     point["burstiness"] = wl.burstiness
     point["achieved_request_rate"] = (len(starts) - 1) / span if span > 0 else 0.0
     return point
-
-
-def level_name(point: dict[str, Any]) -> str:
-    """'C=10' for a closed level, 'rate 5/s' for an open one."""
-    rate = point.get("request_rate", "inf")
-    return f"C={point['max_concurrency']}" if rate == "inf" else f"rate {rate:g}/s"
 
 
 def check_traffic(

@@ -199,6 +199,25 @@ def _from_event(event: Mapping[str, Any]) -> BenchResult:
     )
 
 
+RATE_KEY = 1000  # an open level's key where levels are paired: its rate in milli-req/s
+
+
+def by_rate(result: BenchResult) -> BenchResult:
+    """The result with each open-loop point keyed by its target rate (rate x RATE_KEY) instead of
+    its request count, for pairing levels across results: two sweeps at 5 req/s meet at one
+    level whatever their durations or request counts. Closed levels keep their concurrency; the
+    point's name (Point.name) still reads 'rate 5/s'."""
+    if all(p.rate is None for p in result.points):
+        return result
+    points = [
+        p if p.rate is None else p.model_copy(update={"max_concurrency": round(p.rate * RATE_KEY)})
+        for p in result.points
+    ]
+    return result.model_copy(
+        update={"points": points, "levels": [p.max_concurrency for p in points]}
+    )
+
+
 def sweep_of(result: BenchResult) -> dict[int, float]:
     """{level: output tok/s} as the statistics read it: a failed level is 0.0, a level cut short
     by an interruption is left out (it is not a whole measurement)."""

@@ -9,6 +9,8 @@ level's verdict is `level_failed` (more than 1 % of the requests failed: tools/b
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,6 +74,21 @@ class ClientInfo(BaseModel):
     remote_command: str | None = None
 
 
+def open_rate(point: Mapping[str, Any]) -> float | None:
+    """The target rate (req/s) of an open-loop level; None for a closed one ("inf", vLLM's)."""
+    rate = point.get("request_rate")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
+        return None
+    return float(rate)
+
+
+def level_name(point: Mapping[str, Any]) -> str:
+    """'C=10' for a closed level, 'rate 5/s' for an open one (whose max_concurrency is only its
+    request count)."""
+    rate = open_rate(point)
+    return f"C={point['max_concurrency']}" if rate is None else f"rate {rate:g}/s"
+
+
 class Point(BaseModel):
     """One level. Typed here are the keys the tools read; every other flat key is kept as is."""
 
@@ -102,6 +119,17 @@ class Point(BaseModel):
     usage_counted: int = 0  # successes without a usage message: tokens counted from the chunks
     level_failed: bool = False
     interrupted: bool = False  # Ctrl-C during this level: the requests that finished
+
+    @property
+    def rate(self) -> float | None:
+        """An open level's target rate (req/s), None for a closed level."""
+        return open_rate(self.__pydantic_extra__ or {})
+
+    @property
+    def name(self) -> str:
+        return level_name(
+            {**(self.__pydantic_extra__ or {}), "max_concurrency": self.max_concurrency}
+        )
 
 
 class BenchResult(BaseModel):

@@ -71,7 +71,7 @@ class HostConfig(Strict):
 
 
 # the engine profiles shipped in tools/servers/profiles/*.toml (a test keeps the two in step)
-BUILTIN_ENGINES = ("llama.cpp", "openai", "sglang", "sim", "vllm")
+BUILTIN_ENGINES = ("llama-cpp-python", "llama.cpp", "openai", "sglang", "sim", "vllm")
 
 
 class ServerConfig(Strict):
@@ -124,6 +124,19 @@ class BenchConfig(Strict):
     burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0  # 1: Poisson arrivals
     duration_s: float | None = Field(default=None, gt=0)  # seconds per level
     slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] = {}
+    shared_prefix: int = Field(default=0, ge=0, le=100_000)  # system-prompt tokens shared
+    multi_turn: bool = False  # replay the dataset's conversations turn by turn
+
+    @model_validator(mode="after")
+    def multi_turn_needs_conversations(self) -> BenchConfig:
+        # the same rule as agent bench --multi-turn, said once at load time, not at every sweep
+        if self.multi_turn and self.dataset.partition(":")[0] not in ("sharegpt", "jsonl"):
+            raise ValueError(
+                "multi_turn needs conversations: dataset = 'sharegpt:FILE' or 'jsonl:FILE'"
+            )
+        if self.multi_turn and self.request_rate:
+            raise ValueError("multi_turn runs closed loops: drop request_rate")
+        return self
 
 
 class ObjectiveConfig(Strict):
@@ -131,6 +144,8 @@ class ObjectiveConfig(Strict):
     level: int | None = None  # for kind = "level"
     ttft_p99_ms: float | None = None  # for kind = "slo" and "max_load"
     tpot_p99_ms: float | None = None
+    # the autopilot measures more (repeats) while the objective's noise floor is above this
+    precision: float = Field(default=0.02, gt=0, le=1)
 
 
 class BudgetConfig(Strict):

@@ -86,6 +86,7 @@ class Campaign:
             objective=objective,
             excluded=self.directives.skip,
             wrap_up=self.directives.wrap_up or state.warned_budget,
+            target_noise=obj.precision,
         )
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
