@@ -2,6 +2,8 @@
 --boxes N`, a local Ray cluster of N simulated boxes), wall time and the decisions made.
 
     .venv/bin/python -m benchmarks.fleet_speedup [--boxes 1,3] [--time-scale 20] [--runs-dir DIR]
+    .venv/bin/python -m benchmarks.fleet_speedup --offline 8 [--boxes 1,3]
+
 
 Each run is the CLI as a user runs it, cluster start and stop included. Printed per run: wall
 time (the process), the campaign's own time (run_started -> run_finished), trials, boxes used,
@@ -10,6 +12,11 @@ recommendation; then the ratio N boxes / 1 box of the campaign's time (run_start
 run_finished, the cluster's start and stop included). "The same decisions": the same configurations
 measured and the same recommendation (the order differs, as trials end in another order).
 Target (issue 15): 3 boxes at most 0.6x the one-box wall time. Figures go to docs/fleet.md.
+
+`--offline SEEDS`: the same controller loop (plan_batch, agent/brains/autopilot/batch.py) with no
+cluster, against the simulator's truth (1.5 % noise), trials taking their typical lab times (a
+screen 9 s, a full sweep 25 s, +-10 %) and no CPU contention: the critical path of the planning
+alone, per seed, and the median ratio.
 """
 
 from __future__ import annotations
@@ -71,13 +78,84 @@ def max_overlap(trials: list[dict[str, Any]]) -> int:
     return most
 
 
+SCREEN_S, SWEEP_S = 9.0, 25.0  # a trial's time in the default lab at time scale 20
+
+
+def offline(boxes: int, seed: int) -> tuple[float, int, float]:
+    """(model time, trials, the recommendation's share of the optimum) of the batched campaign
+    on `boxes` slots, trials ending when their modelled time is up."""
+    import random
+
+    from agent.brains.autopilot.batch import plan_batch, reused_launch
+    from agent.brains.autopilot.engine_limits import engine_check
+    from agent.brains.autopilot.history import History, Launch, Measurement
+    from agent.brains.autopilot.offline import sim_truth
+    from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+    from sim.space import DEFAULT_LEVELS, default_space
+    from tools.domain import lab_truth
+    from tools.domain.space import SearchSpace
+
+    space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
+    h, rng = History(space), random.Random(seed)
+    truth, optimum = sim_truth(), lab_truth.optimum(default_space())[1]
+    now, trials, flight = 0.0, 0, list[tuple[float, int, Experiment]]()
+    while True:
+        steps = plan_batch(planner, h, [e for _, _, e in flight], boxes - len(flight))
+        if steps and isinstance(steps[0], Finish):
+            best = steps[0].best
+            return now, trials, lab_truth.config_value(best) / optimum if best else 0.0
+        for step in steps:
+            if isinstance(step, Experiment):
+                trials += 1
+                took = (SWEEP_S if step.full else SCREEN_S) * rng.uniform(0.9, 1.1)
+                flight.append((now + took, trials, step))
+        flight.sort(key=lambda f: f[:2])
+        now, _, e = flight.pop(0)
+        got = truth(e.config, e.levels)
+        if isinstance(got, str):
+            h.launches.append(Launch(e.config, ok=False, reason=got))
+            continue
+        launch = reused_launch(h, e)
+        if launch is None:
+            h.launches.append(Launch(e.config))
+            launch = len(h.launches) - 1
+        per = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
+        h.measurements.append(Measurement(e.config, launch, per, e.purpose))
+
+
+def main_offline(counts: list[int], seeds: int) -> int:
+    import statistics
+
+    ratios: dict[int, list[float]] = {n: [] for n in counts[1:]}
+    for seed in range(seeds):
+        runs = {n: offline(n, seed) for n in counts}
+        t0 = runs[counts[0]][0]
+        line = "; ".join(
+            f"{n} box(es) {t:.0f} s, {k} trials, {q:.1%} of the optimum"
+            for n, (t, k, q) in runs.items()
+        )
+        for n in counts[1:]:
+            ratios[n].append(runs[n][0] / t0)
+        print(f"seed {seed}: {line}", flush=True)
+    for n, rs in ratios.items():
+        print(
+            f"{n} boxes / {counts[0]}: median {statistics.median(rs):.2f}x "
+            f"(min {min(rs):.2f}, max {max(rs):.2f}) of the model time over {seeds} seeds"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--boxes", default="1,3", help="box counts to compare; the first is the base")
     ap.add_argument("--time-scale", type=float, default=20.0, help="the simulator's time scale")
     ap.add_argument("--runs-dir", type=Path, help="default: a temporary folder")
     ap.add_argument("--runs", help="run folders made before, one per --boxes entry, to read again")
+    ap.add_argument("--offline", type=int, metavar="SEEDS", help="the offline model, no cluster")
     args = ap.parse_args()
+    if args.offline:
+        return main_offline([int(b) for b in args.boxes.split(",")], args.offline)
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="fleet-speedup-"))
     counts = [int(b) for b in args.boxes.split(",")]
     done = dict(zip(counts, args.runs.split(","), strict=False)) if args.runs else {}
