@@ -86,9 +86,9 @@ def offline(boxes: int, seed: int) -> tuple[float, int, float]:
     on `boxes` slots, trials ending when their modelled time is up."""
     import random
 
-    from agent.brains.autopilot.batch import plan_batch, reused_launch
+    from agent.brains.autopilot.batch import plan_batch, record_trial
     from agent.brains.autopilot.engine_limits import engine_check
-    from agent.brains.autopilot.history import History, Launch, Measurement
+    from agent.brains.autopilot.history import History
     from agent.brains.autopilot.offline import sim_truth
     from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
     from sim.space import DEFAULT_LEVELS, default_space
@@ -113,15 +113,9 @@ def offline(boxes: int, seed: int) -> tuple[float, int, float]:
         flight.sort(key=lambda f: f[:2])
         now, _, e = flight.pop(0)
         got = truth(e.config, e.levels)
-        if isinstance(got, str):
-            h.launches.append(Launch(e.config, ok=False, reason=got))
-            continue
-        launch = reused_launch(h, e)
-        if launch is None:
-            h.launches.append(Launch(e.config))
-            launch = len(h.launches) - 1
-        per = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
-        h.measurements.append(Measurement(e.config, launch, per, e.purpose))
+        if not isinstance(got, str):
+            got = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
+        record_trial(h, e, got)
 
 
 def main_offline(counts: list[int], seeds: int) -> int:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.brains.autopilot.batch import plan_batch, reused_launch
+from agent.brains.autopilot.batch import plan_batch, record_trial
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History, Measurement
 from agent.brains.autopilot.offline import sim_truth
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from sim.space import DEFAULT_LEVELS, default_space
@@ -33,15 +33,9 @@ def measure(h: History, e: Experiment, rng: random.Random) -> None:
     """A trial as the fleet controller records it: a launch unless it measures a launched
     configuration again (reused_launch), the truth with 1.5 % noise."""
     got = TRUTH(e.config, e.levels)
-    if isinstance(got, str):
-        h.launches.append(Launch(e.config, ok=False, reason=got))
-        return
-    launch = reused_launch(h, e)
-    if launch is None:
-        h.launches.append(Launch(e.config))
-        launch = len(h.launches) - 1
-    per = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
-    h.measurements.append(Measurement(e.config, launch, per, e.purpose))
+    if not isinstance(got, str):
+        got = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
+    record_trial(h, e, got)
 
 
 Call = tuple[list[Experiment], list[Experiment]]  # (in flight, started)
