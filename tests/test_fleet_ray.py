@@ -1,10 +1,13 @@
 """The fleet on a real local Ray cluster (a head and a worker node on this machine, the custom
 resources box_1/box_2 standing in for two boxes), through `agent run --fleet ray --boxes 2`: a
-small campaign whose screen loses its Ray worker mid-trial. Marked `ray` (the [ray] extra):
-.ci/run's ray stage runs it; the README's `pytest -q` leaves it out."""
+small campaign whose screen loses its Ray worker mid-trial; and the clean-up tasks themselves
+(pinned to a trial's node, a lost node named gone, close() with a trial in flight). Marked `ray`
+(the [ray] extra): .ci/run's ray stage runs it; the README's `pytest -q` leaves it out."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import plain_config
+from tools.domain.fleet_config import FleetConfig
+from tools.fleet.ray_backend import RayFleet, Submitted
+from tools.fleet.trial import TrialSpec, node_dir, start_detached
 
 pytestmark = pytest.mark.ray
 
@@ -91,14 +99,14 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
     try:
         deadline = time.monotonic() + 150
         while not killed and child.poll() is None and time.monotonic() < deadline:
-            for pidfile in (run / "fleet").glob("screen-*.json"):
+            for pidfile in (run / "fleet").glob("*/screen-*.json"):  # <node id>/<trial>.json
                 try:
                     info = json.loads(pidfile.read_text())
                 except (OSError, ValueError):
                     continue
                 if info.get("pid"):  # the screen's server is up: its worker dies now
                     os.kill(int(info["worker"]), signal.SIGKILL)
-                    killed = {"trial": pidfile.stem, **info}
+                    killed = {"trial": pidfile.stem, "folder": pidfile.parent.name, **info}
                     break
             time.sleep(0.05)
         out, err = child.communicate(timeout=max(10, deadline - time.monotonic()))
@@ -116,7 +124,12 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
     ended = {e["trial"]: e for e in log if e["type"] == "trial_ended"}
     lost, again = ended[killed["trial"]], ended[killed["trial"] + "-try2"]
     assert not lost["ok"] and lost["box"] == killed["box"]
-    assert "killed the server group" in lost["cleanup"]
+    # the pid file was in the node's own folder, which the controller does not read: the server
+    # was killed by the clean-up task on that node, which names itself
+    assert killed["folder"] == killed["node"] == lost["node"]
+    by = f"{killed['box']} (node {killed['node'][:12]})"
+    assert lost["cleanup"] == f"{by} killed the server group {killed['pid']} the lost worker left"
+    assert not list((run / "fleet").glob("*.json"))
     assert again["ok"] and again["box"] != killed["box"]  # retried on the other box
     # the A/A pair ran on both boxes at once
     first = [ended[t] for t in ended if t.startswith(("baseline", "noise"))]
@@ -131,4 +144,69 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
 
     # nothing left: no simulator of the run's boxes, no Ray process of its cluster
     assert with_env(str(run / "fleet")) == []
+    assert set(live(RAY_PROCESSES)) - ray_before == set()
+
+
+def server(folder: Path, trial: str, **where: Any) -> int:
+    """A server a trial left on a node: its own session, its pid file in the node's folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pid = start_detached("sleep 60", str(folder / f"{trial}.log"), folder)
+    (folder / f"{trial}.json").write_text(json.dumps({**where, "pid": pid}))
+    return pid
+
+
+def gone(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
+    tmp_path: Path,
+) -> None:
+    ray_before = set(live(RAY_PROCESSES))
+    fleet = RayFleet(FleetConfig(), tmp_path)
+    fleet.connect(boxes=2)
+    pids: list[int] = []
+    try:
+        by_box = {box: node for node, box in fleet.nodes().items()}
+        one, two = by_box["box1"], by_box["box2"]
+        # box2's task reads box2's folder only: the same trial's file on box1 stays
+        pids.append(on_one := server(node_dir(tmp_path, one), "t1", node=one))
+        pids.append(on_two := server(node_dir(tmp_path, two), "t1", node=two))
+        text = await fleet.clean_up(two, "box2", "t1")
+        by = f"box2 (node {two[:12]})"
+        assert text == f"{by} killed the server group {on_two} the lost worker left"
+        assert gone(on_two) and not gone(on_one)
+        assert await fleet.clean_up(two, "box2", "t1") == (
+            f"box2 (node {two[:12]}): nothing left (the trial had cleaned up)"
+        )
+        # close(): a trial in flight on box1 (its worker a process that is no Ray worker, so it
+        # stays) - its server is killed by a task on box1 before the cluster goes
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        spec = TrialSpec("t1", plain_config(), {}, [])
+        fleet.pending[future] = Submitted(spec, None, None, 1, on=one, box="box1")
+        # box2 goes down: in the lab its servers go with it, as on a real machine
+        pids.append(on_two := server(node_dir(tmp_path, two), "t2", node=two))
+        assert fleet.local is not None
+        fleet.local.kill_box(0)
+        assert gone(on_two)
+        assert await fleet.clean_up(two, "box2", "t2") == (
+            f"box2 (node {two[:12]}) is gone: its processes went with it"
+        )
+        done = await fleet.close()
+        assert done == {"t1": f"box1 (node {one[:12]}) killed the server group {on_one} "
+                        "a trial still running left"}  # fmt: skip
+        assert future.cancelled() and gone(on_one)
+    finally:
+        fleet.shutdown()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
     assert set(live(RAY_PROCESSES)) - ray_before == set()

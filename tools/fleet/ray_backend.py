@@ -6,6 +6,14 @@ A node or worker lost mid-trial is a failed trial with Ray's reason; the control
 once, pinned to another node (NodeAffinitySchedulingStrategy). Ray's own task retries are off so
 that every try is recorded.
 
+Clean-up happens on the node: a trial's files (log, pid file) are in that node's own folder
+(`node_dir`), so whatever a lost worker left behind is killed by a small task pinned to the node
+(hard NodeAffinitySchedulingStrategy) that runs `reap` there. The controller knows the node because
+the trial task is a streaming generator whose first item is where it runs: with backpressure 1 it
+does not go on (start the server) before the controller has taken that item, so the controller
+knows the node of every trial that can have a server, even when the worker dies. A node that is
+gone took its processes with it (in the lab `LocalCluster.kill_box` kills its servers itself).
+
 `LocalCluster` is the lab: a head and N-1 worker nodes on this machine (ray.cluster_utils),
 each with the custom resources {"box": 1, "box_<i>": 1} standing in for one box.
 """
@@ -13,16 +21,21 @@ each with the custom resources {"box": 1, "box_<i>": 1} standing in for one box.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tools.domain.fleet_config import BOX, FleetConfig
-from tools.fleet.trial import TrialOutcome, TrialSpec, reap, run_trial
+from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
 
 BOX_PREFIX = f"{BOX}_"
+REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
 
 
 class FleetError(Exception):
@@ -43,27 +56,45 @@ def box_of(resources: dict[str, Any], node_id: str) -> str:
     return f"box{names[0]}" if names else node_id[:8]
 
 
-def _trial_task(spec: TrialSpec, workdir: str) -> TrialOutcome:
-    """What runs on the node: the trial, named after the node it landed on."""
+def _here() -> tuple[str, str]:
+    """This task's node id and box name."""
     ray = _ray()
     node = ray.get_runtime_context().get_node_id()
     box = next((box_of(n["Resources"], node) for n in ray.nodes() if n["NodeID"] == node), node[:8])
-    return asyncio.run(run_trial(spec, Path(workdir), node=node, box=box))
+    return node, box
+
+
+def _trial_task(spec: TrialSpec, workdir: str) -> Iterator[dict[str, str] | TrialOutcome]:
+    """What runs on the node (a streaming generator, backpressure 1): first where it runs - the
+    task goes on only once the controller has taken it - then the trial, in the node's folder."""
+    node, box = _here()
+    yield {"node": node, "box": box}
+    yield asyncio.run(run_trial(spec, node_dir(Path(workdir), node), node=node, box=box))
+
+
+def _reap_task(workdir: str, trial_id: str, stop_worker: bool) -> dict[str, Any]:
+    """Pinned to the trial's node: what the trial left in the node's folder, killed there; with
+    the node and box that did it."""
+    node, box = _here()
+    left = asyncio.run(reap(node_dir(Path(workdir), node), trial_id, stop_worker))
+    return {**left, "by_node": node, "by_box": box}
 
 
 @dataclass
 class Submitted:
     spec: TrialSpec
-    ref: Any  # the Ray ObjectRef
+    ref: Any  # Ray's ObjectRefGenerator: where the trial runs, then its outcome
     node: str | None  # pinned to this node (a retry), or None: wherever Ray places it
     attempt: int
+    on: str | None = None  # the node the trial reported it runs on, before its server starts
+    box: str = ""  # that node's box
 
 
 class LocalCluster:
     """A Ray cluster on this machine with `boxes` nodes (the lab); `shutdown` stops every process
-    it started."""
+    it started. `workdir`: the fleet's, whose node folders `kill_box` empties."""
 
-    def __init__(self, boxes: int, object_store_mb: int = 100) -> None:
+    def __init__(self, boxes: int, object_store_mb: int = 100, workdir: Path | None = None) -> None:
         from ray.cluster_utils import Cluster
 
         def node(i: int) -> dict[str, Any]:
@@ -77,10 +108,18 @@ class LocalCluster:
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.workers = [self.cluster.add_node(**node(i)) for i in range(2, boxes + 1)]
         self.address = self.cluster.address
+        self.workdir = workdir
 
     def kill_box(self, index: int) -> None:
-        """Lose one worker box (index 0 = box 2): its raylet and everything under it die."""
-        self.cluster.remove_node(self.workers[index])
+        """Lose one worker box (index 0 = box 2): its raylet and everything under it die. A real
+        machine that goes down takes its servers with it; here they run in sessions of their own
+        on this machine, so the box's servers (its folder's pid files) are killed too."""
+        node = self.workers[index]
+        self.cluster.remove_node(node)
+        if self.workdir is not None:
+            for pidfile in node_dir(self.workdir, node.node_id).glob("*.json"):
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    os.killpg(int(json.loads(pidfile.read_text())["pid"]), signal.SIGKILL)
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
@@ -101,7 +140,8 @@ class RayFleet:
         address = self.config.address
         try:
             if boxes is not None or address == "local":
-                self.local = LocalCluster(boxes or self.config.boxes, self.config.object_store_mb)
+                boxes = boxes or self.config.boxes
+                self.local = LocalCluster(boxes, self.config.object_store_mb, self.workdir)
                 address = self.local.address
             elif address == "auto":
                 address = os.environ.get("RAY_ADDRESS", "auto")
@@ -111,6 +151,7 @@ class RayFleet:
             where = "RAY_ADDRESS or a local `ray start`" if address == "auto" else address
             raise FleetError(f"cannot reach the Ray cluster at {where}: {err}") from None
         self._remote = ray.remote(_trial_task)
+        self._reaper = ray.remote(_reap_task)
 
     def nodes(self) -> dict[str, str]:
         """Alive nodes that can run a trial: node id -> box name."""
@@ -130,44 +171,101 @@ class RayFleet:
     def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None:
         """Place a trial; `avoid`: a node that just lost it (a retry goes elsewhere)."""
         options: dict[str, Any] = {"max_retries": 0, **_resource_options(self.config.resources)}
+        options |= {"num_returns": "streaming", "_generator_backpressure_num_objects": 1}
         node = None
         if avoid is not None:
             others = [n for n in self.nodes() if n != avoid]
-            busy = [s.node for s in self.pending.values()]
+            busy = [s.on or s.node for s in self.pending.values()]
             if others:
                 node = min(others, key=busy.count)
                 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
-        ref = self._remote.options(**options).remote(spec, str(self.workdir))
-        future = asyncio.ensure_future(_await(ref))
-        self.pending[future] = Submitted(spec, ref, node, attempt)
+        stream = self._remote.options(**options).remote(spec, str(self.workdir))
+        sub = Submitted(spec, stream, node, attempt)
+        self.pending[asyncio.ensure_future(_follow(stream, sub))] = sub
 
-    async def next_done(self) -> tuple[Submitted, TrialOutcome]:
-        """The next trial to end, as an outcome: a lost node or worker is a failed one."""
-        done, _ = await asyncio.wait(self.pending, return_when=asyncio.FIRST_COMPLETED)
+    async def wait(self, trial_id: str) -> tuple[Submitted, TrialOutcome]:
+        """This trial's end (run_trial: each call awaits its own, several at once)."""
+        return await self.next_done(trial_id)
+
+    async def next_done(self, trial_id: str | None = None) -> tuple[Submitted, TrialOutcome]:
+        """The next trial to end (or the one named), as an outcome: a lost node or worker is a
+        failed one."""
+        waiting = [f for f, s in self.pending.items() if trial_id in (None, s.spec.trial_id)]
+        if not waiting:
+            raise FleetError(f"no trial {trial_id or 'at all'} in flight")
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         future = next(iter(done))
         sub = self.pending.pop(future)
         try:
             return sub, future.result()
         except Exception as err:  # Ray's errors: the node died, the worker crashed, ...
-            outcome = TrialOutcome(sub.spec.trial_id, ok=False, reason=_lost(err))
-            left = await reap(self.workdir, sub.spec.trial_id)  # its server outlived the worker
-            outcome.node, outcome.box = str(left.get("node", "")), str(left.get("box", ""))
-            if left.get("pid"):
-                outcome.cleanup = f"killed the server group {left['pid']} the lost worker left"
+            node, box = sub.on or "", sub.box
+            outcome = TrialOutcome(sub.spec.trial_id, False, _lost(err), node=node, box=box)
+            # its server outlived the worker (in a session of its own): killed on its node
+            outcome.cleanup = await self.clean_up(sub.on, box, sub.spec.trial_id)
             return sub, outcome
 
-    async def close(self) -> None:
-        """Stop what was started: the local cluster, and the servers of trials still running
-        (a worker that dies leaves its server's session behind)."""
-        left = [sub.spec.trial_id for sub in self.pending.values()]
+    async def clean_up(
+        self, node: str | None, box: str, trial_id: str, stop_worker: bool = False
+    ) -> str:
+        """What a trial left on its node, killed by a task pinned there (`reap`, with the
+        trial's worker first when `stop_worker`); the outcome's `cleanup`, naming the node that
+        did it. No task when the node is unknown (the trial was lost before it said where it
+        runs, so before it started a server) or gone (its processes went with it)."""
+        if node is None:
+            return "nothing to clean up: the trial was lost before it named its node (no server)"
+        where = f"{box or node[:8]} (node {node[:12]})"
+        gone = f"{where} is gone: its processes went with it"
+        try:
+            if node not in self._alive():
+                return gone
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+            options = {"num_cpus": 0, "max_retries": 0, "scheduling_strategy": pinned}
+            ref = self._reaper.options(**options).remote(str(self.workdir), trial_id, stop_worker)
+            left: dict[str, Any] = await asyncio.wait_for(_await(ref), REAP_TIMEOUT_S)
+        except TimeoutError:
+            return f"could not clean up on {where}: no answer in {REAP_TIMEOUT_S:.0f} s"
+        except Exception as err:  # the node died meanwhile (NodeDiedError, unschedulable, ...)
+            with contextlib.suppress(Exception):
+                if node not in self._alive():
+                    return gone
+            return f"could not clean up on {where}: {_lost(err).removeprefix('lost on its node ')}"
+        by = f"{left['by_box']} (node {left['by_node'][:12]})"
+        if left.get("pid"):
+            whose = "a trial still running" if stop_worker else "the lost worker"
+            return f"{by} killed the server group {left['pid']} {whose} left"
+        if left.get("worker"):
+            return f"{by}: no server to kill (the trial had not started one)"
+        return f"{by}: nothing left (the trial had cleaned up)"
+
+    def _alive(self) -> set[str]:
+        return {n["NodeID"] for n in _ray().nodes() if n["Alive"]}
+
+    async def close(self) -> dict[str, str]:
+        """Stop what was started: the servers of trials still running, each killed (with its
+        worker, so that it starts nothing more) by a task on its node before the cluster goes -
+        a worker that dies leaves its server's session behind, on a joined cluster and in the
+        lab alike - then the local cluster. Trial -> what its clean-up did."""
+        left = list(self.pending.values())
         for future in self.pending:
             future.cancel()
         self.pending.clear()
-        self.shutdown()
-        for trial in left:
-            await reap(self.workdir, trial)
+        done: dict[str, str] = {}
+        try:
+            ray = _ray()
+            started = [s for s in left if s.on is not None]  # the others have no server
+            if started and ray.is_initialized():
+                texts = await asyncio.gather(
+                    *(self.clean_up(s.on, s.box, s.spec.trial_id, True) for s in started)
+                )
+                done = {s.spec.trial_id: text for s, text in zip(started, texts, strict=True)}
+        finally:
+            self.shutdown()
+        return done
 
     def shutdown(self) -> None:
         try:
@@ -180,9 +278,17 @@ class RayFleet:
                 self.local = None
 
 
-async def _await(ref: Any) -> TrialOutcome:
-    result: TrialOutcome = await ref
-    return result
+async def _await(ref: Any) -> Any:
+    return await ref
+
+
+async def _follow(stream: Any, sub: Submitted) -> TrialOutcome:
+    """A trial's stream: where it runs (noted on `sub` at once: the task waits for that), then
+    its outcome."""
+    where: dict[str, str] = await (await stream.__anext__())
+    sub.on, sub.box = where["node"], where["box"]
+    outcome: TrialOutcome = await (await stream.__anext__())
+    return outcome
 
 
 def _resource_options(need: dict[str, float]) -> dict[str, Any]:

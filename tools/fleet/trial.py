@@ -4,14 +4,18 @@ everything it spawned, and hand back the measured points and the log's tail.
 
 Pure of any scheduler: the Ray backend calls `run_trial` inside a task, a test can call it
 directly. While the server runs, `<workdir>/<trial>.json` names its pid, port and the worker that
-owns it, so that a controller whose worker died mid-trial can still kill what it left behind.
+owns it, so that a clean-up on the same node (`reap`) can kill what a dead worker left behind.
+The workdir a backend passes is the node's own folder (`node_dir`): on a real fleet it is on that
+node's disk, and in the lab the controller does not read it either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -30,6 +34,7 @@ from tools.servers.readiness import StartFailure, Watch, wait_ready
 from tools.start_server import build_command
 
 LOG_TAIL_LINES = 20
+KILL_WAIT_S = 5.0  # a SIGKILLed worker is gone well within this
 
 
 @dataclass
@@ -58,6 +63,12 @@ class TrialOutcome:
     started: float = 0.0  # wall clock (time.time) on the node
     ended: float = 0.0
     cleanup: str = ""
+
+
+def node_dir(workdir: Path, node: str) -> Path:
+    """A node's own folder under the run's fleet workdir: its trials' logs, pid files and
+    simulated GPUs. Only tasks running on that node read or write it."""
+    return workdir / node
 
 
 def free_port() -> int:
@@ -155,16 +166,52 @@ def _tail(path: str, lines: int) -> str:
         return ""
 
 
-async def reap(workdir: Path, trial_id: str) -> dict[str, Any]:
-    """What a trial whose worker died left behind: its pid file (node, box, worker, pid), and
-    its server's group killed. {} when there is none here: the file is on the node the trial
-    ran on, so this finds it in the lab, where every box is this machine."""
+async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[str, Any]:
+    """What a trial left behind in `workdir` (the node's folder: run this on that node): its pid
+    file (node, box, worker, port, pid once the server started), the server's group killed, the
+    file removed. `stop_worker`: SIGKILL the trial's Ray worker first, so that it starts nothing
+    more (a controller shutting down with the trial still running). {} when there is no file:
+    the trial ended and cleaned up itself, or never ran here."""
     pidfile = workdir / f"{trial_id}.json"
-    try:
-        info: dict[str, Any] = json.loads(pidfile.read_text())
-    except (OSError, ValueError):
+    info = _read_json(pidfile)
+    if info is None:
         return {}
+    if stop_worker and info.get("worker"):
+        stopped = await _stop_ray_worker(int(info["worker"]))
+        info = _read_json(pidfile) or info  # it may have started its server meanwhile
+        info["worker_stopped"] = stopped
     if info.get("pid"):
         await kill_group(int(info["pid"]))
     pidfile.unlink(missing_ok=True)
     return info
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+async def _stop_ray_worker(pid: int) -> bool:
+    """SIGKILL a Ray worker by pid and wait (up to KILL_WAIT_S) until it is gone, if that pid is
+    still a Ray worker (`ray::...`) and not this process: a pid reused since is left alone."""
+    if pid == os.getpid() or not _running(pid, b"ray::"):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT_S
+    while _running(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return not _running(pid)
+
+
+def _running(pid: int, prefix: bytes = b"") -> bool:
+    """A live (not zombie) process whose command line starts with `prefix`."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and cmdline.startswith(prefix)

@@ -1,0 +1,149 @@
+"""The clean-up after a lost trial, without Ray: `reap` on a node's folder (tools/fleet/trial.py)
+kills the server group its pid file names and, when asked, the trial's Ray worker first (a
+process that is no Ray worker is left alone); RayFleet names what it cannot clean up instead of
+pretending: a trial lost before it named its node, a node that is gone. The clean-up task pinned
+to a live node runs in tests/test_fleet_ray.py (marker ray)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import plain_config
+from tools.domain.fleet_config import FleetConfig
+from tools.fleet.ray_backend import RayFleet, Submitted
+from tools.fleet.trial import TrialSpec, node_dir, reap, start_detached
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def gone_soon(pid: int) -> bool:
+    """Dead within 2 s (a killed process whose parent has not waited for it yet is a zombie)."""
+    deadline = time.monotonic() + 2
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not alive(pid)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def server_group(folder: Path) -> tuple[int, int]:
+    """A server as a trial starts it: its own session, a child beside it. (leader, child)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    leader = start_detached("sleep 30 & echo $! > child; wait", str(folder / "s.log"), folder)
+    deadline = time.monotonic() + 5
+    while not (folder / "child").exists() or not (folder / "child").read_text().strip():
+        assert time.monotonic() < deadline, "the test's server did not start"
+        time.sleep(0.02)
+    return leader, int((folder / "child").read_text())
+
+
+async def test_reap_kills_the_group_its_pid_file_names_and_removes_the_file(
+    tmp_path: Path,
+) -> None:
+    here = node_dir(tmp_path, "node-a")
+    leader, child = server_group(here)
+    where = {"node": "node-a", "box": "box2", "worker": 1, "port": 1234, "pid": leader}
+    (here / "t1.json").write_text(json.dumps(where))
+    left = await reap(here, "t1")
+    assert left == where
+    assert gone_soon(child) and gone_soon(leader)
+    assert not (here / "t1.json").exists()
+    assert await reap(here, "t1") == {}  # nothing left the second time
+
+
+async def test_reap_reads_only_the_folder_it_is_given(tmp_path: Path) -> None:
+    """Another node's pid file is not this node's business: its server stays up."""
+    other = node_dir(tmp_path, "node-b")
+    leader, child = server_group(other)
+    (other / "t1.json").write_text(json.dumps({"node": "node-b", "pid": leader}))
+    try:
+        assert await reap(node_dir(tmp_path, "node-a"), "t1") == {}
+        assert alive(child) and (other / "t1.json").exists()
+    finally:
+        await reap(other, "t1")
+    assert gone_soon(child)
+
+
+async def test_reap_of_a_trial_that_had_not_started_its_server_kills_nothing(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    bystander = subprocess.Popen(["sleep", "30"])
+    procs.append(bystander)
+    tmp_path.joinpath("t1.json").write_text(json.dumps({"node": "n", "worker": bystander.pid}))
+    left = await reap(tmp_path, "t1")
+    assert left == {"node": "n", "worker": bystander.pid}
+    assert bystander.poll() is None and not tmp_path.joinpath("t1.json").exists()
+
+
+async def test_reap_stops_a_ray_worker_first_only_when_asked_and_only_a_ray_worker(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    worker = subprocess.Popen(["bash", "-c", "exec -a ray::_trial_task sleep 30"])
+    not_ray = subprocess.Popen(["sleep", "30"])  # a pid reused by something else
+    procs += [worker, not_ray]
+    deadline = time.monotonic() + 5
+    while not Path(f"/proc/{worker.pid}/cmdline").read_bytes().startswith(b"ray::"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    for trial, pid in (("t1", worker.pid), ("t2", not_ray.pid)):
+        tmp_path.joinpath(f"{trial}.json").write_text(json.dumps({"worker": pid}))
+    assert await reap(tmp_path, "t1") == {"worker": worker.pid}
+    assert worker.poll() is None  # not asked: a lost worker's pid may be someone else's now
+    tmp_path.joinpath("t1.json").write_text(json.dumps({"worker": worker.pid}))
+    assert (await reap(tmp_path, "t1", stop_worker=True))["worker_stopped"] is True
+    assert worker.wait(timeout=5) == -9
+    assert (await reap(tmp_path, "t2", stop_worker=True))["worker_stopped"] is False
+    assert not_ray.poll() is None
+    tmp_path.joinpath("t3.json").write_text(json.dumps({"worker": os.getpid()}))
+    assert (await reap(tmp_path, "t3", stop_worker=True))["worker_stopped"] is False  # itself
+
+
+async def test_a_trial_lost_before_it_named_its_node_needs_no_clean_up_task(
+    tmp_path: Path,
+) -> None:
+    """No Ray here: the controller does not ask the cluster about a trial that never said where
+    it runs (it waited for the controller to know before starting a server)."""
+    fleet = RayFleet(FleetConfig(), tmp_path)
+    future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    fleet.pending[future] = Submitted(TrialSpec("t1", plain_config(), {}, []), None, None, 1)
+    future.set_exception(RuntimeError("the worker died"))
+    _, out = await fleet.next_done()
+    assert not out.ok and out.reason.startswith("lost on its node (RuntimeError)")
+    assert out.node == "" and out.cleanup.startswith("nothing to clean up: the trial was lost")
+
+
+async def test_a_gone_node_is_named_and_no_task_is_sent_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = RayFleet(FleetConfig(), tmp_path)
+    monkeypatch.setattr(fleet, "_alive", lambda: {"other"})
+    future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    spec = TrialSpec("t1", plain_config(), {}, [])
+    node = "f" * 56
+    fleet.pending[future] = Submitted(spec, None, None, 1, on=node, box="box2")
+    future.set_exception(RuntimeError("the node died"))
+    _, out = await fleet.next_done()  # no _reaper: a task would fail with AttributeError
+    assert (out.node, out.box) == (node, "box2")
+    assert out.cleanup == f"box2 (node {'f' * 12}) is gone: its processes went with it"
