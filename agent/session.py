@@ -17,7 +17,7 @@ from agent.briefing import briefing
 from agent.loop import Agent
 from state.run import Run
 from state.secrets import config_secrets, secret_values
-from tools.base import ToolBox, ToolContext
+from tools.base import Fleet, ToolBox, ToolContext
 from tools.domain.config import Config, ConfigError, UsageError, redact
 from tools.domain.config_toml import to_toml
 from tools.registry import all_tools
@@ -25,8 +25,11 @@ from tools.registry import all_tools
 AUTOPILOT = "autopilot"
 
 
-def system_prompt() -> str:
-    return resources.files("prompts").joinpath("system.md").read_text().strip()
+def system_prompt(fleet: bool = False) -> str:
+    """prompts/system.md; on a fleet, prompts/fleet.md after it (the one-box prompt unchanged)."""
+    parts = ["system.md", "fleet.md"] if fleet else ["system.md"]
+    text = [resources.files("prompts").joinpath(p).read_text().strip() for p in parts]
+    return "\n\n".join(text)
 
 
 def choose_model(requested: str | None, config: Config) -> tuple[str, str | None]:
@@ -66,10 +69,13 @@ def make_brain(model: str, config: Config) -> Brain:
     return AnthropicBrain(model, prices=config.model.prices)
 
 
-def make_context(run: Run, config: Config, progress: Any = None) -> ToolContext:
+def make_context(
+    run: Run, config: Config, progress: Any = None, fleet: Fleet | None = None
+) -> ToolContext:
     from tools.hosts import HostPool
 
-    return ToolContext(run=run, config=config, hosts=HostPool(config), progress=progress)
+    pool = HostPool(config)
+    return ToolContext(run=run, config=config, hosts=pool, progress=progress, fleet=fleet)
 
 
 @dataclass
@@ -148,14 +154,34 @@ def config_of(run: Run) -> Config:
 
 
 def make_agent(
-    run: Run, brain: Brain, config: Config, tools: ToolBox | None = None, progress: Any = None
+    run: Run,
+    brain: Brain,
+    config: Config,
+    tools: ToolBox | None = None,
+    progress: Any = None,
+    fleet: Fleet | None = None,
 ) -> Agent:
+    """The loop of a run; with a `fleet`, run_trial among its tools and the fleet's section in
+    its system prompt."""
+    on_fleet = fleet is not None
     return Agent(
         run=run,
         brain=brain,
-        tools=tools or ToolBox(all_tools()),
-        ctx=make_context(run, config, progress),
-        system=system_prompt(),
+        tools=tools or ToolBox(all_tools(fleet=on_fleet)),
+        ctx=make_context(run, config, progress, fleet),
+        system=system_prompt(fleet=on_fleet),
         max_tokens=config.model.max_tokens,
         overload_wait_minutes=config.model.overload_wait_minutes,
     )
+
+
+async def wrap_up(agent: Agent, status: str | None = None) -> None:
+    """Every run ends the same way: no server of ours left running, and a report."""
+    from agent.report import write_report
+
+    for name in list(agent.run.state.servers):  # one by one: a kill that cannot be recorded
+        await agent.tools.call(agent.ctx, "kill_server", {"name": name})  # (a full disk) is done
+    if agent.disk_full:  # nothing more can be written; the resumed run's end writes the report
+        return
+    agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
+    write_report(agent.run, status)

@@ -71,6 +71,8 @@ def footprint(name: str, inp: Any, config: Config) -> Footprint:
         "stop_job": Footprint(writes=one({job})),
         "start_server": Footprint(writes=one({server, f"port:{host}:{port}"})),
         "run_benchmark": Footprint(writes=one({server}), adds=one({"results"})),
+        # a trial on a box of the fleet: its own server, placed by Ray; independent trials overlap
+        "run_trial": Footprint(adds=one({"results"})),
         "recommend": Footprint(reads=one({"results"}), writes=one({"recommendation"})),
     }
     if name == "kill_server" and args.get("name"):

@@ -213,11 +213,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def fake_tools() -> list[Tool]:
+def fake_tools(fleet: bool = False) -> list[Tool]:
     return [TodoWrite(), TodoRead(), FakeStartServer(), FakeKillServer(), FakeBenchmark()]
 
 
-def real_tools() -> list[Tool]:
+def real_tools(fleet: bool = False) -> list[Tool]:
     from tools.kill_server import KillServer
     from tools.run_benchmark import RunBenchmark
     from tools.start_server import StartServer

@@ -17,10 +17,9 @@ import state.atomic
 import state.events
 import state.ledger
 from agent.brains.base import Turn, TurnRequest
-from agent.cli.runner import wrap_up
 from agent.loop import Agent
 from agent.recover import recover
-from agent.session import Limits, make_agent, start
+from agent.session import Limits, make_agent, start, wrap_up
 from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.run import Run

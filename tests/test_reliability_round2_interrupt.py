@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent.cli.runner import wrap_up
 from agent.loop import Agent
-from agent.session import Limits, make_agent, start
+from agent.session import Limits, make_agent, start, wrap_up
 from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.inbox import send

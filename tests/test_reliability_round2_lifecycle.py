@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.runner import wrap_up
-from agent.session import Limits, make_agent, start
+from agent.session import Limits, make_agent, start, wrap_up
 from benchmarks.kill_resume_lab import free_port
 from tests.conftest import ScriptedBrain, tool_turn
 from tools.domain.config import Config, HostConfig, lab_config

@@ -19,6 +19,9 @@ from tools.hosts import Host, HostError, HostPool
 
 if TYPE_CHECKING:
     from state.run import Run
+    from tools.domain.fleet_config import FleetConfig
+    from tools.fleet.ray_backend import Submitted
+    from tools.fleet.trial import TrialOutcome, TrialSpec
 
 
 class ToolInput(BaseModel):
@@ -52,6 +55,16 @@ class Progress(Protocol):
     def __call__(self, kind: str, /, **info: Any) -> None: ...
 
 
+class Fleet(Protocol):
+    """Where run_trial places trials: tools/fleet/ray_backend.RayFleet (a fake in tests)."""
+
+    config: FleetConfig
+
+    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None: ...
+
+    async def wait(self, trial_id: str) -> tuple[Submitted, TrialOutcome]: ...
+
+
 @dataclass
 class ToolContext:
     """What a tool may reach. Fields beyond `run` and `config` are filled as the features exist."""
@@ -61,6 +74,7 @@ class ToolContext:
     hosts: HostPool | None = None
     progress: Progress | None = None  # terminal progress bars (agent/view/bars.py), or None
     extras: dict[str, Any] = field(default_factory=dict)
+    fleet: Fleet | None = None  # a run on a fleet (agent run --fleet): run_trial places trials
 
 
 def host_for(ctx: ToolContext, name: str | None) -> Host:

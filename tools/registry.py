@@ -1,4 +1,5 @@
-"""The tools every run gets, in a fixed order (the API tool list must be byte-identical)."""
+"""The tools every run gets, in a fixed order (the API tool list must be byte-identical); a run
+on a fleet gets run_trial too, last."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from tools.kill_server import KillServer
 from tools.read_log import ReadLog
 from tools.recommend import Recommend
 from tools.run_benchmark import RunBenchmark
+from tools.run_trial import RunTrial
 from tools.start_server import StartServer
 from tools.todo import TodoRead, TodoWrite
 
 
-def all_tools() -> list[Tool]:
-    return [
+def all_tools(fleet: bool = False) -> list[Tool]:
+    tools: list[Tool] = [
         TodoWrite(),
         TodoRead(),
         Bash(),
@@ -32,3 +34,4 @@ def all_tools() -> list[Tool]:
         JobStatus(),
         StopJob(),
     ]
+    return [*tools, RunTrial()] if fleet else tools

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.loop import Agent
-from agent.session import Limits, config_of, make_agent, make_brain, process_fields, start
+from agent.session import (
+    AUTOPILOT,
+    Limits,
+    config_of,
+    make_agent,
+    make_brain,
+    process_fields,
+    start,
+    wrap_up,
+)
 from agent.view.bars import Progress
 from state.atomic import is_disk_full
 from state.run import Run, RunError
@@ -38,6 +47,15 @@ def resume_campaign(path: Path) -> int:
     if finished and finished["status"] == "finished":
         print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)
         return 0
+    from agent.fleet_run import fleet_of, resume_fleet_campaign
+
+    fleet = fleet_of(run)
+    if fleet and run.state.model != AUTOPILOT:
+        run.close()
+        raise RunError(
+            f"run {run.id} ran {run.state.model} on a fleet: resuming a model's fleet run is "
+            "not supported yet (start a new run)"
+        )
     if run.log.repaired:
         print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
     try:
@@ -49,6 +67,11 @@ def resume_campaign(path: Path) -> int:
             raise
         print(f"run {run.id}: disk full ({err}): free space, then resume again", file=sys.stderr)
         return 1
+    if fleet:  # `agent run --fleet`: its controller rebuilds the campaign from the log
+        try:
+            return resume_fleet_campaign(run)
+        finally:
+            run.close()
     return drive(run, config_of(run), recovering=True)
 
 
@@ -80,18 +103,6 @@ async def _main(agent: Agent, recovering: bool = False) -> int:
     finally:
         if agent.ctx.hosts is not None:
             await agent.ctx.hosts.close()
-
-
-async def wrap_up(agent: Agent, status: str | None = None) -> None:
-    """Every run ends the same way: no server of ours left running, and a report."""
-    from agent.report import write_report
-
-    for name in list(agent.run.state.servers):  # one by one: a kill that cannot be recorded
-        await agent.tools.call(agent.ctx, "kill_server", {"name": name})  # (a full disk) is done
-    if agent.disk_full:  # nothing more can be written; the resumed run's end writes the report
-        return
-    agent.run.scrub.folder(agent.run.path)  # server logs were written by the servers themselves
-    write_report(agent.run, status)
 
 
 def terminal_view(run: Run, progress: Progress | None = None) -> Any:
