@@ -15,7 +15,6 @@ from agent.cli import main
     [
         (["--boxes", "0"], "--boxes: must be a number > 0"),
         (["--fleet", "slurm"], "--fleet: invalid choice"),
-        (["--fleet", "ray", "--model", "claude-fable-5"], "--fleet runs the autopilot"),
     ],
 )
 def test_bad_fleet_usage(
