@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from state.events import Event
+from state.fleet import FleetState
 
 STUB = "[output pruned by compaction; full text: {path}]"
 
@@ -64,9 +65,14 @@ class RunState:
     last_seq: int = 0
     last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
     last_results: list[dict[str, Any]] = field(default_factory=list)  # the latest turn's results
+    fleet: FleetState | None = None  # a fleet run's boxes and trials (state/fleet.py)
 
     def apply(self, event: Event) -> None:
         self.last_seq = event["seq"]
+        if self.fleet is None and event["type"] == "fleet_started":
+            self.fleet = FleetState()
+        if self.fleet is not None:
+            self.fleet.apply(event)
         handler = getattr(self, "_on_" + event["type"], None)
         if handler is not None:
             handler(event)

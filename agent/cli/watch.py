@@ -19,6 +19,11 @@ def parser() -> Parser:
     parser.add_argument("run", metavar="RUN", help="a run id under the runs folder, or a path")
     parser.add_argument("--json", action="store_true", help="stream the events as NDJSON")
     parser.add_argument("--once", action="store_true", help="show the current state and exit")
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="with --json: after each fleet event, a fleet_view line (boxes, trials, utilisation)",
+    )
     runs_dir_arg(parser)
     parser.add_argument("--interval", type=float, default=0.25, help="poll period, seconds")
     parser.add_argument(
@@ -40,8 +45,14 @@ def main(argv: list[str]) -> int:
     except RunError as err:
         print(f"agent watch: {err}", file=sys.stderr)
         return 2
+    if args.fleet and not args.json:
+        print(
+            "agent watch: --fleet goes with --json (the view shows a fleet already)",
+            file=sys.stderr,
+        )
+        return 2
     if args.json:
-        return stream_json(path, sys.stdout, args.interval, args.grace, args.once)
+        return stream_json(path, sys.stdout, args.interval, args.grace, args.once, args.fleet)
     try:
         board = watch_view(path, Console(), args.interval, args.grace, args.once)
     except NoEvents as err:

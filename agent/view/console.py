@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent.view.fleet import fleet_line, summary
 from agent.view.standing import figures_of, final_lines, standing
 from state.events import Event, read_events
+from state.fold import fold
 
 SKIPPED = {"api_exchange", "tool_result", "run_resumed"}
 
@@ -20,6 +22,9 @@ def one_line(text: str, width: int = 110) -> str:
 
 def describe(event: Event) -> str | None:
     t = event["type"]
+    fleet = fleet_line(event)
+    if fleet is not None:
+        return fleet
     if t == "message":
         if event["role"] == "assistant":
             texts = [b["text"] for b in event["content"] if b.get("type") == "text"]
@@ -54,7 +59,11 @@ class PlainPrinter:
         if line:
             self.out.write(f"[{event['ts'][11:19]}] {line}\n")
         if event["type"] == "run_finished" and self.run_path is not None:
-            figures = figures_of(self.run_path, read_events(self.run_path / "events.jsonl").events)
+            events = read_events(self.run_path / "events.jsonl").events
+            fleet = fold(events).fleet
+            if fleet is not None:  # the trials per box and the utilisation, at the end
+                self.out.write(f"[{event['ts'][11:19]}] {summary(fleet)}\n")
+            figures = figures_of(self.run_path, events)
             if figures is not None:
                 self.out.write(f"[{event['ts'][11:19]}] standing: {standing(figures)}\n")
             for line in final_lines(self.run_path, figures):

@@ -4,7 +4,12 @@ and one sweep, and the mean time the items that measured something took (a stage
 hold several experiments); the item in progress counts half an item, or as long again as it has
 run. An item that says how many experiments it still holds ("... (12 experiments left)", as the
 autopilot's screening stage does) counts that many launches and sweeps instead. A rough figure
-(docs/supervising.md says how rough); there is none before the first launch and sweep."""
+(docs/supervising.md says how rough); there is none before the first launch and sweep.
+
+On a fleet (docs/fleet.md "Watching a fleet run") a launch and a sweep are those of the trials
+that ended (their time to ready, and the rest), and the experiments left run as many at once as
+trials ran at once on average so far (state/fleet.py); the todo items are timed on the wall clock
+as on one box, so they already include the parallelism."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from state.events import Event
+from state.fleet import FleetState
 
 AFTER_TODOS = ("report", "recommend", "kill", "clean")  # closing items: seconds, not a sweep
 OPEN = {"pending": 1.0, "in_progress": 0.5}
@@ -27,6 +33,7 @@ class Eta:
     launch_s: float
     sweep_s: float
     experiments: int = 0  # held by the items that say so, a launch and a sweep each
+    at_once: float = 1.0  # how many of those run at once (a fleet: the average so far)
 
 
 def measured_times(events: list[Event]) -> tuple[float, float] | None:
@@ -45,6 +52,16 @@ def measured_times(events: list[Event]) -> tuple[float, float] | None:
     if not loads or not sweeps:
         return None
     return sum(loads) / len(loads), sum(sweeps.values()) / len(sweeps)
+
+
+def trial_times(fleet: FleetState) -> tuple[float, float] | None:
+    """On a fleet: (mean seconds from a trial's start to its server's readiness, mean seconds of
+    the rest of it - its sweep) over the trials that ended ok, or None before the first."""
+    done = [e for e in fleet.ended if e.ok and e.ready_s is not None]
+    if not done:
+        return None
+    loads = [e.ready_s or 0.0 for e in done]
+    return sum(loads) / len(done), sum(e.seconds - (e.ready_s or 0.0) for e in done) / len(done)
 
 
 def experiments_left(todo: dict[str, object]) -> int:
@@ -107,8 +124,14 @@ def stamp(event: Event) -> float | None:
         return None
 
 
-def estimate(todos: list[dict[str, object]], events: list[Event]) -> Eta | None:
+def estimate(
+    todos: list[dict[str, object]], events: list[Event], fleet: FleetState | None = None
+) -> Eta | None:
     times = measured_times(events)
+    at_once = 1.0
+    if fleet is not None:
+        times = times or trial_times(fleet)
+        at_once = max(fleet.at_once() or 1.0, 1.0)
     if times is None:
         return None
     launch, sweep = times
@@ -120,9 +143,9 @@ def estimate(todos: list[dict[str, object]], events: list[Event]) -> Eta | None:
     # one that says how many experiments it holds: those, and at least as long again too (its
     # count is of the changes known now: a new best brings new ones, a screen may need a sweep)
     now = max(item / 2, current) if left % 1 else 0.0
-    held = experiments * (launch + sweep)
+    held = experiments * (launch + sweep) / at_once
     seconds = int(left) * item + now + (max(held, current) if counted_now else held)
-    return Eta(seconds, left, item, launch, sweep, experiments)
+    return Eta(seconds, left, item, launch, sweep, experiments, at_once)
 
 
 def eta_text(eta: Eta | None, finished: bool) -> str:
@@ -137,7 +160,8 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
     parts = []
     if eta.experiments:
         each = clock(eta.launch_s + eta.sweep_s)
-        parts.append(f"{eta.experiments} experiments × {each}")
+        parallel = f" ÷ {eta.at_once:.1f} at once" if eta.at_once > 1 else ""
+        parts.append(f"{eta.experiments} experiments × {each}{parallel}")
     if eta.open_items:
         parts.append(f"{eta.open_items:g} open todos × {clock(eta.item_s)} each")
     return (

@@ -1,9 +1,10 @@
 """The panels of the supervisor's view, built from a Board (the fold of a run's events).
 
 `render(board)` draws: the goal and status, the step and tool running with its elapsed time,
-progress bars, the todo list, the servers up, the latest benchmark and where the campaign stands
-(agent.view.standing), spend against the budget, supervisor messages and the model's last
-words. Everything is built eagerly, so a renderable made under a lock can be drawn outside it.
+progress bars, the todo list, a fleet's boxes and trials (agent.view.fleet), the servers up, the
+latest benchmark and where the campaign stands (agent.view.standing), spend against the budget,
+supervisor messages and the model's last words. Everything is built eagerly, so a renderable
+made under a lock can be drawn outside it.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from agent.report.figures import Figures
 from agent.report.measured import human_label, parse_ts
 from agent.view.bars import Bar
 from agent.view.eta import estimate, eta_text
+from agent.view.fleet import fleet_panel
 from agent.view.standing import figures_of, final_lines, standing
+from agent.view.words import clock, short
 from state.events import Event
 from state.fold import RunState
-from state.text import printable
 from tools.bench import results
 from tools.bench.schema import BenchResult
 
@@ -96,23 +98,13 @@ def since(ts: str, now: datetime) -> float:
     return max((now - start).total_seconds(), 0.0) if start else 0.0
 
 
-def clock(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
-
-
-def short(text: str, width: int) -> str:
-    """One line of at most `width` characters, with no escape sequence the model or a tool's
-    output could use to redraw the supervisor's terminal."""
-    flat = " ".join(printable(str(text), one_line=True).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def render(board: Board, now: datetime | None = None) -> RenderableType:
     now = now or datetime.now(UTC)
     parts: list[RenderableType] = [_status(board, now)]
     parts.append(_todos(board.state))
+    if board.state.fleet is not None:
+        ended = board.state.finished or board.gone  # the fleet's time stops at its last event
+        parts.append(fleet_panel(board.state.fleet, None if ended else now.timestamp()))
     if board.state.servers:
         parts.append(_servers(board.state, now))
     if board.state.results:
@@ -160,6 +152,8 @@ def _status(board: Board, now: datetime) -> RenderableType:
             tool = s.current_tool
             args = short(json.dumps(tool["input"], separators=(",", ":")), 90)
             doing = f"▶ {tool['name']} {args} · {clock(since(tool['ts'], now))}"
+        elif s.fleet is not None and s.fleet.running:  # the controller waits on its trials
+            doing = f"{len(s.fleet.running)} trial(s) in flight on the fleet"
         else:
             doing = f"thinking · {clock(since(board.last_ts, now))}"
         if s.stop_requested:
@@ -266,7 +260,7 @@ def _spend(board: Board, now: datetime) -> RenderableType:
         f"tokens {_k(s.spend.input_tokens + s.spend.cache_read_input_tokens)} in"
         f" / {_k(s.spend.output_tokens)} out",
     ]
-    eta = eta_text(estimate(s.todos, board.log), bool(s.finished))
+    eta = eta_text(estimate(s.todos, board.log, s.fleet), bool(s.finished))
     return Text("  ·  ".join(parts) + (f"\n{eta}" if eta else ""))
 
 

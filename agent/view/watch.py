@@ -17,18 +17,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.live import Live
 
 from agent.view.bars import read_progress
+from agent.view.fleet import FLEET_EVENTS, snapshot
 from agent.view.live import Board, event_line, render
 from state.events import Event
+from state.fleet import FleetState
 from state.lock import LOCK_NAME
 
 HISTORY_LINES = 10  # event lines shown for what happened before watch started
 WRITER_CHECK_S = 2.0  # how often to ask whether the run's process is still there
+FLEET_VIEW_AFTER = (*FLEET_EVENTS, "run_finished")  # --json --fleet: a fleet_view line after
 
 
 class WriterGone(Exception):
@@ -179,16 +182,26 @@ def _writer(lines: list[Line], current: int | None) -> int | None:
     return current
 
 
-def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bool) -> int:
+def stream_json(
+    path: Path, out: TextIO, interval: float, grace: float, once: bool, fleet: bool = False
+) -> int:
     """NDJSON: each event line as the file holds it. After a start-over, events already sent
-    (by seq) are not sent again."""
+    (by seq) are not sent again. With `fleet`, after each event that changes a fleet's picture,
+    one `fleet_view` line (not an event: no seq) with the fleet as the view sees it."""
     sent = 0
+    boxes = FleetState()
     try:
-        for _, lines in follow(path, interval, grace, once):
+        for reset, lines in follow(path, interval, grace, once):
+            if reset:
+                boxes = FleetState()
             for line in lines:
+                if fleet:
+                    boxes.apply(line.event)
                 if line.event["seq"] > sent:
                     out.write(line.raw.decode("utf-8", "replace") + "\n")
                     sent = line.event["seq"]
+                    if fleet and boxes.sessions and line.event["type"] in FLEET_VIEW_AFTER:
+                        out.write(json.dumps(fleet_view(boxes, line.event)) + "\n")
             out.flush()
     except BrokenPipeError:  # `agent watch --json | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -201,6 +214,12 @@ def stream_json(path: Path, out: TextIO, interval: float, grace: float, once: bo
         print(f"agent watch: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def fleet_view(fleet: FleetState, event: Event) -> dict[str, Any]:
+    """The line `agent watch --json --fleet` writes after a fleet event (docs/fleet.md)."""
+    return {"type": "fleet_view", "after_seq": event["seq"], "ts": event.get("ts"),
+            **snapshot(fleet)}  # fmt: skip
 
 
 def gone_message(path: Path, pid: int) -> str:

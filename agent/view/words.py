@@ -1,0 +1,18 @@
+"""Small text helpers every panel of the view uses: a duration as a clock, text cut to one line."""
+
+from __future__ import annotations
+
+from state.text import printable
+
+
+def clock(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+def short(text: str, width: int) -> str:
+    """One line of at most `width` characters, with no escape sequence the model or a tool's
+    output could use to redraw the supervisor's terminal."""
+    flat = " ".join(printable(str(text), one_line=True).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
