@@ -9,14 +9,19 @@ Each run is the CLI as a user runs it, cluster start and stop included. Printed 
 time (the process), the campaign's own time (run_started -> run_finished), trials, boxes used,
 the largest number of trials overlapping in time, the configurations measured and the
 recommendation; then the ratio N boxes / 1 box of the campaign's time (run_started to
-run_finished, the cluster's start and stop included). "The same decisions": the same configurations
-measured and the same recommendation (the order differs, as trials end in another order).
-Target (issue 15): 3 boxes at most 0.6x the one-box wall time. Figures go to docs/fleet.md.
+run_finished, the cluster's start and stop included). The two runs do not make exactly the same
+decisions (trials end in another order, the noise differs, the batch confirms every leader), so
+the output says how close they are - the same recommendation, trials, configurations measured
+by both - and gives the ratio at exactly the same decisions too: the N-box campaign against its
+own trials one after another on one box (estimated from the one-box run's time outside trials and
+its median trial time per purpose). Target (issue 15): 3 boxes at most 0.6x the one-box wall
+time. Figures go to docs/fleet.md.
 
 `--offline SEEDS`: the same controller loop (plan_batch, agent/brains/autopilot/batch.py) with no
 cluster, against the simulator's truth (1.5 % noise), trials taking their typical lab times (a
-screen 9 s, a full sweep 25 s, +-10 %) and no CPU contention: the critical path of the planning
-alone, per seed, and the median ratio.
+screen 9 s, a challenger's screen 4 s, a full sweep 25 s, +-10 %) and no CPU contention: the
+critical path of the planning alone, per seed - the batch that screens ahead of a confirmation
+(now) beside the one that held the free boxes (before), in one run - and the median ratio.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -49,16 +55,26 @@ def run_once(boxes: int, runs_dir: Path, scale: float) -> dict[str, Any]:
 
 def summary(run: Path, boxes: int, wall: float | None = None) -> dict[str, Any]:
     """What a fleet run folder says: its campaign time (run_started -> run_finished, the
-    cluster's start and stop included), trials, boxes, overlap, decisions."""
+    cluster's start and stop included), the cluster's start (run_started -> fleet_started) and
+    what follows the last trial (the stop, the conclusion), trials (purpose, seconds), boxes,
+    overlap, decisions."""
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    ts = [datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) for e in (events[0], events[-1])]
+
+    def at(e: dict[str, Any]) -> float:
+        return datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+
     trials = [e for e in events if e["type"] == "trial_ended"]
     started = [e for e in events if e["type"] == "trial_started"]
+    purpose = {e["trial"]: e["purpose"] for e in started}
+    fleet = next(e for e in events if e["type"] == "fleet_started")
     rec = json.loads((run / "recommendation.json").read_text())
     return {
         "boxes": boxes,
         "wall_s": wall,
-        "campaign_s": (ts[1] - ts[0]).total_seconds(),
+        "campaign_s": at(events[-1]) - at(events[0]),
+        "start_s": at(fleet) - at(events[0]),
+        "after_s": at(events[-1]) - at(trials[-1]) if trials else 0.0,
+        "trial_s": [(purpose.get(t["trial"], "?"), t["ended"] - t["started"]) for t in trials],
         "trials": len(trials),
         "boxes_used": len({t["box"] for t in trials}),
         "overlap": max_overlap(trials),
@@ -67,6 +83,21 @@ def summary(run: Path, boxes: int, wall: float | None = None) -> dict[str, Any]:
         "floor": rec.get("noise_floor"),
         "run": str(run),
     }
+
+
+def same_decisions(r: dict[str, Any], one: dict[str, Any]) -> float:
+    """The one-box time of `r`'s very trials (the same decisions), estimated from the one-box
+    run: its time outside trials (the cluster's start and stop, the controller), plus each of
+    `r`'s trials at the one-box run's median time for a trial of that purpose (its own time
+    when the one-box run had none)."""
+    import statistics
+
+    kinds: dict[str, list[float]] = {}
+    for kind, seconds in one["trial_s"]:
+        kinds.setdefault(kind, []).append(seconds)
+    outside = one["campaign_s"] - sum(seconds for _, seconds in one["trial_s"])
+    each = [statistics.median(kinds[k]) if k in kinds else sec for k, sec in r["trial_s"]]
+    return outside + sum(each)
 
 
 def max_overlap(trials: list[dict[str, Any]]) -> int:
@@ -78,12 +109,22 @@ def max_overlap(trials: list[dict[str, Any]]) -> int:
     return most
 
 
-SCREEN_S, SWEEP_S = 9.0, 25.0  # a trial's time in the default lab at time scale 20
+SCREEN_S, CHALLENGER_S, SWEEP_S = 9.0, 4.0, 25.0  # a trial's time in the lab at time scale 20
 
 
-def offline(boxes: int, seed: int) -> tuple[float, int, float]:
-    """(model time, trials, the recommendation's share of the optimum) of the batched campaign
-    on `boxes` slots, trials ending when their modelled time is up."""
+@dataclass(frozen=True)
+class Model:
+    """One offline campaign: its time, trials, share of the optimum, and the same trials one
+    after another (the box time: what one box takes for these very decisions)."""
+
+    time: float
+    trials: int
+    share: float
+    serial: float
+
+
+def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
+    """The batched campaign on `boxes` slots, trials ending when their modelled time is up."""
     import random
 
     from agent.brains.autopilot.batch import plan_batch, record_trial
@@ -99,16 +140,20 @@ def offline(boxes: int, seed: int) -> tuple[float, int, float]:
     planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
     h, rng = History(space), random.Random(seed)
     truth, optimum = sim_truth(), lab_truth.optimum(default_space())[1]
-    now, trials, flight = 0.0, 0, list[tuple[float, int, Experiment]]()
+    now, trials, serial = 0.0, 0, 0.0
+    flight = list[tuple[float, int, Experiment]]()
     while True:
-        steps = plan_batch(planner, h, [e for _, _, e in flight], boxes - len(flight))
+        free = boxes - len(flight)
+        steps = plan_batch(planner, h, [e for _, _, e in flight], free, screen_ahead)
         if steps and isinstance(steps[0], Finish):
             best = steps[0].best
-            return now, trials, lab_truth.config_value(best) / optimum if best else 0.0
+            share = lab_truth.config_value(best) / optimum if best else 0.0
+            return Model(now, trials, share, serial)
         for step in steps:
             if isinstance(step, Experiment):
                 trials += 1
-                took = (SWEEP_S if step.full else SCREEN_S) * rng.uniform(0.9, 1.1)
+                took = modelled(step) * rng.uniform(0.9, 1.1)
+                serial += took
                 flight.append((now + took, trials, step))
         flight.sort(key=lambda f: f[:2])
         now, _, e = flight.pop(0)
@@ -118,24 +163,45 @@ def offline(boxes: int, seed: int) -> tuple[float, int, float]:
         record_trial(h, e, got)
 
 
+def modelled(step: Any) -> float:
+    """A trial's typical time in the lab: a challenger screens the two lowest levels (fast)."""
+    return SWEEP_S if step.full else CHALLENGER_S if step.purpose == "challenger" else SCREEN_S
+
+
 def main_offline(counts: list[int], seeds: int) -> int:
+    """Per seed and box count, the batch that holds free boxes while a confirmation runs (the
+    previous one) beside the one that screens ahead (now), both against one box; then the
+    median, min and max of each ratio. "Same trials": the campaign's time against the same
+    trials one after another - the speedup at exactly the same decisions."""
     import statistics
 
-    ratios: dict[int, list[float]] = {n: [] for n in counts[1:]}
+    kinds = {"held": False, "ahead": True}
+    ratios: dict[tuple[int, str], list[float]] = {}
+    same: dict[tuple[int, str], list[float]] = {}
+    shares: dict[tuple[int, str], list[float]] = {}
     for seed in range(seeds):
-        runs = {n: offline(n, seed) for n in counts}
-        t0 = runs[counts[0]][0]
-        line = "; ".join(
-            f"{n} box(es) {t:.0f} s, {k} trials, {q:.1%} of the optimum"
-            for n, (t, k, q) in runs.items()
-        )
+        one = offline(counts[0], seed)
+        parts = [f"{counts[0]} box(es) {one.time:.0f} s, {one.trials} trials, {one.share:.1%}"]
         for n in counts[1:]:
-            ratios[n].append(runs[n][0] / t0)
-        print(f"seed {seed}: {line}", flush=True)
-    for n, rs in ratios.items():
+            for kind, flag in kinds.items():
+                m = offline(n, seed, flag)
+                ratios.setdefault((n, kind), []).append(m.time / one.time)
+                same.setdefault((n, kind), []).append(m.time / m.serial)
+                shares.setdefault((n, kind), []).append(m.share)
+                parts.append(
+                    f"{n} {kind} {m.time:.0f} s ({m.time / one.time:.2f}x), {m.trials} trials, "
+                    f"{m.share:.1%}"
+                )
+        print(f"seed {seed}: " + "; ".join(parts), flush=True)
+    print(f"over {seeds} seeds, median (min-max) of the model time:")
+    for (n, kind), rs in ratios.items():
+        ss, qs = same[(n, kind)], shares[(n, kind)]
+        what = "screens ahead of a confirmation" if kind == "ahead" else "boxes held (before)"
         print(
-            f"{n} boxes / {counts[0]}: median {statistics.median(rs):.2f}x "
-            f"(min {min(rs):.2f}, max {max(rs):.2f}) of the model time over {seeds} seeds"
+            f"  {n} boxes, {what}: {statistics.median(rs):.2f}x (min {min(rs):.2f}, "
+            f"max {max(rs):.2f}) the one-box time; {statistics.median(ss):.2f}x "
+            f"(min {min(ss):.2f}, max {max(ss):.2f}) its own trials one after another; "
+            f"{min(qs):.1%}-{max(qs):.1%} of the optimum"
         )
     return 0
 
@@ -150,9 +216,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.offline:
         return main_offline([int(b) for b in args.boxes.split(",")], args.offline)
-    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="fleet-speedup-"))
     counts = [int(b) for b in args.boxes.split(",")]
     done = dict(zip(counts, args.runs.split(","), strict=False)) if args.runs else {}
+    fresh = [n for n in counts if n not in done]  # to run now; the others are read again
+    runs_dir: Path = args.runs_dir or Path(
+        tempfile.mkdtemp(prefix="fleet-speedup-") if fresh else tempfile.gettempdir()
+    )
     out = []
     for n in counts:
         # a run made before (--runs): read its folder again
@@ -167,16 +236,31 @@ def main() -> int:
         )
     base = out[0]
     for r in out[1:]:
-        same = r["configs"] == base["configs"] and r["recommended"] == base["recommended"]
         print(
             f"{r['boxes']} boxes / {base['boxes']}: {r['campaign_s'] / base['campaign_s']:.2f}x "
-            "the campaign's time; same configurations "
-            f"measured and same recommendation: {'yes' if same else 'no'}"
+            "the campaign's time (the issue's figure)"
         )
-        if not same:
-            only = set(r["configs"]) ^ set(base["configs"])
-            print(f"  configurations measured by one run only: {len(only)}")
-    print(f"runs: {runs_dir}")
+        serial = same_decisions(r, base)
+        print(
+            f"  at the same decisions: {r['campaign_s'] / serial:.2f}x the one-box time of its "
+            f"own {r['trials']} trials one after another (estimated at {serial:.0f} s from the "
+            f"one-box run's time outside trials and its median trial time per purpose)"
+        )
+        one, many = set(base["configs"]), set(r["configs"])
+        rec = r["recommended"] == base["recommended"]
+        print(
+            f"  same recommendation: {'yes' if rec else 'no'}; trials {base['trials']} and "
+            f"{r['trials']}; configurations measured by both {len(one & many)}, by one run "
+            f"only {len(one ^ many)}; same configurations measured: "
+            f"{'yes' if one == many else 'no'}"
+        )
+    for r in out:
+        print(
+            f"  {r['boxes']} box(es): the cluster's start {r['start_s']:.1f} s (run_started -> "
+            f"fleet_started), after the last trial {r['after_s']:.1f} s (stop, conclusion)"
+        )
+    if fresh:
+        print(f"runs: {runs_dir}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Planning in batches for a fleet: with k free slots, up to k experiments that do not depend on
-each other's outcome.
+each other's outcome - and, on boxes that would otherwise wait, the screens the planner will ask
+for next if the full sweeps in flight come out as their screens predict.
 
 The planner stays sequential and pure (planner.py is not changed): `plan_batch` asks its
 `next_step` again on a History where every experiment in flight - and every one proposed so far
@@ -10,17 +11,26 @@ best -> its neighbours) is the critical path; the batch shapes it:
 - the baseline and its A/A repeat start together (two boxes give the A/A pair across boxes, so
   the noise floor includes box-to-box variance); screens of the baseline's neighbours may run
   beside them (a screen reads nothing of the noise floor), nothing else until both are measured;
-- the leaders are confirmed in parallel: every screen measured since the best last had a chance
-  to move (the last confirmation, repeat or re-validation) that the planner would confirm were it
-  the latest measurement gets its full sweep at once - on one box only the latest is looked at;
-- speculative work is held while a confirmation is pending: a new screen is a neighbour of the
-  current best, which the confirmation may move, making the screen stale (measured from a base
-  that is no longer the best). Free boxes wait for the confirmation rather than spend a trial;
+- the leaders are confirmed in parallel: every screen not swept yet that the planner would
+  confirm were it the latest measurement gets its full sweep at once - on one box only the
+  latest is looked at;
+- screens ahead while a confirmation is pending (`ahead`): a neighbour of the current best would
+  be stale if the confirmation moves the best, so free boxes screen what the planner asks for
+  next were each pending full sweep to come out as its screen predicts (`predicted`): the
+  neighbours of the predicted best, or the family member tuned next. If the prediction holds,
+  they are the next screens, started a confirmation earlier; if not, a box that would have
+  waited did wasted work (a launch of the budget). Only screens: a confirmation, and whatever
+  reads the noise floor or the leader, waits for what it reads;
 - the re-validations (the winner, the challenger: fresh launches of two configurations) run
   together and alone, and nothing starts until they are measured.
+
+`plan_batch(..., screen_ahead=False)` holds the free boxes instead (the previous batch, kept for
+benchmarks/fleet_speedup.py's comparison).
 """
 
 from __future__ import annotations
+
+import math
 
 from agent.brains.autopilot.history import History, Launch, Measurement
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
@@ -31,21 +41,27 @@ PARTIAL = ("screen", "challenger", "surrogate")  # a few levels, from the curren
 MOVES_BEST = ("confirm", "repeat")  # a full sweep that may move the best
 
 
-def pending(h: History, experiments: list[Experiment], levels: tuple[int, ...]) -> History:
+def pending(
+    h: History, experiments: list[Experiment], levels: tuple[int, ...], guess: bool = False
+) -> History:
     """`h` with each experiment launched and not measured; a pending baseline sweep counts as
-    swept (placeholder zeros: nothing is decided from them, the batch stops after the A/A)."""
+    swept (placeholder zeros: nothing is decided from them, the batch stops after the A/A).
+    `guess`: a pending full sweep that may move the best counts as measured as `predicted`."""
     out = History(h.space, list(h.launches), list(h.measurements), None, dict(h.broken))
     for e in experiments:
         launch = reused_launch(out, e)
         if launch is None:
             out.launches.append(Launch(e.config))
             launch = len(out.launches) - 1
+        sweep: dict[int, float] | None = None
         if e.purpose in FIRST:
-            zeros = dict.fromkeys(levels, 0.0)
-            out.measurements.append(Measurement(e.config, launch, zeros, e.purpose))
+            sweep = dict.fromkeys(levels, 0.0)
         elif e.purpose in SERIAL:  # validated at the value it has: the next one to validate
             now = h.estimate(e.config)
             sweep = {c: now.get(c, 0.0) for c in levels}
+        elif guess and e.purpose in MOVES_BEST:
+            sweep = predicted(h, e, levels)
+        if sweep is not None:
             out.measurements.append(Measurement(e.config, launch, sweep, e.purpose))
     return out
 
@@ -79,55 +95,118 @@ def same(a: Experiment, b: Experiment, h: History) -> bool:
     return a.purpose == b.purpose and h.key(a.config) == h.key(b.config)
 
 
-def plan_batch(planner: Planner, h: History, in_flight: list[Experiment], free: int) -> list[Step]:
+def plan_batch(
+    planner: Planner,
+    h: History,
+    in_flight: list[Experiment],
+    free: int,
+    screen_ahead: bool = True,
+) -> list[Step]:
     """Up to `free` experiments to start now; [Finish] when nothing is in flight and the planner
     concludes; [] when the next decision must wait for a trial in flight."""
     levels = planner.settings.levels
     if any(e.purpose in SERIAL for e in in_flight):
         return []
-    out: list[Experiment] = leaders(planner, h, in_flight, free)
+    out: list[Experiment] = leaders(planner, h, in_flight, free, everyone=screen_ahead)
     while len(out) < free:
         busy = [*in_flight, *out]
         step = planner.next_step(pending(h, busy, levels))
         if isinstance(step, Finish):
             return [step] if not busy else list(out)
-        if any(same(step, e, h) for e in busy):
-            break  # it waits for something in flight
+        confirming = any(e.purpose in MOVES_BEST for e in busy)
+        if any(same(step, e, h) for e in busy) or (step.purpose in PARTIAL and confirming):
+            # it waits for something in flight, or it is a neighbour of a best that a pending
+            # confirmation may move: screen ahead of the confirmation instead (or hold)
+            if confirming and screen_ahead:
+                out += ahead(planner, h, busy, free - len(out))
+            break
         if any(e.purpose in FIRST for e in busy) and step.purpose not in (*FIRST, "screen"):
             break  # the A/A pair gives the noise floor: only screens run beside it
         if step.purpose in SERIAL and any(e.purpose not in SERIAL for e in busy):
             break  # validate on a quiet fleet: the leader must not move under it
-        if step.purpose in PARTIAL and any(e.purpose in MOVES_BEST for e in busy):
-            break  # a neighbour of a best that a pending confirmation may move: hold it
         out.append(step)
     return list(out)
 
 
+def ahead(planner: Planner, h: History, busy: list[Experiment], free: int) -> list[Experiment]:
+    """Up to `free` screens for boxes that would otherwise wait for the full sweeps in flight:
+    the planner's next steps were each of those sweeps to come out as its screen predicts. Only
+    screens (a confirmation waits for what it reads); none when a sweep cannot be predicted."""
+    levels, out = planner.settings.levels, list[Experiment]()
+    sweeps = [e for e in busy if e.purpose in MOVES_BEST]
+    if free < 1 or any(predicted(h, e, levels) is None for e in sweeps):
+        return []
+    while len(out) < free:
+        step = planner.next_step(pending(h, [*busy, *out], levels, guess=True))
+        if not isinstance(step, Experiment) or step.purpose not in PARTIAL:
+            break
+        if any(h.key(step.config) == h.key(e.config) for e in [*busy, *out]):
+            break
+        out.append(step)
+    return out
+
+
+def predicted(h: History, e: Experiment, levels: tuple[int, ...]) -> dict[int, float] | None:
+    """The full sweep of `e` as measured so far predicts it: its measured levels as they are;
+    each other level from the nearest swept configuration (fewest flags apart: the best a
+    neighbour was screened from, the family member a challenger was tuned from) at the ratio
+    of the nearest measured level (on a log scale)."""
+    got = h.estimate(e.config)
+    if all(c in got for c in levels):
+        return {c: got[c] for c in levels}
+    swept = [c for c in h.configs() if h.swept(c, levels) and h.key(c) != h.key(e.config)]
+    if not got or not swept:
+        return None
+    near = min(swept, key=lambda c: len(h.space.diff(c, e.config)))  # the first measured wins
+    ref = h.estimate(near)
+    known = {c: got[c] / ref[c] for c in got if ref.get(c, 0) > 0}
+    if not known:
+        return None
+    out = {}
+    for c in levels:
+        nearest = min(known, key=lambda k: abs(math.log(max(k, 1) / max(c, 1))))
+        out[c] = got[c] if c in got else ref[c] * known[nearest]
+    return out
+
+
 def leaders(
-    planner: Planner, h: History, in_flight: list[Experiment], free: int
+    planner: Planner, h: History, in_flight: list[Experiment], free: int, everyone: bool = True
 ) -> list[Experiment]:
-    """The confirmations of every screen since the best last had a chance to move (the current
-    neighbourhood) that the planner would confirm were it the latest measurement, latest first:
-    the leaders, swept in parallel. A screen nothing in flight sweeps; none beside the A/A."""
+    """The confirmations of every screen not swept yet that the planner would confirm were it
+    the latest measurement, latest first: the leaders, swept in parallel. On one box each screen
+    is judged as it is measured; on a fleet several end between two decisions, and a screen run
+    ahead (`ahead`) ends before the sweep it was run ahead of. A screen nothing in flight
+    sweeps; none beside the A/A. Not `everyone`: only the screens since the last full sweep
+    (the previous batch, which ran no screen ahead of a confirmation)."""
     levels, out = planner.settings.levels, list[Experiment]()
     if any(e.purpose in FIRST for e in in_flight):
         return []
-    moved_best = [
+    r = planner.read(h)
+    inc, noise = r.incumbent, r.objective_noise
+    judged: set[str] = set()
+    full = [
         i
         for i, m in enumerate(h.measurements)
         if set(levels) <= set(m.per_level) and m.purpose not in FIRST
     ]
-    for i in range(len(h.measurements) - 1, moved_best[-1] if moved_best else -1, -1):
+    since = -1 if everyone or not full else full[-1]
+    for i in range(len(h.measurements) - 1, since, -1):
         if len(out) >= free:
             break
         m = h.measurements[i]
+        key = h.key(m.config)
         busy = [*in_flight, *out]
         if (
             m.purpose not in PARTIAL
+            or key in judged
             or h.swept(m.config, levels)
-            or any(h.key(e.config) == h.key(m.config) for e in busy)
+            or any(h.key(e.config) == key for e in busy)
         ):
             continue
+        judged.add(key)
+        ratio, wins = r.compare(m.config, inc, tuple(m.per_level))
+        if (ratio is None or ratio < 1 - noise) and not wins:
+            continue  # screening.confirm would not sweep it (a cheap test before asking)
         moved = [*h.measurements[:i], *h.measurements[i + 1 :], m]  # as if measured last
         asked = History(h.space, list(h.launches), moved, None, dict(h.broken))
         step = planner.next_step(pending(asked, busy, levels))
