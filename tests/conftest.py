@@ -74,3 +74,12 @@ def make_run(runs_dir: Path) -> Iterator[Any]:
 
 def agent_for(run: Run, config: Config, brain: ScriptedBrain) -> Agent:
     return make_agent(run, brain, config)  # type: ignore[arg-type]
+
+
+def alive(pid: int) -> bool:
+    """Running, that is: a zombie waiting for a parent (or init) to reap it has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import plain_config
+from tests.conftest import alive, plain_config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import RayFleet, Submitted
 from tools.fleet.trial import TrialSpec, node_dir, reap, start_detached
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def gone_soon(pid: int) -> bool:

@@ -23,7 +23,7 @@ from agent.session import Limits, make_agent, start, wrap_up
 from benchmarks.kill_resume_lab import free_port
 from state.events import read_events
 from state.run import Run
-from tests.conftest import ScriptedBrain, tool_turn
+from tests.conftest import ScriptedBrain, alive, tool_turn
 from tools.domain.config import Config, HostConfig, lab_config
 
 pytestmark = pytest.mark.slow  # a real server, killed and started again: ~6 s
@@ -66,14 +66,6 @@ def lab(tmp_path: Path) -> Config:
         server=base.server.model_copy(update={"command": command}),
         search=base.search,
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_a_full_disk_ends_the_run_and_resume_goes_on(

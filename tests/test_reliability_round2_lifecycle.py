@@ -16,20 +16,11 @@ import pytest
 
 from agent.session import Limits, make_agent, start, wrap_up
 from benchmarks.kill_resume_lab import free_port
-from tests.conftest import ScriptedBrain, tool_turn
+from tests.conftest import ScriptedBrain, alive, tool_turn
 from tools.domain.config import Config, HostConfig, lab_config
 
 pytest_plugins = ["tests.ssh_fixtures"]
 pytestmark = pytest.mark.slow  # a real server start on each host: ~3 s each
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(") ")[-1][0] != "Z"
 
 
 @pytest.mark.parametrize("kind", ["local", "asyncssh"])

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import alive
 from tests.steer_driver import agent_cli, spawn, wait_for, waiting_at_gate
 
 Events = list[dict[str, Any]]
@@ -66,15 +67,6 @@ def test_say_many_at_once_each_reaches_the_loop_exactly_once_before_the_next_cal
     assert all(first_reply.count(f"Acknowledged supervisor: '{t}'.") == 1 for t in texts)
     assert " ".join(assistant_texts_after(events, 0)).count("Acknowledged") == len(texts)
     assert not list((run / "inbox").glob("*.json")), "a delivered message stays in the inbox"
-
-
-def alive(pid: int) -> bool:
-    """Running, that is: a zombie waiting for a parent (or init) to reap it has ended."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_stop_ends_with_130_kills_the_servers_and_writes_the_report(tmp_path: Path) -> None:
