@@ -59,7 +59,7 @@ from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config, UsageError
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.goal_slo import with_goal_slo
-from tools.fleet.ray_backend import FleetError, RayFleet, Submitted
+from tools.fleet.ray_backend import FleetError, Placed, RayFleet, Submitted
 from tools.fleet.trial import TrialOutcome, TrialSpec, reap
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
@@ -462,6 +462,16 @@ def shown(run: Run) -> Iterator[None]:
         view.close()
 
 
+def placed_in(run: Run) -> Placed:
+    """`trial_placed {trial, node, box}` as soon as the backend knows where a trial runs: the
+    supervisor sees each box's trial while it runs, not only when it ends."""
+
+    def placed(trial: str, node: str, box: str) -> None:
+        run.append("trial_placed", trial=trial, node=node, box=box)
+
+    return placed
+
+
 def fleet_workdir(run: Run) -> Path:
     """Where the trials keep their server logs and pid files (each box's own on a real fleet)."""
     return run.path / "fleet"
@@ -489,7 +499,10 @@ def run_fleet_campaign(
     config = config.model_copy(update={"fleet": fleet_config})
     run = start(goal, config, model, runs_dir, run_id, limits, fleet="ray")
     print(f"run {run.id}: {run.path}", file=sys.stderr)
-    fleet = RayFleet(fleet_config, fleet_workdir(run))
+    # a model's trials log their events within their run_trial call's (agent/tool_batch.py):
+    # a placement arriving from outside the call would split them, so only the controller's
+    placed = placed_in(run) if model == AUTOPILOT else None
+    fleet = RayFleet(fleet_config, fleet_workdir(run), placed)
     try:
         if model != AUTOPILOT:  # a model places its trials itself (run_trial)
             from agent.fleet_model import drive_on_fleet
@@ -522,7 +535,7 @@ def resume_fleet_campaign(run: Run) -> int:
     fleet_config = config.fleet or FleetConfig()
     boxes = fleet_config.boxes if fleet_config.address == "local" else None
     events = read_events(run.events_path).events
-    fleet = RayFleet(fleet_config, fleet_workdir(run))
+    fleet = RayFleet(fleet_config, fleet_workdir(run), placed_in(run))
     print(f"run {run.id}: resuming on the fleet ({boxes or fleet_config.address})", file=sys.stderr)
     try:
         with shown(run):

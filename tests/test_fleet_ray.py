@@ -131,6 +131,12 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
     assert lost["cleanup"] == f"{by} killed the server group {killed['pid']} the lost worker left"
     assert not list((run / "fleet").glob("*.json"))
     assert again["ok"] and again["box"] != killed["box"]  # retried on the other box
+    # each trial was placed (its node and box in the log) before it ended, the lost one too
+    placed = {e["trial"]: e for e in log if e["type"] == "trial_placed"}
+    assert set(placed) == set(ended)
+    for trial, end in ended.items():
+        assert placed[trial]["seq"] < end["seq"]
+        assert (placed[trial]["node"], placed[trial]["box"]) == (end["node"], end["box"])
     # the A/A pair ran on both boxes at once
     first = [ended[t] for t in ended if t.startswith(("baseline", "noise"))]
     assert {e["box"] for e in first} == {"box1", "box2"}

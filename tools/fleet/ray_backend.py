@@ -26,7 +26,7 @@ import json
 import os
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,9 @@ from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
 
 BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
+
+
+Placed = Callable[[str, str, str], None]  # (trial, node, box): where a trial runs
 
 
 class FleetError(Exception):
@@ -128,11 +131,14 @@ class LocalCluster:
 class RayFleet:
     """The controller's side: connect, place trials, hand back finished ones."""
 
-    def __init__(self, config: FleetConfig, workdir: Path | None = None) -> None:
+    def __init__(
+        self, config: FleetConfig, workdir: Path | None = None, placed: Placed | None = None
+    ) -> None:
         self.config = config
         self.workdir = workdir or Path(tempfile.gettempdir()) / f"campaign-fleet-{os.getuid()}"
         self.local: LocalCluster | None = None
         self.pending: dict[asyncio.Future[Any], Submitted] = {}
+        self.placed = placed  # told where each trial runs, once it does (before its server)
 
     def connect(self, boxes: int | None = None) -> None:
         """Join the configured cluster; with address "local" (or `boxes`), start one here."""
@@ -183,7 +189,7 @@ class RayFleet:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
         stream = self._remote.options(**options).remote(spec, str(self.workdir))
         sub = Submitted(spec, stream, node, attempt)
-        self.pending[asyncio.ensure_future(_follow(stream, sub))] = sub
+        self.pending[asyncio.ensure_future(_follow(stream, sub, self.placed))] = sub
 
     async def wait(self, trial_id: str) -> tuple[Submitted, TrialOutcome]:
         """This trial's end (run_trial: each call awaits its own, several at once)."""
@@ -282,11 +288,13 @@ async def _await(ref: Any) -> Any:
     return await ref
 
 
-async def _follow(stream: Any, sub: Submitted) -> TrialOutcome:
+async def _follow(stream: Any, sub: Submitted, placed: Placed | None) -> TrialOutcome:
     """A trial's stream: where it runs (noted on `sub` at once: the task waits for that), then
     its outcome."""
     where: dict[str, str] = await (await stream.__anext__())
     sub.on, sub.box = where["node"], where["box"]
+    if placed is not None:
+        placed(sub.spec.trial_id, sub.on, sub.box)
     outcome: TrialOutcome = await (await stream.__anext__())
     return outcome
 
