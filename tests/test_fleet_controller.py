@@ -21,7 +21,7 @@ from agent.session import AUTOPILOT, Limits, start
 from agent.session import config_of as recorded_config
 from state.inbox import send
 from state.run import Run
-from tests.conftest import alive
+from tests.conftest import group_alive
 from tools.domain.config import Config, load_config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Submitted
@@ -352,7 +352,7 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
                     continue
                 if info.get("pid"):  # the screen's server is up: the controller dies now
                     child.send_signal(signal.SIGKILL)
-                    killed = {"trial": pidfile.stem, **info}
+                    killed = {"trial": pidfile.stem, "file": pidfile, **info}
                     break
             time.sleep(0.05)
         _, err = child.communicate(timeout=30)
@@ -366,10 +366,11 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
     cut = {e["trial"] for e in before if e["type"] == "trial_started"}
     cut -= {e["trial"] for e in before if e["type"] == "trial_ended"}
     assert killed["trial"] in cut
-    # the dead controller's job may take its workers down, and a worker's own clean-up its
-    # server: whether the resume has a server to kill is known once that has settled
+    # the dead controller's job may take its workers down, and a worker that ends gracefully
+    # kills its server and removes its pid file itself: whether the resume finds the file (and
+    # kills the group it names) is known once that has settled
     time.sleep(5)
-    left = alive(int(killed["pid"]))
+    left = killed["file"].exists()
 
     resumed = subprocess.run(
         [*agent, "resume", "fleet", "--runs-dir", "runs"],
@@ -384,7 +385,7 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
         assert f"killed the server group {killed['pid']}" in screen["cleanup"]
     else:
         assert screen["cleanup"] == "nothing left of it here"
-    assert not alive(int(killed["pid"]))
+    assert not group_alive(int(killed["pid"]))
     ended = {e["trial"]: e for e in log if e["type"] == "trial_ended"}
     assert all(ended[f"{t}-try2"]["ok"] for t in cut)
     assert sum(e["type"] == "fleet_started" for e in log) == 2
