@@ -37,6 +37,11 @@ def describe(event: Event) -> str | None:
         done = sum(i["status"] in ("completed", "cancelled") for i in event["todos"])
         now = f"; now: {active[0]}" if active else ""
         return f"todo: {done}/{len(event['todos'])} done{now}"
+    if t == "benchmark":  # a sweep's group of levels, as the results table's first column
+        summary = event.get("summary") or {}
+        levels = ", ".join(f"C={c} {v:,.1f}" for c, v in list(summary.items())[:8])
+        label = event.get("label") or event.get("server") or event.get("id")
+        return f"benchmark {label}: {levels} tok/s"
     if t == "run_finished":
         return (
             f"finished: {event['status']} (exit {event['exit_code']}): {one_line(event['reason'])}"

@@ -44,11 +44,6 @@ def _short_line(event: Event) -> str | None:
         return f"server {name} failed: {short(event.get('diagnosis', ''), 160)}"
     if t == "server_killed":
         return f"server {name} killed"
-    if t == "benchmark":
-        summary = event.get("summary") or {}
-        levels = ", ".join(f"C={c} {v:,.1f}" for c, v in list(summary.items())[:8])
-        label = event.get("label") or event.get("server") or event.get("id")
-        return f"benchmark {label}: {levels} tok/s"
     return None
 
 
