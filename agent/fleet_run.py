@@ -53,6 +53,7 @@ from agent.report import write_report
 from agent.session import AUTOPILOT, Limits, config_of, start
 from agent.view.live import terminal_view
 from state.events import read_events
+from state.fleet import first_name, try_name
 from state.run import Run
 from tools.base import ToolBox, ToolContext
 from tools.bench.random_prompts import sweep_seed
@@ -63,7 +64,7 @@ from tools.fleet.ray_backend import FleetError, Placed, RayFleet, Submitted
 from tools.fleet.trial import TrialOutcome, TrialSpec, reap
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
-from tools.trial_outcome import LOST, ended_fields, record_outcome
+from tools.trial_outcome import ended_fields, record_outcome, runs_again
 
 RESUMED = "the run's controller ended before it came back; placed again on resume"
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
@@ -86,11 +87,6 @@ class Fleet(Protocol):
     async def next_done(self) -> tuple[Submitted, TrialOutcome]: ...
 
     async def close(self) -> dict[str, str] | None: ...
-
-
-def first_name(trial: str) -> str:
-    """A trial's name without its -tryN: its label, and what its tries share."""
-    return trial.rsplit("-try", 1)[0]
 
 
 def experiment_of(event: dict[str, Any]) -> Experiment:
@@ -199,7 +195,7 @@ class FleetCampaign:
             words = tag(self.campaign.space, step.config)
             first = f"{step.purpose}-L{self.trials:02d}"
             first += "" if words == "baseline" else f"-{words}"
-        trial = first if attempt == 1 else f"{first}-try{attempt}"
+        trial = try_name(first, attempt)
         self.in_flight[trial], self.attempts[trial] = step, attempt
         spec = TrialSpec(trial, self.config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
@@ -262,7 +258,7 @@ class FleetCampaign:
 
     def retries(self, ok: bool, reason: str, attempt: int) -> bool:
         """Whether a trial that ended so runs again: lost with its node, tries left."""
-        return not ok and reason.startswith(LOST) and attempt <= self.fleet.config.retries
+        return runs_again(ok, reason, attempt, self.fleet.config.retries)
 
     def learn(self, step: Experiment, ok: bool, reason: str, events: list[dict[str, Any]]) -> None:
         """A trial that came back, into the History: from its outcome and the `benchmark`
@@ -382,7 +378,7 @@ class FleetCampaign:
     def record(self, step: Experiment, out: TrialOutcome) -> list[dict[str, Any]]:
         """One result file, ledger line and `benchmark` event per group of levels (as run_trial
         records its trials: tools/trial_outcome.py); the `benchmark` events."""
-        label = out.trial_id.rsplit("-try", 1)[0]
+        label = first_name(out.trial_id)
         done = record_outcome(self.ctx, out, dict(step.config), self.groups(step), label)
         ids = {data["id"] for _, data in done}
         return [e for e in self.run.state.results if e["id"] in ids]

@@ -28,6 +28,16 @@ def epoch(ts: Any) -> float | None:
         return None
 
 
+def first_name(trial: str) -> str:
+    """A trial's name without its -tryN: its label, and what its tries share."""
+    return trial.rsplit("-try", 1)[0]
+
+
+def try_name(first: str, attempt: int) -> str:
+    """The name of a trial's `attempt`-th try: the first keeps its name, then <first>-tryN."""
+    return first if attempt == 1 else f"{first}-try{attempt}"
+
+
 @dataclass
 class Trial:
     name: str
@@ -43,7 +53,7 @@ class Trial:
     @property
     def label(self) -> str:
         """The name without its -tryN: the label its result files carry."""
-        return self.name.rsplit("-try", 1)[0]
+        return first_name(self.name)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from state.fleet import try_name
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench.random_prompts import sweep_seed
 from tools.fleet.trial import TrialOutcome, TrialSpec
@@ -23,7 +24,7 @@ from tools.log_paths import check_name
 from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, _workload
 from tools.servers.profiles import ProfileError, engine_for
 from tools.start_server import build_command
-from tools.trial_outcome import LOST, ended_fields, one_line, record_outcome
+from tools.trial_outcome import ended_fields, one_line, record_outcome, runs_again
 
 LOG_LINES = 8  # of a failed trial's server log, in the answer
 CANCELLED = "cancelled with the fleet at the run's end (RayFleet.close)"
@@ -72,7 +73,7 @@ class RunTrial(Tool):
         attempt, avoid = 1, None
         lost: list[str] = []  # the tries a lost node cost
         while True:
-            trial = first if attempt == 1 else f"{first}-try{attempt}"
+            trial = try_name(first, attempt)
             ctx.run.append(
                 "trial_started",
                 trial=trial,
@@ -97,7 +98,7 @@ class RunTrial(Tool):
                     attempt=attempt,
                 )
                 raise
-            retry = not out.ok and out.reason.startswith(LOST) and attempt <= fleet.config.retries
+            retry = runs_again(out.ok, out.reason, attempt, fleet.config.retries)
             # the benchmark events before trial_ended (its commit), as the controller writes them
             done = [] if retry else record_outcome(ctx, out, flags, groups, inp.label or first)
             ctx.run.append("trial_ended", **ended_fields(out, sub.attempt))

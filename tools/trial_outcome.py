@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 LOST = "lost on its node"  # the prefix of a trial Ray lost (tools/fleet/ray_backend._lost)
 
 
+def runs_again(ok: bool, reason: str, attempt: int, retries: int) -> bool:
+    """Whether a trial that ended so is placed again: lost with its node or worker, and its
+    `attempt` within the fleet's `retries`."""
+    return not ok and reason.startswith(LOST) and attempt <= retries
+
+
 def record_outcome(
     ctx: ToolContext,
     out: TrialOutcome,

@@ -33,6 +33,7 @@ from typing import Any
 
 from tools.domain.fleet_config import BOX, FleetConfig
 from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
+from tools.trial_outcome import LOST
 
 BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
@@ -239,7 +240,7 @@ class RayFleet:
             with contextlib.suppress(Exception):
                 if node not in self._alive():
                     return gone
-            return f"could not clean up on {where}: {_lost(err).removeprefix('lost on its node ')}"
+            return f"could not clean up on {where}: {_ray_reason(err)}"
         by = f"{left['by_box']} (node {left['by_node'][:12]})"
         if left.get("pid"):
             whose = "a trial still running" if stop_worker else "the lost worker"
@@ -306,7 +307,11 @@ def _resource_options(need: dict[str, float]) -> dict[str, Any]:
 
 
 def _lost(err: BaseException) -> str:
-    """Ray's reason in one line."""
-    kind = type(err).__name__
+    """A trial Ray lost, with Ray's reason (tools/trial_outcome.runs_again reads the prefix)."""
+    return f"{LOST} {_ray_reason(err)}"
+
+
+def _ray_reason(err: BaseException) -> str:
+    """Ray's error in one line: `(WorkerCrashedError): ...`."""
     text = " ".join(str(err).split())
-    return f"lost on its node ({kind}): {text[:240]}"
+    return f"({type(err).__name__}): {text[:240]}"
