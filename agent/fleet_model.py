@@ -10,9 +10,9 @@ Events as on one box, plus `fleet_started {engine, nodes, slots}` and each trial
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
+from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import make_agent, make_brain, wrap_up
 from agent.view.bars import Progress
@@ -44,12 +44,7 @@ async def _main(agent: Agent, fleet: RayFleet, boxes: int | None) -> int:
         except FleetError as err:  # the caller's one line, exit 2
             agent.finish("error", 2, str(err))
             raise
-        task = asyncio.current_task()
-        if task is not None:  # after ray.init, whose own handler would abort the process; once:
-            # a second SIGTERM must not cut the clean-up
-            asyncio.get_running_loop().add_signal_handler(
-                signal.SIGTERM, lambda: task.cancelling() or task.cancel()
-            )
+        cancel_on_sigterm()
         nodes, slots = fleet.nodes(), fleet.slots()
         agent.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots)
         boxes_named = ", ".join(sorted(nodes.values()))

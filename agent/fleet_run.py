@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -47,7 +46,7 @@ from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish
 from agent.brains.autopilot.todo_plan import stage_of, todos
-from agent.interrupts import Interrupts, reason_now
+from agent.interrupts import Interrupts, cancel_on_sigterm, reason_now
 from agent.loop import Agent, RunEnded
 from agent.report import write_report
 from agent.session import AUTOPILOT, Limits, config_of, start
@@ -420,13 +419,9 @@ async def run_fleet(
     was started; the exit code."""
     start = time.monotonic()
     status, code, reason = "error", 1, "internal error"
-    task = asyncio.current_task()
     try:
         fleet.connect(boxes)
-        if task is not None:  # a SIGTERM: the cluster and the servers still go. After
-            # ray.init, whose own handler would abort the process
-            loop = asyncio.get_running_loop()  # once: a second one must not cut the clean-up
-            loop.add_signal_handler(signal.SIGTERM, lambda: task.cancelling() or task.cancel())
+        cancel_on_sigterm()  # a SIGTERM: the cluster and the servers still go
         campaign = FleetCampaign(run, config, fleet, events)
         campaign.agent.session_start = start  # the minutes budget counts the cluster's start
         code = await campaign.drive()

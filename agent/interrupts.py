@@ -10,6 +10,7 @@ next step delivers the stop or ends the run on its budget, as it always did.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -83,3 +84,13 @@ def reason_now(run: Run, minutes: float) -> str | None:
     if limit and minutes >= limit:
         return f"budget exhausted: {minutes:g} of {limit:g} minutes"
     return None
+
+
+def cancel_on_sigterm() -> None:
+    """SIGTERM cancels the running task (a run's main), once: a second one must not cut the
+    clean-up the cancellation starts (killing servers, stopping a cluster). On a fleet, call it
+    after ray.init, whose own handler would abort the process."""
+    task = asyncio.current_task()
+    if task is not None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: task.cancelling() or task.cancel())

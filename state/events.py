@@ -25,6 +25,14 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def epoch(ts: Any) -> float | None:
+    """An event's `ts` (utc_now's text) as seconds since the epoch; None if it is not one."""
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 @dataclass
 class LogContents:
     events: list[Event] = field(default_factory=list)

@@ -14,18 +14,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from state.events import Event
-
-
-def epoch(ts: Any) -> float | None:
-    """An event's `ts` as seconds since the epoch (None if it is not a timestamp)."""
-    try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+from state.events import Event, epoch
 
 
 def first_name(trial: str) -> str:

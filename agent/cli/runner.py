@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import (
     AUTOPILOT,
@@ -89,10 +89,7 @@ def drive(run: Run, config: Config, recovering: bool = False) -> int:
 
 
 async def _main(agent: Agent, recovering: bool = False) -> int:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    if task is not None:  # once: a second SIGTERM must not cut the clean-up (killing servers)
-        loop.add_signal_handler(signal.SIGTERM, lambda: task.cancelling() or task.cancel())
+    cancel_on_sigterm()
     try:
         if recovering:  # after a crash: answer cut tool calls, adopt or kill surviving servers
             from agent.recover import recover

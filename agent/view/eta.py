@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 
-from state.events import Event
+from state.events import Event, epoch
 from state.fleet import FleetState
 
 AFTER_TODOS = ("report", "recommend", "kill", "clean")  # closing items: seconds, not a sweep
@@ -118,10 +117,7 @@ def item_seconds(events: list[Event]) -> tuple[list[float], float]:
 
 
 def stamp(event: Event) -> float | None:
-    try:
-        return datetime.fromisoformat(str(event.get("ts", "")).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return epoch(event.get("ts", ""))
 
 
 def estimate(
