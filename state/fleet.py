@@ -1,7 +1,8 @@
-"""A fleet run's trials, folded from its events (agent/fleet_run.py writes them, docs/fleet.md):
-the boxes, the trials in flight and where they run, the trials that ended, the retries, and how
-busy the boxes were. The supervisor's view (agent/view/fleet.py), `agent watch --json --fleet`
-and the time-left estimate read it; utilisation is computed here and nowhere else.
+"""A fleet run's trials, folded from its events (agent/fleet_controller.py and run_trial write
+them, docs/fleet.md): the boxes, the trials in flight and where they run, the trials that
+ended, the retries, and how busy the boxes were. The supervisor's view (agent/view/fleet.py),
+`agent watch --json --fleet` and the time-left estimate read it; utilisation is computed here
+and nowhere else.
 
 Events: `fleet_started {nodes: {node: box}, slots}` (again on each session of the run),
 `trial_started {trial, purpose, why, flags, levels, attempt}`, `trial_placed {trial, node, box}`

@@ -1,4 +1,4 @@
-"""The fleet controller (agent/fleet_run.py) under the supervisor, without Ray: FleetCampaign
+"""The fleet controller (agent/fleet_controller.py) under the supervisor, without Ray: FleetCampaign
 around a fake fleet that hands back canned TrialOutcomes (a made-up truth: fa3 is 10 % faster,
 EAGLE3 20 %). `agent stop`, `agent say`, the budgets, the goal's SLO and `agent resume` of a
 fleet run; on a real cluster: tests/test_fleet_ray.py."""
@@ -16,7 +16,8 @@ import pytest
 from agent import fleet_run, interrupts
 from agent.brains.autopilot.history import History
 from agent.cli.runner import resume_campaign
-from agent.fleet_run import RESUMED, FleetCampaign, run_fleet, run_fleet_campaign
+from agent.fleet_controller import RESUMED, FleetCampaign
+from agent.fleet_run import run_fleet, run_fleet_campaign
 from agent.session import AUTOPILOT, Limits, start
 from agent.session import config_of as recorded_config
 from state.inbox import send

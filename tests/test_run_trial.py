@@ -21,7 +21,7 @@ import pytest
 
 from agent.brains.autopilot.planner import Experiment
 from agent.brains.sse import render_sse
-from agent.fleet_run import FleetCampaign
+from agent.fleet_controller import FleetCampaign
 from agent.session import make_agent, system_prompt
 from agent.tool_batch import footprint
 from state.events import read_events

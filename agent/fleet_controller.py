@@ -1,0 +1,409 @@
+"""A campaign across a fleet: the autopilot plans in batches (agent/brains/autopilot/batch.py),
+each experiment runs as a trial on the box Ray places it on (tools/fleet/), and this controller
+keeps the run's one event log, the ledger and the todo list.
+
+Each trial's events: `trial_started {trial, purpose, why, flags, levels, fresh, attempt}`, then,
+when it comes back, one `benchmark` event per group of levels (the result files, the ledger - as
+run_benchmark writes them, the server named after the trial, its host the box) and `trial_ended
+{trial, node, box, ok, reason, started, ended, seconds, log_tail, cleanup}` - last: a trial that
+has its trial_ended has all its measurements in the log. A trial lost with its node or worker is
+retried once on another node (`trial_retried`). The conclusion is the autopilot's: compare and
+recommend are called as tools, then the report.
+
+The supervisor, as on one box (agent/loop.py's own machinery): before each planning round the
+inbox is delivered and the budgets checked (Agent.check_limits); while trials run, a stop or the
+minutes budget is watched for (agent/interrupts.py). `agent say` changes the planner's
+directives as the one-box autopilot reads them (Campaign); `agent stop` or a budget cancels the
+trials in flight (`trial_ended {interrupted: true}`, their servers killed with the fleet), keeps
+what came back and concludes from it. `agent resume` rebuilds the History from the log with the
+same `learn` as the live path and places the trials left unfinished again (docs/fleet.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.brains.autopilot import directives
+from agent.brains.autopilot.batch import plan_batch, reused_launch
+from agent.brains.autopilot.brain import (
+    FLOOR_SCREEN,
+    FLOOR_SWEEP,
+    WAVES_SCREEN,
+    WAVES_SWEEP,
+    AutopilotBrain,
+    Campaign,
+    groups,
+)
+from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.narrate import tag
+from agent.brains.autopilot.observe import slo_of, slo_ok_of
+from agent.brains.autopilot.planner import Experiment, Finish
+from agent.brains.autopilot.todo_plan import stage_of, todos
+from agent.interrupts import Interrupts, reason_now
+from agent.loop import Agent, RunEnded
+from state.fleet import first_name, try_name
+from state.run import Run
+from tools.base import ToolBox, ToolContext
+from tools.bench.random_prompts import sweep_seed
+from tools.domain.config import Config
+from tools.domain.fleet_config import FleetConfig
+from tools.fleet.ray_backend import Submitted
+from tools.fleet.trial import TrialOutcome, TrialSpec, reap
+from tools.registry import all_tools
+from tools.run_benchmark import RunBenchmarkInput, _workload
+from tools.trial_outcome import ended_fields, record_outcome, runs_again
+
+RESUMED = "the run's controller ended before it came back; placed again on resume"
+CANCELLED = "cancelled with the fleet (RayFleet.close)"
+
+
+class FleetBackend(Protocol):
+    """What the controller needs of a backend: tools/fleet/ray_backend.RayFleet (a fake in
+    tests/test_fleet_controller.py)."""
+
+    config: FleetConfig
+
+    def connect(self, boxes: int | None = None) -> None: ...
+
+    def nodes(self) -> dict[str, str]: ...
+
+    def slots(self) -> int: ...
+
+    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None: ...
+
+    async def next_done(self) -> tuple[Submitted, TrialOutcome]: ...
+
+    async def close(self) -> dict[str, str] | None: ...
+
+
+def experiment_of(event: dict[str, Any]) -> Experiment:
+    """The experiment a `trial_started` event placed."""
+    return Experiment(
+        config=dict(event.get("flags") or {}),
+        levels=tuple(int(c) for c in event.get("levels") or ()),
+        purpose=str(event.get("purpose") or ""),
+        why=str(event.get("why") or ""),
+        fresh=bool(event.get("fresh", False)),
+    )
+
+
+class FleetCampaign:
+    """One session of the controller. `events`: the run's log so far, on `agent resume` (the
+    History is rebuilt from it, the trials it left unfinished are placed again)."""
+
+    def __init__(
+        self,
+        run: Run,
+        config: Config,
+        fleet: FleetBackend,
+        events: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.run, self.config, self.fleet = run, config, fleet
+        self.ctx = ToolContext(run=run, config=config)
+        self.tools = ToolBox(all_tools())
+        # the one-box loop, for its inbox, its budgets (and their warning) and nothing else
+        brain = AutopilotBrain(config)
+        self.agent = Agent(run=run, brain=brain, tools=self.tools, ctx=self.ctx, system="")
+        self.interrupts = Interrupts()
+        self.refresh()  # self.campaign, self.planner
+        self.h = History(self.campaign.space)
+        self.in_flight: dict[str, Experiment] = {}
+        self.attempts: dict[str, int] = {}  # trial in flight -> its attempt
+        self.trials = 0
+        self.unfinished: list[tuple[str, Experiment, int]] = []  # (trial, step, attempt)
+        self.status, self.reason = "finished", "the campaign concluded across the fleet"
+        if events:
+            self.rebuild(events)
+
+    async def drive(self) -> int:
+        """Plan, place, collect until the planner concludes - or the supervisor stops the run, or
+        a budget ends it: then the trials in flight are cancelled and the conclusion is drawn
+        from what was measured. The exit code; `status` and `reason` say how it ended."""
+        nodes = self.fleet.nodes()
+        slots = self.fleet.slots()
+        self.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots)
+        try:
+            self.supervise()
+            await self.place_unfinished()
+            while True:
+                self.supervise()
+                free = slots - len(self.in_flight)
+                steps = plan_batch(self.planner, self.h, list(self.in_flight.values()), free)
+                if steps and isinstance(steps[0], Finish):
+                    return await self.conclude(steps[0])
+                started = [await self.start(s) for s in steps if isinstance(s, Experiment)]
+                self.narrate(started)
+                if not self.in_flight:  # nothing to wait for and nothing to start: conclude
+                    return await self.conclude(self.planner.finish(self.h))
+                await self.collect()
+        except RunEnded as end:  # `agent stop`, a budget: the status and exit code of one box
+            await self.interrupt(str(end))
+            await self.conclude(self.planner.finish(self.h))
+            self.status, self.reason = end.status, str(end)
+            return end.exit_code
+
+    def supervise(self) -> None:
+        """Before each planning round, as before each one-box step: the supervisor's messages
+        delivered and the budgets checked (Stopped or BudgetExhausted raised; at 80 % a
+        budget_warning, which wraps the campaign up); new directives re-plan."""
+        state = self.run.state
+        before = (len(state.supervisor), state.warned_budget)
+        self.agent.inbox(self.run)
+        self.agent.check_limits()
+        if (len(state.supervisor), state.warned_budget) != before:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """The planner under the directives in force and the budget warning, built as the
+        one-box autopilot builds it each turn (Campaign); new supervisor messages answered as
+        its narration answers them ("Supervisor #N: ...")."""
+        self.campaign = Campaign(self.run.state, self.config, self.run.path)
+        self.planner = self.campaign.planner
+        answered = directives.acknowledged(self.run.state.messages)
+        said = [
+            {"type": "text", "text": f"Supervisor #{seq}: {reply}."}
+            for seq, reply in sorted(self.campaign.replies.items())
+            if seq not in answered
+        ]
+        if said:
+            self.run.append("message", role="assistant", content=said)
+
+    def narrate(self, started: list[str]) -> None:
+        """A planning round that placed trials is one assistant message naming them: a step of
+        the run, as a one-box autopilot turn is (max_steps counts them)."""
+        if started:
+            text = "Placed on the fleet: " + "; ".join(started)
+            self.run.append("message", role="assistant", content=[{"type": "text", "text": text}])
+
+    async def start(
+        self, step: Experiment, attempt: int = 1, avoid: str | None = None, first: str = ""
+    ) -> str:
+        """Place one trial; a retry (`attempt` > 1) keeps the first try's name with -tryN. The
+        trial's name and why."""
+        if attempt == 1:
+            self.trials += 1
+            await self.write_todos(stage_of(step, self.h))
+            words = tag(self.campaign.space, step.config)
+            first = f"{step.purpose}-L{self.trials:02d}"
+            first += "" if words == "baseline" else f"-{words}"
+        trial = try_name(first, attempt)
+        self.in_flight[trial], self.attempts[trial] = step, attempt
+        spec = TrialSpec(trial, self.config, dict(step.config), self.groups(step), self.seed(trial))
+        self.run.append(
+            "trial_started",
+            trial=trial,
+            purpose=step.purpose,
+            why=step.why,
+            flags=dict(step.config),
+            levels=list(step.levels),
+            fresh=step.fresh,
+            attempt=attempt,
+        )
+        self.fleet.submit(spec, avoid=avoid, attempt=attempt)
+        return f"{trial} ({step.why})"
+
+    def groups(self, step: Experiment) -> list[tuple[list[int], Any]]:
+        """The levels grouped as the autopilot groups its run_benchmark calls."""
+        waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
+        out = []
+        for levels, requests in groups(
+            step.levels, waves, floor, self.config.bench.requests_per_level
+        ):
+            inp = RunBenchmarkInput(concurrency=list(levels), requests_per_level=requests)
+            out.append((list(levels), _workload(self.ctx, inp, None)))
+        return out
+
+    def seed(self, trial: str) -> int:
+        return sweep_seed(self.config.bench.seed, self.run.id, trial)
+
+    async def collect(self) -> None:
+        """The next trial to come back: recorded, learned from, retried once if its node was
+        lost. A stop or the minutes budget found while waiting ends the run (supervise)."""
+        done = asyncio.ensure_future(self.fleet.next_done())
+        watch = asyncio.ensure_future(
+            self.interrupts.watch(lambda: reason_now(self.run, self.agent.minutes()))
+        )
+        try:
+            came, _ = await asyncio.wait((done, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not done.done():
+                done.cancel()
+        if done not in came:  # the trials stay placed: the fleet still has them
+            with contextlib.suppress(asyncio.CancelledError):
+                await done
+            self.supervise()  # raises Stopped or BudgetExhausted, with the one-box reason
+            return
+        sub, out = done.result()
+        trial = sub.spec.trial_id
+        step = self.in_flight.pop(trial)
+        self.attempts.pop(trial, None)
+        retry = self.retries(out.ok, out.reason, sub.attempt)
+        events = [] if retry else self.record(step, out)  # before trial_ended: its commit
+        self.run.append("trial_ended", **ended_fields(out, sub.attempt))
+        if retry:
+            self.run.append("trial_retried", trial=trial, reason=out.reason, avoid=out.node)
+            await self.start(step, sub.attempt + 1, out.node or sub.node, first_name(trial))
+            return
+        self.learn(step, out.ok, out.reason, events)
+
+    def retries(self, ok: bool, reason: str, attempt: int) -> bool:
+        """Whether a trial that ended so runs again: lost with its node, tries left."""
+        return runs_again(ok, reason, attempt, self.fleet.config.retries)
+
+    def learn(self, step: Experiment, ok: bool, reason: str, events: list[dict[str, Any]]) -> None:
+        """A trial that came back, into the History: from its outcome and the `benchmark`
+        events recorded for it - live, and on a resume from the log (rebuild)."""
+        h = self.h
+        if not ok and not events:
+            started = not reason.startswith("the server did not start")
+            h.launches.append(Launch(step.config, ok=started, reason="" if started else reason))
+            if started:  # it started but could not be measured (or was lost twice)
+                h.broken[len(h.launches) - 1] = reason
+            return
+        launch = reused_launch(h, step)
+        if launch is None:
+            h.launches.append(Launch(step.config))
+            launch = len(h.launches) - 1
+        mine: Measurement | None = None  # this trial's sweep, one event per group of levels
+        slo = slo_of(self.config)
+        for event in events:
+            per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
+            ok_at = slo_ok_of(event, self.run.path, slo) if slo is not None else None
+            if mine is None:
+                label = str(event.get("label") or "")
+                mine = Measurement(step.config, launch, per, label, ok_at, (str(event["id"]),))
+                h.measurements.append(mine)
+                continue
+            both = dict(sorted({**mine.per_level, **per}.items()))
+            slo_both = {**(mine.slo_ok or {}), **(ok_at or {})} if ok_at is not None else None
+            ids = (*mine.ids, str(event["id"]))
+            mine = Measurement(mine.config, launch, both, mine.label, slo_both, ids)
+            h.measurements[-1] = mine
+
+    def rebuild(self, events: list[dict[str, Any]]) -> None:
+        """A resumed run's History from its log: each trial learned (learn) at its trial_ended
+        from the benchmark events recorded before it, in the order they ended - as the live
+        controller learned them. A trial started and never ended, cut short by a stop
+        (interrupted) or lost and not retried yet is left to place again (place_unfinished)."""
+        open_: dict[str, tuple[str, Experiment, int]] = {}  # first name -> (trial, step, attempt)
+        measured: dict[str, list[dict[str, Any]]] = {}  # trial -> its benchmark events
+        for e in events:
+            kind = e.get("type")
+            if kind == "trial_started":
+                trial, attempt = str(e["trial"]), int(e.get("attempt") or 1)
+                self.trials += 1 if attempt == 1 else 0
+                open_[first_name(trial)] = (trial, experiment_of(e), attempt)
+            elif kind == "benchmark":
+                result = {k: v for k, v in e.items() if k not in ("seq", "type")}
+                measured.setdefault(str(e.get("server")), []).append(result)
+            elif kind == "trial_ended" and not e.get("interrupted"):
+                trial = str(e["trial"])
+                entry = open_.get(first_name(trial))
+                if entry is None or entry[0] != trial:
+                    continue
+                ok, reason = bool(e.get("ok")), str(e.get("reason") or "")
+                if self.retries(ok, reason, entry[2]):
+                    continue  # its next try follows in the log, or is placed on resume
+                del open_[first_name(trial)]
+                self.learn(entry[1], ok, reason, measured.pop(trial, []))
+        self.unfinished = list(open_.values())
+
+    async def place_unfinished(self) -> None:
+        """On resume: each trial that never came back placed again as its next attempt
+        (`trial_retried`, then `trial_started <first>-tryN`), after killing what it left
+        (reap_left)."""
+        for trial, step, attempt in self.unfinished:
+            cleanup = await self.reap_left(trial)
+            self.run.append(
+                "trial_retried", trial=trial, reason=RESUMED, avoid=None, cleanup=cleanup
+            )
+            print(f"fleet: {trial}: {RESUMED}; {cleanup}", file=sys.stderr)
+            await self.start(step, attempt + 1, None, first_name(trial))
+        self.unfinished = []
+
+    async def reap_left(self, trial: str) -> str:
+        """The server a trial of an earlier session left, killed where its pid file is
+        (tools/fleet/trial.reap). A local cluster (the lab) died with the controller that
+        started it, but its nodes' folders are on this machine: reaped here. A joined cluster
+        outlives the controller: a clean-up task on each node alive (RayFleet.clean_up, with
+        the trial's worker first); the node that ran it answers."""
+        config = self.fleet.config
+        if config.address == "local":
+            root = fleet_workdir(self.run)
+            folders = (
+                [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+            )
+            for folder in folders:
+                left = await reap(folder, trial)
+                if left.get("pid"):
+                    return f"killed the server group {left['pid']} it left"
+            return "nothing left of it here"
+        clean_up = getattr(self.fleet, "clean_up", None)
+        if clean_up is None:
+            return "not cleaned up: this backend cannot run a task on a node"
+        texts = [await clean_up(node, box, trial, True) for node, box in self.fleet.nodes().items()]
+        killed = [t for t in texts if "killed" in t]
+        return "; ".join(killed) or "no node had anything left of it"
+
+    async def interrupt(self, reason: str) -> None:
+        """A stop or a budget: the trials in flight cancelled and their servers killed (the
+        fleet closed: RayFleet.close), each recorded as ended with the reason and what its
+        clean-up did - not learned from: a resume places them again."""
+        if not self.in_flight:
+            return
+        done = await self.fleet.close() or {}
+        for trial in self.in_flight:
+            self.run.append(
+                "trial_ended",
+                trial=trial,
+                ok=False,
+                reason=reason,
+                interrupted=True,
+                cleanup=done.get(trial) or CANCELLED,
+                attempt=self.attempts.get(trial, 1),
+            )
+        self.in_flight.clear()
+        self.attempts.clear()
+
+    def record(self, step: Experiment, out: TrialOutcome) -> list[dict[str, Any]]:
+        """One result file, ledger line and `benchmark` event per group of levels (as run_trial
+        records its trials: tools/trial_outcome.py); the `benchmark` events."""
+        label = first_name(out.trial_id)
+        done = record_outcome(self.ctx, out, dict(step.config), self.groups(step), label)
+        ids = {data["id"] for _, data in done}
+        return [e for e in self.run.state.results if e["id"] in ids]
+
+    async def write_todos(self, stage: str, done: bool = False) -> None:
+        items = todos(self.planner, self.h, stage, done=done)
+        if items != self.run.state.todos:
+            await self.tools.call(self.ctx, "todowrite", {"todos": items})
+
+    async def conclude(self, step: Finish) -> int:
+        """The autopilot's conclusion: its compare and recommend calls, as tools; the report."""
+        campaign = self.campaign
+        campaign.h, campaign.blocks = self.h, []
+        campaign.finish(step)
+        text = [b for b in campaign.blocks if b["type"] == "text"]
+        if text:
+            self.run.append("message", role="assistant", content=text)
+        for block in campaign.blocks:
+            if block["type"] == "tool_use" and block["name"] in (
+                "todowrite",
+                "compare",
+                "recommend",
+            ):
+                result, _ = await self.tools.call(self.ctx, block["name"], block["input"])
+                if result.is_error:
+                    print(f"fleet: {block['name']}: {result.text.splitlines()[0]}", file=sys.stderr)
+        await self.write_todos("report", done=True)
+        return 0
+
+
+def fleet_workdir(run: Run) -> Path:
+    """Where the trials keep their server logs and pid files (each box's own on a real fleet)."""
+    return run.path / "fleet"
