@@ -38,7 +38,7 @@ from agent.brains.autopilot.brain import (
     Campaign,
     groups,
 )
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish
@@ -261,29 +261,21 @@ class FleetCampaign:
         h = self.h
         if not ok and not events:
             started = not reason.startswith("the server did not start")
-            h.launches.append(Launch(step.config, ok=started, reason="" if started else reason))
+            tried = h.launched(step.config, ok=started, reason="" if started else reason)
             if started:  # it started but could not be measured (or was lost twice)
-                h.broken[len(h.launches) - 1] = reason
+                h.broke(tried, reason)
             return
-        launch = reused_launch(h, step)
-        if launch is None:
-            h.launches.append(Launch(step.config))
-            launch = len(h.launches) - 1
-        mine: Measurement | None = None  # this trial's sweep, one event per group of levels
+        reused = reused_launch(h, step)
+        launch = h.launched(step.config) if reused is None else reused
         slo = slo_of(self.config)
-        for event in events:
+        for i, event in enumerate(events):  # this trial's sweep, one event per group of levels
             per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
             ok_at = slo_ok_of(event, self.run.path, slo) if slo is not None else None
-            if mine is None:
-                label = str(event.get("label") or "")
-                mine = Measurement(step.config, launch, per, label, ok_at, (str(event["id"]),))
-                h.measurements.append(mine)
-                continue
-            both = dict(sorted({**mine.per_level, **per}.items()))
-            slo_both = {**(mine.slo_ok or {}), **(ok_at or {})} if ok_at is not None else None
-            ids = (*mine.ids, str(event["id"]))
-            mine = Measurement(mine.config, launch, both, mine.label, slo_both, ids)
-            h.measurements[-1] = mine
+            ids = (str(event["id"]),)
+            if i == 0:
+                h.measured(step.config, launch, per, str(event.get("label") or ""), ok_at, ids)
+            else:
+                h.measured_more(per, ok_at, ids)
 
     def rebuild(self, events: list[dict[str, Any]]) -> None:
         """A resumed run's History from its log: each trial learned (learn) at its trial_ended

@@ -163,12 +163,12 @@ def test_a_run_measured_without_the_autopilots_launches_reads_the_same(tmp_path:
 def test_with_nothing_repeated_the_floor_is_unknown_and_said_so() -> None:
     space = SearchSpace.parse(default_space())
     base, other = space.baseline, space.repair({**space.baseline, "--cuda-graph-max-bs": 256})
-    h = History(space, [Launch(base), Launch(other)])
-    h.measurements += [
+    measured = [
         Measurement(base, 0, dict.fromkeys(LEVELS, 100.0)),
         Measurement(base, 0, dict.fromkeys(LEVELS, 0.0)),  # every level failed: no difference
         Measurement(other, 1, dict.fromkeys(LEVELS, 200.0)),
     ]
+    h = History(space, [Launch(base), Launch(other)], measured)
     planner = Planner(space, Settings(LEVELS))
     r = planner.read(h)
     assert r.floors == (None, None) and r.objective_noise == NOISE_DEFAULT

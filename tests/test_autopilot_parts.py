@@ -7,7 +7,7 @@ import pytest
 from agent.brains.autopilot.brain import groups
 from agent.brains.autopilot.directives import read
 from agent.brains.autopilot.engine_limits import engine_check, sim_base_argv
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.narrate import short, tag
 from agent.brains.autopilot.reading import NOISE_DEFAULT, Reading
 from agent.brains.autopilot.steps import Settings
@@ -86,12 +86,12 @@ def test_words_for_a_configuration() -> None:
 
 def test_the_noise_floor_comes_from_repeated_sweeps() -> None:
     h = History(SPACE, [Launch(SPACE.baseline)], running=0)
-    h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0)))
+    h.measured(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0))
     unknown = Reading(SPACE, Settings(LEVELS), h)
     assert unknown.floors == (None, None), "nothing repeated: the floor is unknown"
     assert unknown.level_noise == unknown.objective_noise == NOISE_DEFAULT  # planned with
     again = {**dict.fromkeys(LEVELS, 102.0), 10: 110.0}  # C=10 differs more than the others
-    h.measurements.append(Measurement(SPACE.baseline, 0, again))
+    h.measured(SPACE.baseline, 0, again)
     per_level, objective = Reading(SPACE, Settings(LEVELS), h).floors
     d = [2 / 101] * (len(LEVELS) - 1) + [10 / 105]
     pooled = 2 * (sum(x * x for x in d) / len(d)) ** 0.5

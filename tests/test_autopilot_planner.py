@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from sim import truth
@@ -132,6 +132,6 @@ def test_first_steps() -> None:
     assert isinstance(step, Experiment) and step.purpose == "baseline"
     assert step.config == SPACE.baseline and step.levels == LEVELS
     h = History(SPACE, [Launch(SPACE.baseline)], running=0)
-    h.measurements.append(Measurement(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0)))
+    h.measured(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0))
     step = p.decide(h)
     assert isinstance(step, Experiment) and step.purpose == "noise" and not step.fresh

@@ -171,11 +171,11 @@ def test_a_screen_run_ahead_is_judged_when_it_ends_before_its_confirmation() -> 
 def test_a_full_sweep_is_predicted_from_its_screen_and_its_nearest_swept_relative() -> None:
     base, fa3 = SPACE.baseline, {**SPACE.baseline, "--attention-backend": "fa3"}
     swept = {c: 100.0 * c for c in LEVELS}
-    h = History(SPACE, [Launch(base), Launch(fa3)])
-    h.measurements += [
+    measured = [
         Measurement(base, 0, swept, "baseline"),
         Measurement(fa3, 1, {1: 110.0, 10: 1000.0, 250: 22500.0}, "screen"),
     ]
+    h = History(SPACE, [Launch(base), Launch(fa3)], measured)
     e = Experiment(fa3, LEVELS, "confirm", "why", base=base)
     got = predicted(h, e, LEVELS)
     assert got is not None and set(got) == set(LEVELS)

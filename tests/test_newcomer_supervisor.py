@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.narrate import conclusion
 from agent.brains.autopilot.planner import Planner, Settings
 from agent.brains.autopilot.todo_plan import todos
@@ -96,9 +96,9 @@ def test_keeping_a_baseline_of_no_flags_is_said_without_empty_parentheses() -> N
     h = History(space)
     other: Flags = {"--enable-x": True}
     for config, value in ((space.baseline, 10.0), (other, 8.0)):
-        h.launches.append(Launch(config))
+        h.launched(config)
         per = {c: value for c in (1, 2, 4)}
-        h.measurements.append(Measurement(config, len(h.launches) - 1, per, "confirm"))
+        h.measured(config, len(h.launches) - 1, per, "confirm")
     finish = planner.finish(h)
     assert finish.best == space.baseline
     text = conclusion(space, finish, h, planner)

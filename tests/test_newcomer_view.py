@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
 from agent.brains.autopilot.todo_plan import todos
 from agent.report import write_report
@@ -118,9 +118,9 @@ def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: An
     planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
     h = History(space)
     for label in ("baseline-L01", "noise-L01"):  # the baseline and its A/A repeat: the best
-        h.launches.append(Launch(space.baseline))
+        h.launched(space.baseline)
         per = {c: 100.0 for c in DEFAULT_LEVELS}
-        h.measurements.append(Measurement(space.baseline, len(h.launches) - 1, per, label))
+        h.measured(space.baseline, len(h.launches) - 1, per, label)
 
     def explore_item(h: History) -> tuple[list[dict[str, Any]], int]:
         items = todos(planner, h, "explore")
@@ -132,9 +132,9 @@ def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: An
     items, left = explore_item(h)
     first = planner.decide(h)
     assert isinstance(first, Experiment) and first.purpose == "screen"
-    h.launches.append(Launch(first.config))
+    h.launched(first.config)
     per = {c: 90.0 for c in first.levels}  # a clear loss: the best stays the baseline
-    h.measurements.append(Measurement(first.config, len(h.launches) - 1, per, "screen-L02"))
+    h.measured(first.config, len(h.launches) - 1, per, "screen-L02")
     assert explore_item(h)[1] == left - 1
 
     run, _ = make_run()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.narrate import conclusion
 from agent.brains.autopilot.offline import sim_truth, simulate
 from agent.brains.autopilot.planner import Finish, Planner, Settings
@@ -32,10 +32,10 @@ def history(*steps: tuple[Flags, bool]) -> History:
     """Launches in order (ok or crashed); every one that started is swept once."""
     h = History(SPACE)
     for config, ok in steps:
-        h.launches.append(Launch(config, ok=ok, reason="" if ok else WHY))
+        h.launched(config, ok=ok, reason="" if ok else WHY)
         if ok:
             per = {c: 10.0 for c in LEVELS}
-            h.measurements.append(Measurement(config, len(h.launches) - 1, per, "confirm"))
+            h.measured(config, len(h.launches) - 1, per, "confirm")
     return h
 
 
@@ -109,6 +109,6 @@ def test_a_repeated_failure_a_flag_explains_does_not_stop_the_search() -> None:
         ({**BASE, "--parallel": 2, **q4}, False),
         ({**BASE, "--threads": 16, **q4}, False),
     )
-    h.measurements.append(Measurement(BASE, 0, {c: 10.1 for c in LEVELS}, "noise"))
+    h.measured(BASE, 0, {c: 10.1 for c in LEVELS}, "noise")
     step = planner().next_step(h)
     assert not (isinstance(step, Finish) and "stopped" in step.why)

@@ -9,7 +9,7 @@ import pytest
 
 from agent.brains.autopilot import combine
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Planner, Settings, Step
 from agent.brains.autopilot.reading import Reading
@@ -63,11 +63,9 @@ def test_pairs_combine_changes_that_did_not_win_alone() -> None:
     h = History(SPACE)
     per = {c: 100.0 for c in LEVELS}
     for i, config in enumerate([base, tbo, dp]):
-        h.launches.append(Launch(config))
-        h.measurements.append(
-            Measurement(config, i, dict(per), "baseline" if i == 0 else "confirm")
-        )
-    h.measurements.append(Measurement(base, 0, {c: 100.5 for c in LEVELS}, "noise"))
+        h.launched(config)
+        h.measured(config, i, dict(per), "baseline" if i == 0 else "confirm")
+    h.measured(base, 0, {c: 100.5 for c in LEVELS}, "noise")
     r = Reading(SPACE, planner().settings, h)
     assert r.incumbent == base  # neither won alone
     step = combine.pairs(r, base)
@@ -84,9 +82,9 @@ def test_the_surrogate_proposes_from_an_additive_model() -> None:
     h = History(SPACE)
     sweeps = [(base, 100.0), (fa3, 110.0), (big, 106.0)]
     for i, (config, value) in enumerate(sweeps):
-        h.launches.append(Launch(config))
-        h.measurements.append(Measurement(config, i, {c: value for c in LEVELS}, "confirm"))
-    h.measurements.append(Measurement(base, 0, {c: 100.2 for c in LEVELS}, "noise"))
+        h.launched(config)
+        h.measured(config, i, {c: value for c in LEVELS}, "confirm")
+    h.measured(base, 0, {c: 100.2 for c in LEVELS}, "noise")
     r = Reading(SPACE, planner().settings, h)
     step = combine.surrogate(r, r.incumbent)
     assert isinstance(step, Experiment) and step.purpose == "surrogate"

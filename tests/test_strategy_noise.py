@@ -11,7 +11,7 @@ import pytest
 
 from agent.brains.autopilot import AutopilotBrain
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
 from agent.brains.autopilot.reading import Reading
@@ -32,10 +32,8 @@ def planner(target: float = 0.02) -> Planner:
 def test_a_noisy_aa_pair_is_measured_again_before_anything_else() -> None:
     h = History(SPACE, [Launch(BASE)], running=0)
     noisy = [1.00, 1.08, 0.93, 1.06, 0.95, 1.07, 0.94, 1.05]
-    h.measurements.append(Measurement(BASE, 0, {c: 100.0 for c in LEVELS}, "baseline"))
-    h.measurements.append(
-        Measurement(BASE, 0, {c: 100.0 * f for c, f in zip(LEVELS, noisy, strict=True)}, "noise")
-    )
+    h.measured(BASE, 0, {c: 100.0 for c in LEVELS}, "baseline")
+    h.measured(BASE, 0, {c: 100.0 * f for c, f in zip(LEVELS, noisy, strict=True)}, "noise")
     step = planner().next_step(h)
     assert isinstance(step, Experiment) and step.config == BASE and step.purpose == "noise"
     assert "above the 2% target" in step.why
@@ -64,11 +62,9 @@ def test_a_win_inside_the_noise_is_swept_again_not_taken() -> None:
     cand: Flags = {**BASE, "--cuda-graph-max-bs": 256}
     h = History(SPACE, [Launch(BASE), Launch(cand)], running=1)
     wobble = [1.0, 1.06, 0.94, 1.05, 0.95, 1.06, 0.94, 1.0]
-    h.measurements.append(Measurement(BASE, 0, {c: 100.0 for c in LEVELS}, "baseline"))
-    h.measurements.append(
-        Measurement(BASE, 0, {c: 100 * f for c, f in zip(LEVELS, wobble, strict=True)}, "noise")
-    )
-    h.measurements.append(Measurement(cand, 1, {c: 101.5 for c in LEVELS}, "confirm"))
+    h.measured(BASE, 0, {c: 100.0 for c in LEVELS}, "baseline")
+    h.measured(BASE, 0, {c: 100 * f for c, f in zip(LEVELS, wobble, strict=True)}, "noise")
+    h.measured(cand, 1, {c: 101.5 for c in LEVELS}, "confirm")
     r = Reading(SPACE, planner().settings, h)
     assert r.objective_noise > 0.02
     assert r.incumbent == BASE, "1.5 % is inside the noise: the baseline stays"

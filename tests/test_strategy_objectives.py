@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Measurement, Objective
+from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.offline import sim_slo, sim_truth, simulate
 from agent.brains.autopilot.planner import Planner, Settings
 from agent.brains.autopilot.reading import Reading
@@ -94,10 +94,10 @@ def test_ties_go_to_fewer_gpus_then_fewer_changes() -> None:
     h = History(space)
     rows = [(base, 100.0), (base, 100.0), (two, 130.0), (one, 130.0), (tp4, 130.0)]
     for i, (config, value) in enumerate(rows):
-        h.launches.append(Launch(config))
-        h.measurements.append(Measurement(config, i, {c: value for c in levels}, "confirm"))
+        h.launched(config)
+        h.measured(config, i, {c: value for c in levels}, "confirm")
     r = Reading(space, Settings(levels=levels), h)
     assert r.incumbent == tp4, "same value: fewer GPUs"
-    h.measurements = [m for m in h.measurements if m.config != tp4]
+    h = History(space, h.launches, [m for m in h.measurements if m.config != tp4])
     r = Reading(space, Settings(levels=levels), h)
     assert r.incumbent == one, "same value, same GPUs: fewer changes"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History, Measurement
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 
 FIRST = ("baseline", "noise")  # everything after them reads the noise floor
@@ -47,12 +47,11 @@ def pending(
     """`h` with each experiment launched and not measured; a pending baseline sweep counts as
     swept (placeholder zeros: nothing is decided from them, the batch stops after the A/A).
     `guess`: a pending full sweep that may move the best counts as measured as `predicted`."""
-    out = History(h.space, list(h.launches), list(h.measurements), None, dict(h.broken))
+    out = h.copy()
     for e in experiments:
         launch = reused_launch(out, e)
         if launch is None:
-            out.launches.append(Launch(e.config))
-            launch = len(out.launches) - 1
+            launch = out.launched(e.config)
         sweep: dict[int, float] | None = None
         if e.purpose in FIRST:
             sweep = dict.fromkeys(levels, 0.0)
@@ -62,7 +61,7 @@ def pending(
         elif guess and e.purpose in MOVES_BEST:
             sweep = predicted(h, e, levels)
         if sweep is not None:
-            out.measurements.append(Measurement(e.config, launch, sweep, e.purpose))
+            out.measured(e.config, launch, sweep, e.purpose)
     return out
 
 
@@ -82,13 +81,12 @@ def record_trial(h: History, e: Experiment, got: dict[int, float] | str) -> None
     """A finished trial into the history as the fleet controller counts it: a failed launch
     (`got` is the reason), or a measurement on reused_launch's launch or a new one."""
     if isinstance(got, str):
-        h.launches.append(Launch(e.config, ok=False, reason=got))
+        h.launched(e.config, ok=False, reason=got)
         return
     launch = reused_launch(h, e)
     if launch is None:
-        h.launches.append(Launch(e.config))
-        launch = len(h.launches) - 1
-    h.measurements.append(Measurement(e.config, launch, got, e.purpose))
+        launch = h.launched(e.config)
+    h.measured(e.config, launch, got, e.purpose)
 
 
 def same(a: Experiment, b: Experiment, h: History) -> bool:

@@ -1,7 +1,9 @@
 """What a campaign has measured so far: launches (and the crashes among them) and benchmarks.
 
-The planner reads nothing else. The brain rebuilds a History from the run's fold every turn, and
-the efficiency study builds one from the simulator's truth, so both drive the same planner.
+The planner reads nothing else. The brain rebuilds a History from the run's fold every turn, the
+fleet controller from its trials, and the efficiency study from the simulator's truth, so all drive
+the same planner. The methods under "recording" are the only writers of a History's launches,
+measurements, running server and broken launches (tests/test_history_writer.py checks the tree).
 """
 
 from __future__ import annotations
@@ -71,6 +73,56 @@ class History:
     measurements: list[Measurement] = field(default_factory=list)
     running: int | None = None  # the launch whose server is up now
     broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmarks failed
+
+    # --- recording: the only writers ------------------------------------------------------------
+    def launched(
+        self, config: Flags, ok: bool = True, reason: str = "", serving: bool = False
+    ) -> int:
+        """A launch (failed to start when not `ok`, with its one-line `reason`); its index.
+        `serving`: its server is the one up now (none is, when it failed)."""
+        self.launches.append(Launch(config, ok=ok, reason=reason))
+        index = len(self.launches) - 1
+        if serving:
+            self.running = index if ok else None
+        return index
+
+    def serving_nothing(self) -> None:
+        """No server of this campaign is up (killed, died, or its launch was cut short)."""
+        self.running = None
+
+    def measured(
+        self,
+        config: Flags,
+        launch: int,
+        per_level: dict[int, float],
+        label: str = "",
+        slo_ok: dict[int, bool] | None = None,
+        ids: tuple[str, ...] = (),
+    ) -> None:
+        """A benchmark of `launch`: a new measurement."""
+        self.measurements.append(Measurement(config, launch, per_level, label, slo_ok, ids))
+
+    def measured_more(
+        self, per_level: dict[int, float], slo_ok: dict[int, bool] | None, ids: tuple[str, ...]
+    ) -> None:
+        """More levels of the last measurement's sweep (a sweep split into calls by groups of
+        levels): its levels, SLO verdicts and result ids merged in."""
+        last = self.measurements[-1]
+        both = dict(sorted({**last.per_level, **per_level}.items()))
+        slo_both = {**(last.slo_ok or {}), **(slo_ok or {})} if slo_ok is not None else None
+        self.measurements[-1] = Measurement(
+            last.config, last.launch, both, last.label, slo_both, (*last.ids, *ids)
+        )
+
+    def broke(self, launch: int, reason: str) -> None:
+        """`launch` started but its server could not be measured (the first reason is kept)."""
+        self.broken.setdefault(launch, reason)
+
+    def copy(self) -> History:
+        """A History to record hypothetical work into, leaving this one as it is; no server up."""
+        return History(
+            self.space, list(self.launches), list(self.measurements), None, dict(self.broken)
+        )
 
     # --- identity -------------------------------------------------------------------------------
     def key(self, config: Mapping[str, object]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.brains.autopilot.engine_limits import space_of
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History
 from state.fold import RunState
 from state.run import read_state
 from tools.base import INTERRUPTED_PREFIX
@@ -109,7 +109,7 @@ def history_of_benchmarks(
         flags = space.complete(event.get("flags") or {})
         server = (str(event.get("server") or ""), space.key(flags))
         if server != last:
-            h.launches.append(Launch(flags))
+            h.launched(flags)
             last = server
         _add(h, len(h.launches) - 1, str(event.get("label") or ""), event, run_path, slo)
     return h
@@ -131,25 +131,23 @@ def observe(
         if error and interrupted(block):
             # cut by a crash of the agent (agent/recover.py): no verdict on the configuration
             if name == "start_server" and inp.get("name", "server") == server:
-                h.running = None  # the launch never finished: launch it again
+                h.serving_nothing()  # the launch never finished: launch it again
             continue
         if name == "start_server" and inp.get("name", "server") == server:
             if error and busy_port(block):
-                h.running = None
+                h.serving_nothing()
                 continue
             flags = space.complete(inp.get("flags") or {})
-            h.launches.append(
-                Launch(flags, ok=not error, reason=first_line(block) if error else "")
-            )
-            h.running = None if error else len(h.launches) - 1
+            reason = first_line(block) if error else ""
+            h.launched(flags, ok=not error, reason=reason, serving=True)
         elif name == "kill_server" and inp.get("name") in (None, server):
-            h.running = None
+            h.serving_nothing()
         elif name == "run_benchmark" and h.running is not None:
             if error:  # twice on one launch: that server is no good, the next try relaunches
                 failures[h.running] = failures.get(h.running, 0) + 1
                 if failures[h.running] >= 2:
-                    h.broken.setdefault(h.running, first_line(block))
-                    h.running = None
+                    h.broke(h.running, first_line(block))
+                    h.serving_nothing()
                 continue
             event = _event_for(block, by_id, unmatched)
             if event is None:
@@ -157,7 +155,7 @@ def observe(
             label = str(inp.get("label") or event.get("label") or "")
             _add(h, h.running, label, event, run_path, slo)
     if server not in state.servers:  # it died, or was killed outside our calls
-        h.running = None
+        h.serving_nothing()
     return h
 
 
@@ -178,14 +176,9 @@ def _add(
     last = h.measurements[-1] if h.measurements else None
     fresh_levels = last is not None and not set(per) & set(last.per_level)
     if last is not None and last.launch == launch and last.label == label and fresh_levels:
-        slo_both = {**(last.slo_ok or {}), **(ok or {})} if ok is not None else None
-        both = dict(sorted({**last.per_level, **per}.items()))
-        h.measurements[-1] = Measurement(
-            last.config, launch, both, label, slo_both, (*last.ids, result_id)
-        )
+        h.measured_more(per, ok, (result_id,))
         return
-    config = h.launches[launch].config
-    h.measurements.append(Measurement(config, launch, per, label, ok, (result_id,)))
+    h.measured(h.launches[launch].config, launch, per, label, ok, (result_id,))
 
 
 def _event_for(

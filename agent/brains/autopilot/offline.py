@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.brains.autopilot.history import History, Launch, Measurement
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Finish, Planner
 from tools.domain.space import Flags
 
@@ -103,11 +103,10 @@ def simulate(
         if h.running_key() != key or (step.fresh and not h.running_fresh()):
             outcome = truth(step.config, planner.settings.levels)
             if isinstance(outcome, str):
-                h.launches.append(Launch(step.config, ok=False, reason=outcome))
-                h.running = None
+                h.launched(step.config, ok=False, reason=outcome, serving=True)
                 continue
-            h.launches.append(Launch(step.config))
-            h.running = len(h.launches) - 1
+            h.launched(step.config, serving=True)
+            assert h.running is not None
             offsets[h.running] = rng.gauss(0, noise.launch)
         assert h.running is not None
         sigma = noise.level if step.full else noise.screen
@@ -115,7 +114,7 @@ def simulate(
         assert not isinstance(exact, str)
         per = {c: v * (1 + offsets[h.running] + rng.gauss(0, sigma)) for c, v in exact.items()}
         ok = slo(step.config, step.levels) if slo is not None else None
-        h.measurements.append(Measurement(step.config, h.running, per, step.purpose, ok))
+        h.measured(step.config, h.running, per, step.purpose, ok)
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")
 
 
