@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.report.pareto import chart_files, gpus_of, pareto_front, per_user
+from agent.report.pareto import chart_files, gpus_used, pareto_front, per_user
 from tests.report_session import write_session
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
 
@@ -50,10 +50,15 @@ def test_the_front_keeps_what_nothing_beats_on_both_axes() -> None:
 
 
 def test_gpus_come_from_the_flag_the_command_or_default_to_one() -> None:
-    assert gpus_of(result("python -m sglang.launch_server --tp 8 --dp 2", [])) == 16
-    assert gpus_of(result("vllm serve m --tensor-parallel-size 4", [])) == 4
-    assert gpus_of(result(None, [])) == 1
-    assert gpus_of(result("vllm serve m --tensor-parallel-size 4", [], gpus=3)) == 3
+    assert gpus_used(result("python -m sglang.launch_server --tp 8 --dp 2", [])) == 16
+    assert gpus_used(result("vllm serve m --tensor-parallel-size 4", [])) == 4
+    assert gpus_used(result(None, [])) == 1
+    assert gpus_used(result("vllm serve m --tensor-parallel-size 4", [], gpus=3)) == 3
+    # pipeline parallelism counts, as the planner counts it (tools.domain.gpus, one function)
+    assert (
+        gpus_used(result("vllm serve m --tensor-parallel-size 2 --pipeline-parallel-size 2", []))
+        == 4
+    )
 
 
 def test_chart_files_are_pngs_and_nothing_served_draws_nothing() -> None:

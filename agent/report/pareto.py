@@ -20,30 +20,20 @@ from agent.report.render import Block, Heading, Image, Para
 from tools.bench.confighash import normalize_command
 from tools.bench.level_traffic import level_name
 from tools.bench.schema import BenchResult
+from tools.domain.gpus import gpus_of
 
 LATENCY_FILE, PARETO_FILE = "report-latency.png", "report-pareto.png"  # in the report
-TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
-DP_FLAGS = ("--dp", "--dp-size", "--data-parallel-size")
 Series = list[tuple[str, BenchResult]]
 
 
-def gpus_of(result: BenchResult) -> int:
-    """GPUs a server used: as given (`agent bench --gpus`), else tensor x data parallel sizes
-    from its command, else 1."""
+def gpus_used(result: BenchResult) -> int:
+    """GPUs a server used: as given (`agent bench --gpus`), else as its command's parallelism
+    flags ask (tools.domain.gpus, as the planner counts them), else 1."""
     if result.server.gpus:
         return result.server.gpus
     if not result.server.command:
         return 1
-    flags = normalize_command(result.server.command)["flags"]
-
-    def size(names: tuple[str, ...]) -> int:
-        value = next((flags[n] for n in names if n in flags), 1)
-        try:
-            return max(1, int(float(str(value))))
-        except ValueError:
-            return 1
-
-    return size(TP_FLAGS) * size(DP_FLAGS)
+    return gpus_of(normalize_command(result.server.command)["flags"])
 
 
 def served(result: BenchResult) -> list[dict[str, Any]]:
@@ -103,7 +93,7 @@ def pareto_png(series: Series, title: str = "Tokens/s per user vs tokens/s per G
     ax = axes[0]
     everything: list[tuple[float, float]] = []
     for i, (label, result) in enumerate(series):
-        gpus = gpus_of(result)
+        gpus = gpus_used(result)
         pts = served(result)
         xy = [(per_user(p), p["output_throughput"] / gpus) for p in pts]
         everything += xy

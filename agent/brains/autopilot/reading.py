@@ -16,22 +16,11 @@ from functools import cached_property
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.steps import Settings, show_value
 from tools.domain import stats
+from tools.domain.gpus import gpus_of
 from tools.domain.space import Flags, SearchSpace, same
 
 NOISE_DEFAULT = 0.03  # what the planner plans with before a repeat measures the floor
 TIE = 1e-9  # objective values this close are a tie (max_load counts levels): the simpler wins
-PARALLEL_FLAGS: tuple[str, ...] = ("--tp", "--tp-size", "--tensor-parallel-size", "--dp")
-PARALLEL_FLAGS += ("--dp-size", "--data-parallel-size", "--pipeline-parallel-size", "--pp-size")
-
-
-def gpus_of(config: Flags) -> int:
-    """The GPUs a configuration asks for, as far as its flags say (1 when they do not)."""
-    n = 1
-    for flag in PARALLEL_FLAGS:
-        value = config.get(flag)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            n *= value
-    return n
 
 
 def gated(space: SearchSpace, flag: str) -> list[str]:
