@@ -27,7 +27,7 @@ Shape = Callable[[list[str], Simple, Context], str | None]
 READ_ONLY = frozenset({
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "zgrep", "zcat", "rg", "df",
     "free", "du", "uptime", "whoami", "id", "uname", "pwd", "echo", "printf", "true", "false",
-    "test", "[", "sleep", "which", "type", "whereis", "ps", "pgrep", "ss", "netstat", "lsof",
+    "test", "[", "sleep", "which", "type", "whereis", "ps", "pgrep", "netstat", "lsof",
     "nproc", "lscpu", "lsblk", "lspci", "lsmod", "stat", "file", "realpath", "readlink",
     "basename", "dirname", "cut", "tr", "column", "diff", "cmp", "md5sum", "sha256sum",
     "sha1sum", "jq", "xxd", "od", "hexdump", "strings", "seq", "tac", "nl", "printenv", "cd",
@@ -261,7 +261,9 @@ def _file_op(writes_from: Callable[[list[str]], list[str]], globs_ok: bool = Tru
             return f"{name_of(argv[0])} of paths the rules cannot read ($(...) or a variable)"
         for target in writes_from(argv[1:]):
             p = paths.resolve(target, cmd.cwd)
-            if not ctx.writable(p) or (not globs_ok and paths.GLOB.search(target)):
+            if not globs_ok and paths.GLOB.search(target):
+                return f"{name_of(argv[0])} of a glob ({target}): it follows the symlinks it meets"
+            if not ctx.writable(p):
                 return f"{name_of(argv[0])} writes {p or target}, outside the workdir and the run"
         return None
 
@@ -280,7 +282,11 @@ def _last(args: list[str]) -> list[str]:
 
 
 def _chmod(args: list[str]) -> list[str]:
-    return _operands(args)[1:]
+    """The paths of chmod (a mode such as -x or 755 is no path) or chown (the owner first)."""
+    words = [a for a in args if a not in ("-R", "-v", "-c", "-f", "-h", "--recursive", "--")]
+    reference = any(a.startswith("--reference") for a in words)
+    words = [a for a in words if not a.startswith("--")]
+    return words if reference else words[1:]
 
 
 def _dd(args: list[str]) -> list[str]:
@@ -432,6 +438,11 @@ def _listing(verbs: set[str]) -> Shape:
     return rule
 
 
+def _ss(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+    killing = any(a in ("-K", "--kill") or re.fullmatch(r"-[a-zA-Z]*K[a-zA-Z]*", a) for a in argv)
+    return "ss -K closes sockets" if killing else None
+
+
 def _hostname(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
     return None if all(a.startswith("-") for a in argv[1:]) else "hostname NAME renames the box"
 
@@ -461,6 +472,7 @@ SHAPES: dict[str, Shape] = {
     ".": _source,
     "mount": _mount,
     "hostname": _hostname,
+    "ss": _ss,
     "date": lambda a, c, x: _read_only("date", a),
     "sort": lambda a, c, x: _read_only("sort", a),
     "uniq": lambda a, c, x: _read_only("uniq", a),
