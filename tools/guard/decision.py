@@ -176,12 +176,17 @@ def _runs(
     risky = _risky_env(cmd, argv)
     if risky:
         return _confine(f"sets {risky}, which makes programs run other code", cmd, argv)
+    if scratch:  # watch X, flock -c X, env -S X: shell text from a wrapper, judged as a line
+        if cmd.dynamic:
+            return _confine("a wrapper running text the rules cannot read", cmd, cmd.argv)
+        out = _Verdict()
+        for text in scratch:
+            out.take(_verdict(text, rules, ctx, depth + 1))
+        return out
     if not argv:
         return _Verdict()
     if 0 in cmd.dynamic and len(cmd.argv) == len(argv):
         return _confine("a command name from a variable or a substitution", cmd, argv)
-    if scratch:  # watch X, flock -c X, env -S X: shell text from a wrapper
-        return _confine("a wrapper that runs shell text (watch, flock -c, env -S)", cmd, argv)
     head = name_of(argv[0])
     text = shell_text(argv, cmd.stdin)
     if head == "eval":

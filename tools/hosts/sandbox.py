@@ -78,7 +78,7 @@ class Sandbox:
         return (
             "s=(); for p in " + (secrets + " " + hidden).strip() + "; do "
             'if [ -d "$p" ]; then s+=(--tmpfs "$p"); '
-            'elif [ -e "$p" ]; then s+=(--ro-bind /dev/null "$p"); fi; done; '
+            'elif [ -e "$p" ]; then s+=(--dev-bind /dev/null "$p"); fi; done; '
             "g=(); for p in /dev/nvidia* /dev/dri /dev/shm; do "
             '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
             "r=(); for p in " + " ".join(PROC_READ_ONLY) + (" " + keep if keep else "") + "; do "
