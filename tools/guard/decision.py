@@ -180,8 +180,8 @@ def _runs(
         if cmd.dynamic:
             return _confine("a wrapper running text the rules cannot read", cmd, cmd.argv)
         out = _Verdict()
-        for text in scratch:
-            out.take(_verdict(text, rules, ctx, depth + 1))
+        for wrapped in scratch:
+            out.take(_verdict(wrapped, rules, ctx, depth + 1))
         return out
     if not argv:
         return _Verdict()
