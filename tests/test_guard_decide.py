@@ -206,3 +206,27 @@ def test_a_bad_rule_is_one_line_naming_the_key(bad: str) -> None:
         GuardConfig(allow=[bad])
     assert "allow" in str(info.value)
     assert ConfigError  # the loader turns it into one line naming guard.allow (test_bad_input_cli)
+
+
+def test_every_engine_profiles_launch_is_allowed() -> None:
+    """The launch each profile's header describes (tools/servers/profiles/*.toml): allowed
+    outright, in the background with its log in the workdir. A new profile fails here until its
+    launcher is added to tools/guard/context.py."""
+    from tools.servers.profiles.load import builtin_names
+
+    launches = {
+        "sglang": ["python -m sglang.launch_server --model-path M --port 30000"],
+        "vllm": [
+            "vllm serve M --port 8000",
+            "python3 -m vllm.entrypoints.openai.api_server --model M",
+        ],
+        "llama.cpp": ["llama-server -m model.gguf --port 8080", "/opt/llama/bin/llama-server -m m"],
+        "llama-cpp-python": ["python -m llama_cpp.server --model model.gguf"],
+        "sim": ["python -m sim --port 30000", "agent sim serve --port 30000"],
+        "openai": [],  # any server: its command is the user's, not a known shape
+    }
+    assert set(launches) == set(builtin_names())
+    for commands in launches.values():
+        for command in commands:
+            line = f"nohup {command} > logs/server.log 2>&1 &"
+            assert decide(line, context=BOX).action == "allow", line
