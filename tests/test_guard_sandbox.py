@@ -22,6 +22,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -353,3 +354,45 @@ async def test_without_a_sandbox_it_is_refused_and_agent_allow_lets_it_through(
         assert not err and "42" in text and data["guard"]["rule"] == "awk:*", text
     finally:
         await close_context(ctx)
+
+
+@pytest.mark.slow  # two pipeline campaigns (~1 min each here)
+def test_the_lab_campaign_decides_the_same_with_the_sandbox_on_and_off(tmp_path: Path) -> None:
+    """The autopilot's bash calls (job polls, the acceptance grep) are allowed outright, so the
+    sandbox changes none of its decisions."""
+    from tools.servers.pipeline_lab import setup
+
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    decisions = {}
+    for sandbox in ("true", "false"):
+        lab = setup(tmp_path / f"lab-{sandbox}", defect=True, scale=4000)
+        text = lab.config.read_text().replace("[1, 2, 5, 10, 30, 70]", "[1, 4, 16]")
+        text = text.replace("max_tokens = 128", "max_tokens = 64")
+        lab.config.write_text(text + f"\n[guard]\nsandbox = {sandbox}\n")
+        runs = tmp_path / f"runs-{sandbox}"
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "agent.cli", "run", "--config", str(lab.config)),
+                *("--goal", "train an EAGLE-3 drafter and beat the baseline", "--model"),
+                *("autopilot", "--runs-dir", str(runs), "--run-id", "r"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = (runs / "r" / "events.jsonl").read_text().splitlines()
+        evs = [json.loads(line) for line in lines if line.strip()]
+        bash = [e for e in evs if e["type"] == "tool_result" and e["name"] == "bash"]
+        assert bash and all("guard" not in e.get("data", {}) for e in bash)  # all allowed
+        # the decisions, not the polls (how many depends on the machine's speed)
+        jobs = [e["name"] for e in evs if e["type"] == "job_started"]
+        launches = [
+            e["input"].get("flags")
+            for e in evs
+            if e["type"] == "tool_call" and e["name"] == "start_server"
+        ]
+        rec = json.loads((runs / "r" / "recommendation.json").read_text())
+        decisions[sandbox] = (jobs, launches, rec["config"])
+    assert decisions["true"] == decisions["false"]
