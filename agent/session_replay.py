@@ -34,7 +34,12 @@ from state.run import Run
 from tools.base import ToolBox, ToolContext, ToolResult
 from tools.domain.config import Config, explain
 
-FED = ("supervisor_message", "stop_requested", "limits_changed")  # what drain() delivers
+FED = (
+    "supervisor_message",
+    "stop_requested",
+    "limits_changed",
+    "guard_allowed",
+)  # what drain() delivers
 # what a session's clean-up (wrap_up kills the servers) and `agent resume` (adopts or kills them)
 # wrote outside any tool call: the state the next session's brain starts from
 KEPT = ("server_killed", "server_adopted")

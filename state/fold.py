@@ -61,6 +61,7 @@ class RunState:
     finished: dict[str, Any] | None = None
     stop_requested: bool = False
     inbox_done: set[str] = field(default_factory=set)  # supervisor messages already delivered
+    guard_allow: list[str] = field(default_factory=list)  # bash rules from `agent allow`
     minutes_before: float = 0.0  # wall minutes spent by earlier sessions of this run
     last_seq: int = 0
     last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
@@ -105,6 +106,12 @@ class RunState:
         self.supervisor.append({"seq": e["seq"], "text": e["text"]})
         self.inbox_done.add(e.get("inbox_id", ""))
         self._user_blocks().append({"type": "text", "text": f"[supervisor] {e['text']}"})
+
+    def _on_guard_allowed(self, e: Event) -> None:
+        self.guard_allow.append(e["rule"])
+        self.inbox_done.add(e.get("inbox_id", ""))
+        text = f"[supervisor] bash commands matching {e['rule']} are now allowed outright"
+        self._user_blocks().append({"type": "text", "text": text})
 
     def _on_stop_requested(self, e: Event) -> None:
         self.stop_requested = True

@@ -1,6 +1,6 @@
 """Supervisor messages for a live run: file-based, atomic, each delivered exactly once.
 
-A sender (`agent say/stop/budget`, another process) writes one file per message into the run's
+A sender (`agent say/stop/budget/allow`, another process) writes one file per message into the run's
 inbox/ with a unique name, atomically (temp file + rename). The loop turns each into an event and
 only then deletes the file; the event carries the file's name, so a crash between the two cannot
 deliver a message twice (the fold remembers which were delivered) nor lose one.
@@ -18,7 +18,7 @@ from typing import Any
 from state.atomic import write_atomic
 from state.run import Run
 
-KINDS = ("say", "stop", "budget")
+KINDS = ("say", "stop", "budget", "allow")
 
 
 def send(run_path: Path, kind: str, **body: Any) -> str:
@@ -69,6 +69,8 @@ def _deliver(run: Run, inbox_id: str, message: dict[str, Any]) -> None:
         run.append("supervisor_message", text=str(message.get("text", "")), inbox_id=inbox_id)
     elif kind == "stop":
         run.append("stop_requested", inbox_id=inbox_id)
+    elif kind == "allow":  # a bash rule (validated by `agent allow`): the bash tool reads the fold
+        run.append("guard_allowed", rule=str(message.get("rule", "")), inbox_id=inbox_id)
     elif kind == "budget":
         limits = {k: v for k, v in (message.get("limits") or {}).items() if v is not None}
         run.append("limits_changed", limits=limits, inbox_id=inbox_id)

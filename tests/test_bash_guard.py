@@ -51,21 +51,23 @@ def test_kill_zero_of_init_is_refused_too() -> None:
 
 
 def test_allow_list_lets_a_matching_command_through() -> None:
-    assert check("reboot", [r"^reboot$"]) is None
-    assert check("sudo reboot", [r"^reboot$"]) is not None
+    assert check("reboot", ["Bash(reboot)"]) is None
+    assert check("sudo reboot", ["Bash(reboot)"]) is None  # sudo taken off: it runs `reboot`
+    assert check("reboot now", ["Bash(reboot)"]) is not None  # exact: not a prefix
 
 
 def test_allow_list_matches_whole_simple_commands_not_the_line() -> None:
     # the old guard matched the regex anywhere in the line: this passed whole
-    assert check("fuser -k /dev/nvidia0; rm -rf /", [r"fuser -k .*"]) is not None
-    assert check("fuser -k /dev/nvidia0; kill -0 1", [r"fuser -k .*", r"kill -0 1"]) is None
+    assert check("fuser -k /dev/nvidia0; rm -rf /", ["fuser -k:*"]) is not None
+    assert check("fuser -k /dev/nvidia0; kill -0 1", ["fuser -k:*", "Bash(kill -0 1)"]) is None
     # an allowed command's substitutions are commands of their own, still judged
-    assert check("kill -0 1 $(reboot)", [r"kill -0 1 .*"]) is not None
+    assert check("kill -0 1 $(reboot)", ["kill -0 1:*"]) is not None
 
 
-def test_an_invalid_allow_regex_is_a_one_line_reason_not_a_crash() -> None:
-    reason = check("ls", ["("])
-    assert reason is not None and "allow" in reason and "\n" not in reason
+def test_an_invalid_allow_rule_is_a_one_line_reason_not_a_crash() -> None:
+    for bad in ("(", "^reboot$", "Bash(rm", "", "ls; rm:*"):
+        reason = check("ls", [bad])
+        assert reason is not None and "allow" in reason and "\n" not in reason, bad
 
 
 def test_reason_is_one_line() -> None:
@@ -96,7 +98,7 @@ async def test_allow_list_from_the_config_reaches_the_bash_tool(tmp_path: Path) 
 
     # `kill -0 1` only asks whether init exists: harmless, yet refused unless allowed
     box = ToolBox([Bash()])
-    for allow, refused in (([], True), ([r"^kill -0 1$"], False)):
+    for allow, refused in (([], True), (["Bash(kill -0 1)"], False)):
         config = Config(
             hosts=[HostConfig(name="local", workdir=str(tmp_path / "work"))],
             server=ServerConfig(command="true"),
@@ -108,4 +110,5 @@ async def test_allow_list_from_the_config_reaches_the_bash_tool(tmp_path: Path) 
         await ctx.hosts.close()
         assert result.is_error is refused, result.text
         assert ("[guard] allow" in result.text) is refused
+        assert ("agent allow" in result.text) is refused
         assert result.text.startswith("exit ") is not refused

@@ -22,7 +22,7 @@ from tools.domain.config import (
 )
 
 # subcommands that parse their own arguments (options may come before RUN)
-DELEGATED = ("watch", "report", "bench", "sim", "lab")
+DELEGATED = ("watch", "report", "bench", "sim", "lab", "allow")
 
 
 EPILOG = """\
@@ -115,7 +115,11 @@ def build_parser() -> Parser:
             p.add_argument("--minutes", type=positive(float, raise_it))
         runs_dir_arg(p)
 
-    for name, help_text in (("watch", "follow a run live"), ("report", "write a run's report")):
+    for name, help_text in (
+        ("watch", "follow a run live"),
+        ("report", "write a run's report"),
+        ("allow", "let a run's bash run commands matching a rule outright"),
+    ):
         p = sub.add_parser(name, help=help_text, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
     for name, help_text in (
@@ -290,6 +294,10 @@ def delegate(command: str, argv: list[str]) -> int:
         from agent.cli.lab import main as lab_main
 
         return lab_main(argv)
+    if command == "allow":
+        from agent.cli.allow import main as allow_main
+
+        return allow_main(argv)
     if command == "watch":
         from agent.cli.watch import main as watch_main
 
@@ -317,6 +325,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "watch": cmd_delegate,
     "report": cmd_delegate,
     "lab": cmd_delegate,
+    "allow": cmd_delegate,
 }
 
 if __name__ == "__main__":

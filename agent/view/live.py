@@ -31,6 +31,8 @@ def _short_line(event: Event) -> str | None:
     t, name = event["type"], event.get("name", "")
     if t == "supervisor_message":
         return f"supervisor: {short(event.get('text', ''), 200)}"
+    if t == "guard_allowed":
+        return f"supervisor: bash commands matching {short(event.get('rule', ''), 160)} allowed"
     if t == "stop_requested":
         return "supervisor: stop requested (the tool running finishes first)"
     if t == "limits_changed":

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import shlex
 import socket
 import sys
@@ -29,6 +28,7 @@ from pydantic import (
 
 from state.secrets import MASK, is_secret_word
 from tools.domain.fleet_config import FleetConfig
+from tools.domain.permission_rules import RuleError, parse_rule
 from tools.domain.pipeline import PipelineConfig
 
 Scalar = bool | int | float | str
@@ -171,17 +171,25 @@ class CompactionConfig(Strict):
 
 
 class GuardConfig(Strict):
-    allow: list[str] = []  # regexes of commands the destructive-command guard lets through
+    """What the model's bash may run (docs/configuration.md [guard], docs/reliability.md)."""
 
-    @field_validator("allow")
+    # rules as Claude Code writes them: `Bash(pip install:*)`, `kill -0:*`, `Bash(reboot)`; an
+    # allow rule lets a matching simple command run outside the sandbox, a deny rule refuses it
+    # (deny wins)
+    allow: list[str] = []
+    deny: list[str] = []
+    # run what the rules do not allow outright in bubblewrap where the host has it; false: refuse it
+    sandbox: bool = True
+
+    @field_validator("allow", "deny")
     @classmethod
-    def compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:  # a bad one would make every bash call fail, much later
+    def rules(cls, rules: list[str]) -> list[str]:
+        for rule in rules:  # a bad one would make every bash call fail, much later
             try:
-                re.compile(pattern)
-            except re.error as err:
-                raise ValueError(f"{pattern!r} is not a regex: {err}") from None
-        return patterns
+                parse_rule(rule)
+            except RuleError as err:
+                raise ValueError(str(err)) from None
+        return rules
 
 
 class FilesConfig(Strict):

@@ -6,35 +6,46 @@ parsed as bash by bashlex (a maintained port of bash's own grammar; regexes and 
 `if`, `{ }`, substitutions or quoting as bash does), rewritten first where bashlex falls short
 (prepare.py), and walked into the simple commands it would run (walk.py); each is judged on its
 unwrapped argv with paths resolved (rules.py). A line the guard cannot parse is refused: it fails
-closed. A `[guard] allow` regex in agent.toml that matches a whole simple command lets that one
-command through (its substitutions are still judged).
+closed. A `[guard] allow` rule in agent.toml (`Bash(kill -0:*)`, tools/domain/permission_rules.py)
+that matches a simple command lets that one command through (its substitutions are still judged).
+
+This is the deny gate, a fast first check with clear reasons; `decide` (decision.py) is what the
+bash tool asks: allowed outright, run in the sandbox, or refused.
 """
 
 from __future__ import annotations
 
-import re
-
+from tools.domain.permission_rules import Rule, RuleError, Rules, parse_rule
 from tools.guard.command import Refused
+from tools.guard.context import Context
+from tools.guard.decision import MAX_CHARS, MAX_DEPTH, Decision, decide
 from tools.guard.prepare import prepare
 from tools.guard.rules import judge
+from tools.guard.unwrap import unwrap
 from tools.guard.walk import simple_commands
 
-MAX_CHARS = (
-    131_072  # the kernel runs no longer single argument (MAX_ARG_STRLEN): bash -c would fail
-)
-MAX_DEPTH = 6  # bash -c 'sh -c "eval ..."' nested deeper than this is refused
+__all__ = [
+    "Context",
+    "Decision",
+    "Rule",
+    "RuleError",
+    "Rules",
+    "check",
+    "decide",
+    "parse_rule",
+]
 
 
 def check(command: str, allow: list[str] | None = None) -> str | None:
-    """The reason `command` is refused, or None."""
+    """The reason `command` is refused by the deny gate, or None."""
     try:
-        patterns = [re.compile(p) for p in allow or []]
-    except re.error as err:
-        return f"a [guard] allow regex is invalid ({err})"
-    return _check(command, patterns, 0)
+        rules = Rules.parse(allow or [])
+    except RuleError as err:
+        return f"a [guard] allow rule is invalid ({err})"
+    return _check(command, rules, 0)
 
 
-def _check(command: str, allow: list[re.Pattern[str]], depth: int) -> str | None:
+def _check(command: str, allow: Rules, depth: int) -> str | None:
     if len(command) > MAX_CHARS:
         return (
             f"a command over {MAX_CHARS // 1024} KiB: Argument list too long for `bash -c`; "
@@ -52,7 +63,7 @@ def _check(command: str, allow: list[re.Pattern[str]], depth: int) -> str | None
     except Exception as err:  # bashlex or the walk failing on a form it does not expect
         return f"the guard could not read this command ({type(err).__name__}); simplify it"
     for cmd in commands:
-        if any(p.fullmatch(cmd.text) for p in allow):
+        if allow.allowed([cmd.argv, unwrap(list(cmd.argv), [])]):
             continue
         try:
             reason, scripts = judge(cmd)

@@ -17,3 +17,8 @@ class Simple:
     writes: list[str] = field(default_factory=list)  # files its redirections write, resolved
     stdin: str | None = None  # a here-document or here-string it reads
     piped_from: Simple | None = None  # the command before it in a pipeline
+    # argv positions whose word held a variable or a substitution (its value may not be what the
+    # guard took it for), and whether a redirection target did
+    dynamic: set[int] = field(default_factory=set)
+    dynamic_writes: bool = False
+    assignments: list[str] = field(default_factory=list)  # VAR=value words before the command

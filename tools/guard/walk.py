@@ -48,6 +48,14 @@ def simple_commands(source: str, literal_heredocs: set[str]) -> list[Simple]:
     return walker.found
 
 
+DYNAMIC = ("parameter", "commandsubstitution", "processsubstitution")
+
+
+def _has_expansion(n: Any, kinds: tuple[str, ...] = DYNAMIC) -> bool:
+    """A word holding `$X`, `$(...)`, a backquote or `<(...)`: its value is not what it reads."""
+    return any(p.kind in kinds for p in getattr(n, "parts", []))
+
+
 def _first_line(err: BaseException) -> str:
     return (str(err).splitlines() or [type(err).__name__])[0][:120]
 
@@ -94,12 +102,17 @@ class _Walker:
     def command(self, n: Any, env: Env, piped_from: Simple | None) -> Simple:
         argv: list[str] = []
         assignments: list[str] = []
+        dynamic: set[int] = set()
         for part in n.parts:
             if part.kind == "word":
-                argv.extend(self.expand(part, env))
+                words = self.expand(part, env)
+                if _has_expansion(part):
+                    dynamic.update(range(len(argv), len(argv) + max(1, len(words))))
+                argv.extend(words)
             elif part.kind == "assignment":
                 assignments.extend(self.expand(part, env))
-        cmd = Simple(argv, self.text(n), env.cwd, piped_from=piped_from)
+        cmd = Simple(argv, self.text(n), env.cwd, piped_from=piped_from, dynamic=dynamic)
+        cmd.assignments = assignments
         self.redirects([p for p in n.parts if p.kind == "redirect"], env, n, cmd)
         self.found.append(cmd)
         if not argv:
@@ -142,6 +155,7 @@ class _Walker:
             elif r.type == "<<<" and target is not None:
                 cmd.stdin = " ".join(self.expand(target, env))
             elif r.type in WRITES and target is not None:
+                cmd.dynamic_writes = cmd.dynamic_writes or _has_expansion(target, DYNAMIC[:2])
                 for word in self.expand(target, env):
                     path = resolve(word, env.cwd)
                     if path:

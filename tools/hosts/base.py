@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tools.hosts.output import MAX_CAPTURE
+from tools.hosts.sandbox import Probe, Sandbox, probe
 
 if TYPE_CHECKING:
     from tools.domain.config import HostConfig
@@ -125,6 +126,18 @@ class Host(ABC):
     def __init__(self, config: HostConfig) -> None:
         self.config = config
         self.name = config.name
+        self._probe: Probe | None = None  # the sandbox and home, asked once
+
+    async def sandbox(self) -> Sandbox | None:
+        """bubblewrap on this host (tools/hosts/sandbox.py), asked once; None: there is none."""
+        if self._probe is None:
+            self._probe = await probe(self)
+        return self._probe.sandbox
+
+    async def home(self) -> str | None:
+        if self._probe is None:
+            self._probe = await probe(self)
+        return self._probe.home
 
     is_local: bool = False
 

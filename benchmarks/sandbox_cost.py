@@ -1,0 +1,95 @@
+"""What the sandbox costs a bash call: the median wall time of one call through the real bash tool,
+allowed outright vs run in bubblewrap (issue 25).
+
+    .venv/bin/python -m benchmarks.sandbox_cost --calls 200
+
+The same command, `awk 'BEGIN { }'` (a few ms of its own), is run both ways on the local host:
+with no rule it is a program the rules do not know, so it runs in the sandbox; with `[guard]
+allow = ["awk:*"]` it runs outside. Calls alternate, so that load on the machine hits both ways
+alike.
+Printed: median and p90 per way, and the difference of the medians (the sandbox's cost). The
+decision itself (tools.guard.decide) is timed apart, per call, on the ordinary corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from state.run import Run
+from tools.base import ToolBox, ToolContext
+from tools.bash import Bash
+from tools.domain.config import Config, GuardConfig, HostConfig, ServerConfig
+from tools.guard import Context, decide
+from tools.hosts import HostPool
+
+COMMAND = "awk 'BEGIN { }'"  # not allowed outright: sandboxed, unless a rule allows it
+
+
+def context(root: Path, allow: list[str]) -> ToolContext:
+    config = Config(
+        hosts=[HostConfig(name="local", workdir=str(root / "work"))],
+        server=ServerConfig(command="true"),
+        guard=GuardConfig(allow=allow),
+    )
+    return ToolContext(run=Run.create(root / "runs"), config=config, hosts=HostPool(config))
+
+
+async def measure(calls: int) -> dict[str, list[float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        ways = {
+            "sandbox": context(Path(tmp) / "a", []),
+            "outside": context(Path(tmp) / "b", ["awk:*"]),
+        }
+        box = ToolBox([Bash()])
+        times: dict[str, list[float]] = {k: [] for k in ways}
+        for i in range(calls + 2):
+            for way, ctx in ways.items():
+                start = time.perf_counter()
+                result, _ = await box.call(ctx, "bash", {"command": COMMAND})
+                took = time.perf_counter() - start
+                action = result.data.get("guard", {}).get("action", "allow")
+                expected = "sandbox" if way == "sandbox" else "allow"
+                assert not result.is_error and action == expected, result.text
+                if i >= 2:  # the first calls probe the host and warm the caches
+                    times[way].append(took)
+        for ctx in ways.values():
+            ctx.run.close()
+            assert ctx.hosts is not None
+            await ctx.hosts.close()
+    return times
+
+
+def decide_cost() -> float:
+    corpus = json.loads(
+        (Path(__file__).parent.parent / "tests/data/ordinary_corpus.json").read_text()
+    )["commands"]
+    ctx = Context(workdir="/root/campaign", run_dir="/root/runs/x", home="/root")
+    start = time.perf_counter()
+    for command in corpus:
+        decide(command, context=ctx)
+    return (time.perf_counter() - start) / len(corpus)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=200, help="calls per way")
+    args = p.parse_args()
+    times = asyncio.run(measure(args.calls))
+    rows = {}
+    for way, ts in times.items():
+        ts = sorted(ts)
+        rows[way] = (statistics.median(ts), ts[int(0.9 * (len(ts) - 1))])
+        print(f"{way:8s} median {rows[way][0] * 1000:7.1f} ms   p90 {rows[way][1] * 1000:7.1f} ms")
+    cost = rows["sandbox"][0] - rows["outside"][0]
+    print(f"sandbox cost per call (difference of the medians): {cost * 1000:.1f} ms")
+    print(f"decide() per command (mean over the ordinary corpus): {decide_cost() * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""What the bash tool does with a command: allow it, run it in the sandbox, or refuse it.
+
+Per simple command of the parse, in order: a supervisor's deny rule refuses; the deny gate
+(rules.py: recursive deletes of system folders, disks, reboots, fork bombs...) refuses with its
+reason unless a supervisor's allow rule names that very command; a supervisor's allow rule allows;
+else the command must be a known shape (shapes.py), its redirections must write under the workdir
+or the run folder, and any shell text it runs must be allowed too. The line is allowed when every
+simple command is; otherwise it runs in the sandbox where the host has one, or is refused with one
+line that says what the model may do instead. A line the parser cannot read is refused (fails
+closed), as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tools.domain.permission_rules import Rule, Rules, suggest
+from tools.guard import paths
+from tools.guard.command import Refused, Simple
+from tools.guard.context import Context
+from tools.guard.prepare import prepare
+from tools.guard.rules import judge
+from tools.guard.shapes import SHELL_NAMES, shape
+from tools.guard.unwrap import SHELLS, name_of, shell_text, unwrap
+from tools.guard.walk import simple_commands
+
+Action = Literal["allow", "sandbox", "refuse"]
+MAX_CHARS = 131_072  # the kernel runs no longer single argument (MAX_ARG_STRLEN): bash -c fails
+MAX_DEPTH = 6  # bash -c 'sh -c "eval ..."' nested deeper than this is refused
+FILE_OPS = {"rm", "rmdir", "unlink", "mkdir", "touch", "truncate", "cp", "install", "mv", "ln"}
+FILE_OPS |= {"chmod", "chown", "tee", "gzip", "gunzip", "sed"}
+# variables that make an allowed program run other code (a preload, a pager, a shell's rc file,
+# the search path): set on the line, the commands after are not allowed outright
+RISKY_ENV = re.compile(
+    r"LD_\w+|BASH_ENV|ENV|BASH_FUNC_.*|LESSOPEN|LESSCLOSE|\w*PAGER|GIT_\w+|PERL5?OPT|PERL5?LIB|"
+    r"RUBYOPT|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PROMPT_COMMAND|PS4|SHELLOPTS|BASHOPTS|IFS|"
+    r"PATH|EDITOR|VISUAL|CDPATH|GLOBIGNORE|SSH_ASKPASS|SUDO_ASKPASS|MANPAGER|BROWSER"
+)
+SETS_ENV = {"export", "declare", "typeset", "local", "readonly", "env"}
+INSTEAD = (
+    "use a dedicated tool (start_server, kill_server, read_log, put_file, get_file) or a "
+    "command the rules allow (read-only inspection; files, scripts and pip under the workdir)"
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str | None  # None for allow; one line
+    # refuse/sandbox: the rule that would allow the command outright (`agent allow RUN RULE`);
+    # allow: the supervisor's rule that allowed it, if one did
+    rule: str | None = None
+    writes: tuple[str, ...] = ()  # paths an allowed line writes: checked against symlinks
+
+
+@dataclass
+class _Verdict:
+    kind: Literal["allow", "confine", "deny"] = "allow"
+    reason: str | None = None
+    rule: str | None = None
+    used: list[Rule] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+    def take(self, other: _Verdict) -> None:
+        """Fold a part's verdict in: deny beats confine beats allow; the first reason stays."""
+        order = {"allow": 0, "confine": 1, "deny": 2}
+        if order[other.kind] > order[self.kind]:
+            self.kind, self.reason, self.rule = other.kind, other.reason, other.rule
+        self.used.extend(other.used)
+        self.writes.extend(other.writes)
+
+
+def decide(
+    command: str,
+    rules: Rules | None = None,
+    sandbox: bool = True,
+    context: Context | None = None,
+) -> Decision:
+    """What the bash tool would do with `command` on a host with (sandbox=True) or without a
+    sandbox. A destructive command is never "allow" (unless a supervisor's rule names it)."""
+    v = _verdict(command, rules or Rules(), context or Context(), 0)
+    if v.kind == "allow":
+        used = max(v.used, key=lambda r: r.specificity).text if v.used else None
+        return Decision("allow", None, used, tuple(dict.fromkeys(v.writes)))
+    if v.kind == "deny":
+        return Decision("refuse", v.reason, v.rule)
+    if sandbox:
+        return Decision("sandbox", v.reason, v.rule)
+    return Decision(
+        "refuse",
+        f"not allowed outright ({v.reason}) and this host has no sandbox to run it in: {INSTEAD}",
+        v.rule,
+    )
+
+
+def _verdict(command: str, rules: Rules, ctx: Context, depth: int) -> _Verdict:
+    if len(command) > MAX_CHARS:
+        return _Verdict(
+            "deny",
+            f"a command over {MAX_CHARS // 1024} KiB: Argument list too long for `bash -c`; "
+            "write it to a file (put_file) and run that",
+        )
+    if depth > MAX_DEPTH:
+        return _Verdict("deny", f"shells nested more than {MAX_DEPTH} deep")
+    try:
+        source, literal = prepare(command)
+        commands = simple_commands(source, literal)
+    except Refused as err:
+        return _Verdict("deny", str(err))
+    except RecursionError:
+        return _Verdict("deny", "nested too deeply to judge")
+    except Exception as err:  # bashlex or the walk failing on a form it does not expect
+        return _Verdict("deny", f"the guard could not read this command ({type(err).__name__})")
+    out = _Verdict()
+    for cmd in commands:
+        try:
+            out.take(_simple(cmd, rules, ctx, depth))
+        except Exception as err:  # a bug in a rule must not let the command through
+            out.take(_Verdict("deny", f"the guard could not judge {cmd.text[:60]!r} ({err!r})"))
+        if out.kind == "deny":
+            break
+    return out
+
+
+def _simple(cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
+    written = [a for a in cmd.argv]
+    scratch: list[str] = []
+    unwrapped = unwrap(list(written), scratch)
+    forms = [written, unwrapped] if unwrapped != written else [written]
+    denied = rules.denied(forms) if written else None
+    if denied is not None:
+        return _Verdict("deny", f"the supervisor's rule {denied.text!r} denies it")
+    allowed = rules.allowed(forms) if written else None
+    reason, scripts = judge(cmd)
+    device = next((p for p in cmd.writes if paths.device(p) or paths.critical(p)), None)
+    if device is not None:
+        return _Verdict("deny", reason or f"a redirect that writes {device}")
+    if reason and allowed is None:
+        return _Verdict("deny", reason, suggest(unwrapped or written, exact=True))
+    v = _Verdict()
+    v.writes.extend(cmd.writes)
+    for path in cmd.writes:
+        if not ctx.writable(path):
+            v.take(_confine(f"a redirect writes {path}, outside the workdir and the run", cmd))
+    if cmd.dynamic_writes:
+        v.take(_confine("a redirect to a path the rules cannot read", cmd))
+    if allowed is not None:
+        v.used.append(allowed)
+        return v
+    for text in scripts:  # shell text it runs: judged as a line of its own
+        sub = _verdict(text, rules, ctx, depth + 1)
+        if sub.kind == "deny":
+            return sub
+    v.take(_runs(unwrapped, scratch, scripts, cmd, rules, ctx, depth))
+    if v.kind == "allow" and unwrapped and name_of(unwrapped[0]) in FILE_OPS:
+        v.writes.extend(
+            p
+            for p in (paths.resolve(a, cmd.cwd) for a in unwrapped[1:] if not a.startswith("-"))
+            if p and ctx.writable(p)
+        )
+    return v
+
+
+def _runs(
+    argv: list[str],
+    scratch: list[str],
+    scripts: list[str],
+    cmd: Simple,
+    rules: Rules,
+    ctx: Context,
+    depth: int,
+) -> _Verdict:
+    """Whether the command itself (wrappers taken off) is a shape the rules allow."""
+    risky = _risky_env(cmd, argv)
+    if risky:
+        return _confine(f"sets {risky}, which makes programs run other code", cmd, argv)
+    if scratch:  # watch X, flock -c X, env -S X: shell text from a wrapper, judged as a line
+        if cmd.dynamic:
+            return _confine("a wrapper running text the rules cannot read", cmd, cmd.argv)
+        out = _Verdict()
+        for wrapped in scratch:
+            out.take(_verdict(wrapped, rules, ctx, depth + 1))
+        return out
+    if not argv:
+        return _Verdict()
+    if 0 in cmd.dynamic and len(cmd.argv) == len(argv):
+        return _confine("a command name from a variable or a substitution", cmd, argv)
+    head = name_of(argv[0])
+    text = shell_text(argv, cmd.stdin)
+    if head == "eval":
+        return _confine("eval runs text the rules do not read as a command", cmd, argv)
+    if head in ("ssh", "mosh"):
+        return _confine("a command on another machine", cmd, argv)
+    if head in ("su", "runuser", "alias"):
+        return _confine(f"{head} runs shell text", cmd, argv)
+    if head in SHELLS and text is not None:
+        if _reads_stdin(argv):
+            return _confine("a shell reading text from a pipe or a here-document", cmd, argv)
+        if _text_dynamic(argv, cmd):
+            return _confine("a shell running text the rules cannot read", cmd, argv)
+        return _verdict(text, rules, ctx, depth + 1)
+    why = shape(argv, cmd, ctx)
+    if why:
+        return _confine(why, cmd, argv)
+    return _script_text(argv, cmd, rules, ctx, depth)
+
+
+def _script_text(argv: list[str], cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
+    """A shell script inside the workdir, judged by its text where the host lets it be read."""
+    head = name_of(argv[0])
+    if head in SHELL_NAMES or head in ("source", "."):
+        target = next((a for a in argv[1:] if not a.startswith(("-", "+"))), None)
+    elif "/" in argv[0] and ctx.writable(paths.resolve(argv[0], cmd.cwd)):
+        target = argv[0]
+    else:
+        return _Verdict()
+    full = ctx.absolute(paths.resolve(target, cmd.cwd) or "") if target else None
+    text = ctx.read(full) if (ctx.read is not None and full) else None
+    if text is None:
+        return _Verdict()  # not readable here: a script of the workdir, allowed as the brief says
+    first = text.split("\n", 1)[0]
+    if head not in SHELL_NAMES and head not in ("source", ".") and not _shell_shebang(first):
+        return _Verdict()  # a python (or other) program inside the workdir
+    sub = _verdict(text, rules, ctx, depth + 1)
+    if sub.kind == "allow":
+        return sub
+    return _Verdict(sub.kind, f"the script {target}: {sub.reason}", sub.rule or suggest(argv))
+
+
+def _risky_env(cmd: Simple, argv: list[str]) -> str | None:
+    """A variable from RISKY_ENV set before the command, by export/declare/env, or `-c` options
+    of git (core.pager, core.fsmonitor run commands)."""
+    words = list(cmd.assignments) + [w for w in cmd.argv[: len(cmd.argv) - len(argv)] if "=" in w]
+    if argv and name_of(argv[0]) in SETS_ENV:
+        words += [w for w in argv[1:] if "=" in w]
+    if argv and name_of(argv[0]) == "git" and "-c" in argv:
+        return "git -c (a configuration that may run commands)"
+    for w in words:
+        name = w.split("=", 1)[0].rstrip("+")
+        if RISKY_ENV.fullmatch(name):
+            return name
+    return None
+
+
+def _shell_shebang(first: str) -> bool:
+    return first.startswith("#!") and any(s in first for s in ("bash", "/sh", " sh", "dash", "zsh"))
+
+
+def _reads_stdin(argv: list[str]) -> bool:
+    args = argv[1:]
+    i = 0
+    while i < len(args) and args[i].startswith(("-", "+")) and args[i] != "--":
+        if args[i] in ("-o", "+o", "-O", "+O"):
+            i += 1
+        elif not args[i].startswith("--") and "c" in args[i][1:]:
+            return False
+        i += 1
+    return not [a for a in args[i:] if a != "--"]
+
+
+def _text_dynamic(argv: list[str], cmd: Simple) -> bool:
+    """The `-c` text came from a variable or a substitution."""
+    offset = len(cmd.argv) - len(argv)
+    return any(i >= offset for i in cmd.dynamic)
+
+
+def _confine(why: str, cmd: Simple, argv: list[str] | None = None) -> _Verdict:
+    return _Verdict("confine", why, suggest(argv if argv is not None else cmd.argv))
