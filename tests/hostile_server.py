@@ -123,6 +123,8 @@ class HostileServer:
                     return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            pass  # stop() ends the handler (asyncio's server logs a cancelled one as an error)
         finally:
             self.writers.discard(writer)
             with contextlib.suppress(Exception):

@@ -176,3 +176,45 @@ async def test_a_junk_stream_is_a_failed_request_with_its_reason(
     out = await sweep(server)
     failed_with(out, kind)
     assert says in out.points[0]["error_samples"][kind]
+
+
+# --- the checks cut into reads anywhere ---------------------------------------------------------
+def _events(*lines: bytes) -> bytes:
+    return b"".join(line + b"\n\n" for line in lines)
+
+
+TOKEN = b'data: {"choices":[{"text":"a","finish_reason":null}]}'
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}'
+
+
+@pytest.mark.parametrize(
+    ("events", "kind"),
+    [
+        (_events(TOKEN, b": keepalive", b"id: 7", TOKEN, USAGE, b"data: [DONE]"), ""),
+        (_events(TOKEN, b"data: {not json", TOKEN, USAGE, b"data: [DONE]"), "bad_response"),
+        (_events(TOKEN, b'data: {"choices": 5}', USAGE, b"data: [DONE]"), "bad_response"),
+        (_events(TOKEN, b"event: error\ndata: {}", b"data: [DONE]"), "stream_error"),
+        (_events(TOKEN, b"garbage", TOKEN, USAGE, b"data: [DONE]"), "bad_response"),
+        (_events(b'data: {"choices":[{"index":0}]}', USAGE, b"data: [DONE]"), "bad_response"),
+        (_events(TOKEN, TOKEN, TOKEN, USAGE, b"data: [DONE]"), "over_max_tokens"),
+        (_events(TOKEN, TOKEN, USAGE), "incomplete"),
+    ],
+)
+async def test_the_stream_checks_hold_wherever_the_reads_cut(events: bytes, kind: str) -> None:
+    from tests.test_bench_http import SSE_HEAD, chunked, start
+
+    response = SSE_HEAD + chunked(events)
+    for cut in range(len(SSE_HEAD), len(response)):
+        conn, rec, fut = start()
+        rec.max_tokens = 2
+        conn.data_received(response[:cut])
+        if not fut.done():
+            conn.data_received(response[cut:])
+        await fut
+        assert rec.success == (kind == ""), (cut, rec.error_kind, rec.error)
+        assert rec.error_kind == kind, (cut, rec.error)
+
+
+def test_a_deadline_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="deadline head_s must be a positive number, got 0"):
+        Deadlines(head_s=0)

@@ -426,11 +426,35 @@ class StreamConn(asyncio.Protocol):
 def _junk(events: bytes) -> tuple[str, str] | None:
     """Why complete SSE events are not a completion stream, or None: every line is a comment, a
     `data:` JSON object or [DONE], or a field we ignore; `event: error` is the server's error;
-    every object has a `choices` list (or is a usage message). One pass of byte compares per line,
-    no parse (the parse is `_first_choices`, once per request, and `_unlisted`, on a mismatch)."""
+    every object has a `choices` list (or is a usage message). The common case - nothing but
+    `data: {...}` and [DONE] lines - is told by counts alone (a JSON text holds no raw newline,
+    so `}\n` ends a line); anything else takes the line-by-line look. No message is parsed here
+    (`_first_choices` parses one per request, `_unlisted` those without a choices list)."""
+    if b"\n" not in events:  # one event of one line: most reads, at any concurrency
+        if events[-1:] == b"}" and events.startswith((b"data: {", b"data:{")):
+            return None if _LISTS[0] in events or _LISTS[1] in events else _unlisted(events)
+        if events in (b"data: [DONE]", b"data:[DONE]"):
+            return None
+    lines = events.split(b"\n")
+    data = events.count(b"\ndata:") + events.startswith(b"data:")
+    if len(lines) - lines.count(b"") == data:  # data lines only
+        objects = events.count(b"data: {") + events.count(b"data:{")
+        closed = events.count(b"}\n") + events.endswith(b"}")
+        done = events.count(b"data: [DONE]") + events.count(b"data:[DONE]")
+        if objects == closed and objects + done == data:
+            return _unlisted(events) if _lists(events) < objects else None
+    return _junk_lines(lines, events)
+
+
+def _lists(events: bytes) -> int:
+    return events.count(_LISTS[0]) + events.count(_LISTS[1])
+
+
+def _junk_lines(lines: list[bytes], events: bytes) -> tuple[str, str] | None:
+    """`_junk`, line by line."""
     objects = 0
     error_event = False
-    for line in events.split(b"\n"):
+    for line in lines:
         if not line or line[:1] == b":":
             continue
         if line[:5] == b"data:":
@@ -447,7 +471,7 @@ def _junk(events: bytes) -> tuple[str, str] | None:
             return "bad_response", f"not an SSE line: {line[:120]!r}"
     if error_event:
         return "stream_error", "an `event: error` without a message"
-    if objects and events.count(_LISTS[0]) + events.count(_LISTS[1]) < objects:
+    if objects and _lists(events) < objects:
         return _unlisted(events)
     return None
 
