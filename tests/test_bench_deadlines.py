@@ -116,6 +116,20 @@ async def test_a_level_deadline_holds_in_a_client_process_too(server: HostileSer
     failed_with(out, "level_deadline")
 
 
+async def test_a_level_that_gets_no_token_stops_sending_and_ends_the_sweep(
+    server: HostileServer,
+) -> None:
+    # with the default deadlines each of these requests would wait 600 s for its first token
+    server.mode = "keepalive"
+    out = await sweep(server, n=10, levels=(1, 4))
+    assert len(out.points) == 1  # C=4 was not run
+    p = out.points[0]
+    assert p["level_failed"] and p["num_prompts"] == 10
+    assert p["errors"] == {"ttft_timeout": 2, "abandoned": 8}
+    assert "got no token before their deadlines" in p["error_samples"]["abandoned"]
+    assert any("the levels after it were not run (4)" in n for n in out.notes), out.notes
+
+
 async def test_a_server_that_dies_mid_level_fails_the_level_and_the_sweep_goes_on(
     server: HostileServer,
 ) -> None:

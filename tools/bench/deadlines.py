@@ -37,6 +37,9 @@ from tools.bench.request_record import RequestRecord
 
 LEARN_AFTER = 5  # successes of a level before its own pace tightens the total deadline
 LEVEL_DEADLINE = "level_deadline"  # the error kind of what a level's deadline cut: a failed level
+# the kinds of a request that waited out a deadline without a single token from the server
+WAITED_OUT = frozenset({"timeout", "head_timeout", "ttft_timeout"})
+ABANDONED = "abandoned"  # not sent: the level's first requests all waited out (loadgen.hopeless)
 
 
 class DeadlineError(ValueError):

@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from time import perf_counter
 
-from tools.bench.deadlines import LEVEL_DEADLINE, Deadlines, level_pace
+from tools.bench.deadlines import (
+    ABANDONED,
+    LEVEL_DEADLINE,
+    WAITED_OUT,
+    Deadlines,
+    level_pace,
+)
 from tools.bench.http import StreamConn, Target
 from tools.bench.request_record import RequestRecord
 
@@ -36,6 +42,21 @@ class LevelRun:
     records: list[RequestRecord] = field(default_factory=list)
     cpu_seconds: float = 0.0
     finished: int = 0
+
+    succeeded: int = 0
+    waited_out: int = 0  # finished requests that waited out a deadline without a token
+
+    def count(self, rec: RequestRecord) -> None:
+        """A request of the level finished."""
+        self.finished += 1
+        self.succeeded += rec.success
+        self.waited_out += rec.error_kind in WAITED_OUT
+
+    def hopeless(self, streams: int) -> bool:
+        """No request has succeeded and one per stream (at least 2) waited out a deadline without
+        a token: the rest would wait the same way (with the default deadlines, 600 s each), so a
+        closed level sends no more."""
+        return not self.succeeded and self.waited_out >= max(2, streams)
 
     @property
     def done(self) -> list[RequestRecord]:
@@ -120,12 +141,12 @@ async def run_level(
                 ready.set()
             if go is not None:
                 await go.wait()
-            order = _until(len(requests), deadline_s)
+            order = _hopeful(_until(len(requests), deadline_s), run, workers)
             reuse = _Reuse()
             cpu0 = time.process_time()
 
-            def tick() -> None:
-                run.finished += 1
+            def tick(rec: RequestRecord) -> None:
+                run.count(rec)
                 if progress is not None:
                     progress(run.finished)
 
@@ -146,6 +167,8 @@ async def run_level(
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
+        if run.hopeless(workers):
+            abandon(run)
         if deadline_s is not None:  # the requests never sent are not part of the level
             run.records = [r for r in run.records if r.start > 0]
     return run
@@ -163,6 +186,26 @@ def cut_level(run: LevelRun, conns: list[StreamConn | None], level_s: float) -> 
             rec.start = rec.start or now
             rec.end = now
             rec.fail(LEVEL_DEADLINE, message)
+
+
+def _hopeful(order: Iterator[int], run: LevelRun, streams: int) -> Iterator[int]:
+    """The request indices while the level can still measure something (LevelRun.hopeless)."""
+    for i in order:
+        if run.hopeless(streams):
+            return
+        yield i
+
+
+def abandon(run: LevelRun) -> None:
+    """The requests a hopeless level did not send: failed, with the reason."""
+    message = (
+        f"not sent: the level's first {run.waited_out} requests got no token before their deadlines"
+    )
+    now = perf_counter()
+    for rec in run.records:
+        if rec.start == 0:
+            rec.start = rec.end = now
+            rec.fail(ABANDONED, message)
 
 
 def new_records(
@@ -198,7 +241,7 @@ async def _worker(
     requests: list[bytes],
     run: LevelRun,
     order: Iterator[int],
-    tick: Callable[[], None],
+    tick: Callable[[RequestRecord], None],
     connect_timeout: float,
     reuse: _Reuse,
 ) -> None:
@@ -219,7 +262,7 @@ async def _worker(
                 conns[w] = None
                 rec.start = rec.end = perf_counter()
                 rec.fail("connect", connect_error(target, err, connect_timeout))
-                tick()
+                tick(rec)
                 await asyncio.sleep(0.05)  # a refused port fails in microseconds: don't spin
                 free_since = perf_counter()
                 continue
@@ -242,7 +285,7 @@ async def _worker(
                 rec.start = rec.end = perf_counter()
                 rec.fail("connect", connect_error(target, err, connect_timeout))
         free_since = perf_counter()
-        tick()
+        tick(rec)
 
 
 async def warmup_requests(

@@ -6,7 +6,9 @@ failures, and the prompt length is calibrated where the server can tokenize (pro
 A level where more than 1 % of the requests failed is kept, marked `level_failed`. Every wait
 has a deadline (tools/bench/deadlines.py): each probe before the levels as a whole, each request
 (head, first token, total), each level; a level cut by its deadline is kept, failed, with
-`level_deadline` among its errors and a note. On
+`level_deadline` among its errors and a note; a closed level whose first request per stream
+waited out its deadlines with no token and no success sends no more (`abandoned`), and a level
+that got no token at all ends the sweep (a note names the levels not run). On
 cancellation (Ctrl-C) the requests of the current level that finished become a point marked
 `interrupted` and the sweep returns what it has, with `interrupted` set.
 
@@ -27,7 +29,7 @@ from typing import Any
 import httpx
 
 from tools.bench import datasets
-from tools.bench.deadlines import LEVEL_DEADLINE, Deadlines
+from tools.bench.deadlines import ABANDONED, LEVEL_DEADLINE, WAITED_OUT, Deadlines
 from tools.bench.http import BadURL, Target
 from tools.bench.level_traffic import (
     add_samples,
@@ -52,6 +54,7 @@ SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: a
 # the parent's own backstop over a level's deadline (the level itself runs in a client process,
 # which keeps it): time for that process to cut the level and send its records back
 LEVEL_GRACE_S = 10.0
+SILENT = WAITED_OUT | {ABANDONED, LEVEL_DEADLINE}  # a level that got nothing ends the sweep
 
 
 class BenchError(Exception):
@@ -249,6 +252,14 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             _check(point, level, procs, outcome.notes)
             check_traffic(point, rate, wl, n, outcome.notes)
             obs.level_end(level, point)
+            if _silent(point):
+                rest = steps[steps.index(step) + 1 :]
+                if rest:
+                    outcome.notes.append(
+                        f"{level_name(point)}: no request got a token before its deadlines; the "
+                        f"levels after it were not run ({', '.join(f'{r:g}' for r in rest)})"
+                    )
+                break
             per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
             if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
                 procs = min(procs * 2, max_procs)  # more client cores for the next levels
@@ -346,6 +357,13 @@ def _level_s(spec: SweepSpec, wl: Workload, job: dict[str, Any], scale: float) -
     if wl.duration_s is not None and dl.level_s is None:  # a timed level ends sooner
         return min(full, connect + wl.duration_s / scale + 2 * dl.request_s(wl.max_tokens))
     return full
+
+
+def _silent(point: dict[str, Any]) -> bool:
+    """Nothing of the level came: every request waited out a deadline with no token (or was not
+    sent for it). Higher levels of the same server would wait the same way."""
+    errors = point["errors"]
+    return not point["completed"] and bool(errors) and set(errors) <= SILENT
 
 
 def _cut(run: LevelRun, n: int, level_s: float) -> None:
