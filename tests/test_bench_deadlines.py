@@ -90,6 +90,27 @@ async def test_a_server_that_keeps_the_request_open_fails_it_with_the_reason(
     failed_with(await sweep(server), kind)
 
 
+async def test_an_open_level_has_the_same_deadlines(server: HostileServer) -> None:
+    server.mode = "keepalive"
+    wl = Workload(model="hostile", input_len=8, max_tokens=8, requests_per_level=3)
+    spec = SweepSpec(
+        url=server.url,
+        levels=[1],
+        rates=[20.0],
+        workload=wl.model_copy(update={"warmup_requests": 0}),
+        processes=0,
+        stall_timeout_s=STALL_S,
+        tokenize_path=None,
+        deadlines=Deadlines(**{**FAST.to_job(), "level_s": 30.0}),
+    )
+    failed_with(await run_sweep(spec), "ttft_timeout")
+    server.mode = "slow_ok"  # a valid level past its deadline: cut, what was in flight failed
+    spec.deadlines = Deadlines(**{**FAST.to_job(), "level_s": 0.5})
+    server.gap_s = 0.2
+    p = (await run_sweep(spec)).points[0]
+    assert p["level_failed"] and p["num_prompts"] == 3 and "level_deadline" in p["errors"]
+
+
 async def test_tokens_slower_than_the_pace_allows_pass_the_total_deadline(
     server: HostileServer,
 ) -> None:
@@ -212,6 +233,16 @@ USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}
         (_events(b'data: {"choices":[{"index":0}]}', USAGE, b"data: [DONE]"), "bad_response"),
         (_events(TOKEN, TOKEN, TOKEN, USAGE, b"data: [DONE]"), "over_max_tokens"),
         (_events(TOKEN, TOKEN, USAGE), "incomplete"),
+    ],
+    ids=[
+        "valid",
+        "not-json",
+        "choices-5",
+        "event-error",
+        "not-sse",
+        "no-text",
+        "past-max",
+        "no-done",
     ],
 )
 async def test_the_stream_checks_hold_wherever_the_reads_cut(events: bytes, kind: str) -> None:
