@@ -156,8 +156,8 @@ async def run_level(
                     for w in range(workers)
                 )
             )
-    except TimeoutError:
-        cut_level(run, conns, level_s)
+    except TimeoutError:  # a timed level's unsent requests are not part of it, cut or not
+        cut_level(run, conns, level_s, unsent=deadline_s is None)
     finally:
         run.cpu_seconds = time.process_time() - cpu0
         if ready is not None:
@@ -167,22 +167,25 @@ async def run_level(
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
-        if run.hopeless(workers):
+        if run.hopeless(workers) and deadline_s is None:
             abandon(run)
         if deadline_s is not None:  # the requests never sent are not part of the level
             run.records = [r for r in run.records if r.start > 0]
     return run
 
 
-def cut_level(run: LevelRun, conns: list[StreamConn | None], level_s: float) -> None:
-    """The level's deadline passed: what is in flight and what was never sent fail with it."""
+def cut_level(
+    run: LevelRun, conns: list[StreamConn | None], level_s: float, unsent: bool = True
+) -> None:
+    """The level's deadline passed: what is in flight (and, with `unsent`, what was never sent)
+    fails with it."""
     message = f"the level ran past its deadline of {level_s:g} s"
     for conn in conns:
         if conn is not None:
             conn.abort(LEVEL_DEADLINE, message)
     now = perf_counter()
     for rec in run.records:
-        if rec.end == 0:
+        if rec.end == 0 and (unsent or rec.start > 0):
             rec.start = rec.start or now
             rec.end = now
             rec.fail(LEVEL_DEADLINE, message)

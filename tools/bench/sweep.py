@@ -183,7 +183,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     pool: ShardPool | None = None
     used = 0  # dataset samples taken so far: each level takes the next ones
     try:
-        for step in steps:
+        for at, step in enumerate(steps):
             if procs > 0 and (pool is None or pool.n != procs):
                 if pool is not None:
                     await pool.close()
@@ -213,7 +213,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
                         plan = level_requests(job, 0, 1)
                         await run_plan(job, plan, run, functools.partial(obs.progress, level))
             except TimeoutError:  # the client process did not cut the level itself: we do
-                _cut(run, n, job["level_s"])
+                _cut(run, n if wl.duration_s is None else 0, job["level_s"])
                 if pool is not None:
                     await pool.close()
                     pool = None
@@ -253,7 +253,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             check_traffic(point, rate, wl, n, outcome.notes)
             obs.level_end(level, point)
             if _silent(point):
-                rest = steps[steps.index(step) + 1 :]
+                rest = steps[at + 1 :]
                 if rest:
                     outcome.notes.append(
                         f"{level_name(point)}: no request got a token before its deadlines; the "
@@ -367,7 +367,8 @@ def _silent(point: dict[str, Any]) -> bool:
 
 
 def _cut(run: LevelRun, n: int, level_s: float) -> None:
-    """The parent's backstop: the level's records as far as they came back, the rest failed."""
+    """The parent's backstop: the level's records as far as they came back, the rest of its `n`
+    failed (0 for a timed level: what it did not send is not part of it)."""
     message = f"the level ran past its deadline of {level_s:g} s"
     for rec in run.records:
         if rec.end == 0 or rec.error_kind == "cancelled":
