@@ -207,12 +207,14 @@ class HostileServer:
                 i += 1
                 await asyncio.sleep(gap)
         if mode == "choices_5":
-            for _ in range(max_tokens):
+            for _ in range(max_tokens if not w.is_closing() else 0):
                 w.write(chunk(b'data: {"choices": 5}\n\n'))
             w.write(chunk(usage(max_tokens) + DONE) + b"0\r\n\r\n")
             await w.drain()
             return True
         for i in range(max_tokens):
+            if w.is_closing():  # the client gave up (asyncio logs writes to a closed socket)
+                return False
             last = "length" if i == max_tokens - 1 else None
             w.write(chunk(token(i, last)))
             if mode == "slow_ok":
