@@ -151,8 +151,10 @@ async def test_stream_without_usage_is_counted_from_its_text_chunks() -> None:
     rec = await feed(SSE_HEAD + chunked(events), [len(SSE_HEAD) + 30], prompt_tokens=64)
     assert rec.success and rec.usage_counted
     assert (rec.chunks, rec.output_tokens, rec.prompt_tokens) == (3, 2, 64)
-    chat = b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n' + (
-        b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' * 3
+    chat = (
+        b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+        + b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' * 3
+        + b"data: [DONE]\n\n"  # a stream is whole only with it
     )
     rec = await feed(SSE_HEAD + chunked(chat), [])
     assert rec.success and rec.output_tokens == 3 and rec.prompt_tokens == 0

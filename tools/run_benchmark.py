@@ -172,6 +172,7 @@ class RunBenchmark(Tool):
                     spec.connect_timeout_s,
                     spec.stall_timeout_s,
                 )
+                client.deadlines = spec.deadlines.to_job()
                 if inp.find_max_rate:
                     assert rates is not None
                     search = await find_max_rate(spec, observer, rates[0])

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
+from tools.bench.deadlines import Deadlines
 from tools.bench.diagnose import error_message, no_choices
 from tools.bench.request_record import RequestRecord
 
@@ -51,6 +52,10 @@ _UNFINISHED = (b'"finish_reason":null', b'"finish_reason": null')
 _AT_LENGTH = (b'"finish_reason":"length"', b'"finish_reason": "length"')
 _ERROR_BODY_KEEP = 2048
 _HEADERS_MAX = 65536
+# A message that is a JSON object carries a `choices` list; fewer lists than objects means one is
+# not a completion chunk (an error, `{"choices": 5}`), looked at one by one (`_unlisted`)
+_LISTS = (b'"choices":[', b'"choices": [')
+_FIELDS = (b"id:", b"retry:")  # SSE fields with nothing for us
 
 
 class BadURL(ValueError):
@@ -122,6 +127,7 @@ class StreamConn(asyncio.Protocol):
         self.last_rx = 0.0
         self.requests = 0  # sent on this connection so far
         self.answered = False  # any byte of the current response received
+        self.first_rx = 0.0  # when the current response's first byte came
         self.server_closed = False  # the server ended the connection (EOF or reset), not we
         self._reset()
 
@@ -140,6 +146,7 @@ class StreamConn(asyncio.Protocol):
         self.usage_event = b""
         self.other_event = b""
         self.error_body = bytearray()
+        self.body_rx = 0  # body bytes of the current response
 
     # --- asyncio callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,7 +157,7 @@ class StreamConn(asyncio.Protocol):
         self.closed = True
         if self.rec is None:
             return
-        if self.headers_done and (not self.framed or self.done_seen):
+        if self.headers_done and (not self.framed or self.done_seen or _DONE in self.sse):
             # a body delimited by the close, or a stream that ended with `data: [DONE]` and lost
             # only its last framing bytes: the response is whole
             self._finish()
@@ -166,7 +173,7 @@ class StreamConn(asyncio.Protocol):
             self.close()
             return
         if not self.answered:
-            self.answered, self.first = True, data[:80]
+            self.answered, self.first, self.first_rx = True, data[:80], t
         if not self.headers_done:
             self.head_rx += len(data)
         try:
@@ -222,9 +229,33 @@ class StreamConn(asyncio.Protocol):
         self.transport.write(request)
 
     def abort(self, kind: str, message: str) -> None:
-        """Give up on the request in flight (stall timeout, cancellation) and drop the socket."""
+        """Give up on the request in flight (a deadline, cancellation) and drop the socket."""
         if self.rec is not None:
             self._abort(kind, message)
+
+    def overdue(
+        self, now: float, dl: Deadlines, total_s: float, stall_s: float
+    ) -> tuple[str, str] | None:
+        """Which deadline the request in flight has passed (tools/bench/deadlines.py), if any."""
+        rec = self.rec
+        if rec is None:
+            return None
+        if now - self.last_rx > stall_s:
+            return "timeout", f"no data from the server for {stall_s:g} s"
+        if self.answered and not self.headers_done and now - self.first_rx > dl.head_s:
+            return "head_timeout", (
+                f"the response head was not complete {dl.head_s:g} s after its first byte "
+                f"({self.head_rx} bytes so far)"
+            )
+        if rec.chunks == 0 and self.status in (0, 200) and now - rec.start > dl.first_token_s:
+            got = "nothing" if not self.answered else f"{self.body_rx} body bytes and no token"
+            return "ttft_timeout", f"no token within {dl.first_token_s:g} s of the request ({got})"
+        if now - rec.start > total_s:
+            return "deadline", (
+                f"not complete within {total_s:g} s (max_tokens {rec.max_tokens}, "
+                f"{rec.chunks} messages so far)"
+            )
+        return None
 
     def close(self) -> None:
         was_open, self.closed = not self.closed, True  # before connection_lost can run
@@ -235,6 +266,7 @@ class StreamConn(asyncio.Protocol):
     def _scan(self, t: float) -> None:
         payload = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
         self.pieces = []
+        self.body_rx += len(payload)
         if self.status != 200:
             if len(self.error_body) < _ERROR_BODY_KEEP:
                 self.error_body += payload[: _ERROR_BODY_KEEP - len(self.error_body)]
@@ -250,9 +282,22 @@ class StreamConn(asyncio.Protocol):
                 self._abort("bad_response", "no SSE event boundary in 4 MiB of body")
             return
         events, self.sse = buf[:end], buf[end + 2 :]
-        n = events.count(_CHOICES) + events.count(_CHOICES_SP)
+        self._events(events, t)
+
+    def _events(self, events: bytes, t: float) -> None:
+        """Count and check the complete events of one read (the tail waits for its blank line)."""
         rec = self.rec
         assert rec is not None
+        junk = _junk(events)
+        if junk is not None and (rec.chunks or "text/event-stream" in self.ctype):
+            self._abort(*junk)  # on a body that is no stream at all, _finish says what it is
+            return
+        n = events.count(_CHOICES) + events.count(_CHOICES_SP)
+        if n and not rec.chunks:
+            shape = _first_choices(events)  # one message parsed whole per request: its shape
+            if shape is not None:
+                self._abort(*shape)
+                return
         if n:
             if rec.chunks:
                 rec.itl.append(t - self.last_t)
@@ -264,6 +309,14 @@ class StreamConn(asyncio.Protocol):
             self.last_t = t
             if b'""' in events or b"{}" in events or b't":null' in events or b't": null' in events:
                 self.empty += sum(events.count(e) for e in _EMPTY)
+            if rec.max_tokens and rec.chunks - self.empty > rec.max_tokens:
+                # every text chunk is at least one token: the server streams past max_tokens
+                self._abort(
+                    "over_max_tokens",
+                    f"the server streamed {rec.chunks - self.empty} text messages for max_tokens "
+                    f"{rec.max_tokens}: cut",
+                )
+                return
         if _USAGE[0] in events or _USAGE[1] in events:
             self.usage_event = events
         elif not n and not self.other_event:
@@ -278,6 +331,11 @@ class StreamConn(asyncio.Protocol):
             self.at_length = True
 
     def _finish(self) -> None:
+        if self.status == 200 and self.rec is not None and self.rec.chunks and self.sse.strip():
+            tail, self.sse = self.sse, b""  # a last event without its blank line
+            self._events(tail, perf_counter())
+            if self.rec is None:  # the tail was junk
+                return
         rec, fut = self.rec, self.fut
         assert rec is not None and fut is not None
         self.rec, self.fut = None, None
@@ -289,7 +347,10 @@ class StreamConn(asyncio.Protocol):
         if self.status == 200:
             if rec.chunks:
                 rec.latency = self.last_t - rec.start
-                self._usage(rec)
+                if self.done_seen:
+                    self._usage(rec)
+                else:  # complete only when the protocol says so
+                    rec.fail("incomplete", "the stream ended without `data: [DONE]`")
             else:
                 rec.fail(*no_choices(self.other_event, self.ctype))
         if not self.keep_alive or self.extra:
@@ -313,6 +374,14 @@ class StreamConn(asyncio.Protocol):
             rec.success = True
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             rec.fail("bad_response", f"unparsable usage message: {line[:120]!r}")
+            return
+        if rec.max_tokens and rec.output_tokens > rec.max_tokens:
+            rec.output_tokens = 0
+            rec.fail(
+                "over_max_tokens",
+                f"usage says {usage.get('completion_tokens')} tokens for max_tokens "
+                f"{rec.max_tokens}",
+            )
 
     def _count_from_chunks(self, rec: RequestRecord) -> None:
         """No usage message (llama-cpp-python's server ignores include_usage): one `choices`
@@ -352,3 +421,96 @@ class StreamConn(asyncio.Protocol):
         if not self.first.startswith(b"HTTP/"):
             return f"not an HTTP response: {self.first!r}"
         return f"bad HTTP response ({err})"
+
+
+def _junk(events: bytes) -> tuple[str, str] | None:
+    """Why complete SSE events are not a completion stream, or None: every line is a comment, a
+    `data:` JSON object or [DONE], or a field we ignore; `event: error` is the server's error;
+    every object has a `choices` list (or is a usage message). The common case - nothing but
+    `data: {...}` and [DONE] lines - is told by counts alone (a JSON text holds no raw newline,
+    so `}\n` ends a line); anything else takes the line-by-line look. No message is parsed here
+    (`_first_choices` parses one per request, `_unlisted` those without a choices list)."""
+    if b"\n" not in events:  # one event of one line: most reads, at any concurrency
+        if events[-1:] == b"}" and events.startswith((b"data: {", b"data:{")):
+            return None if _LISTS[0] in events or _LISTS[1] in events else _unlisted(events)
+        if events in (b"data: [DONE]", b"data:[DONE]"):
+            return None
+    lines = events.split(b"\n")
+    data = events.count(b"\ndata:") + events.startswith(b"data:")
+    if len(lines) - lines.count(b"") == data:  # data lines only
+        objects = events.count(b"data: {") + events.count(b"data:{")
+        closed = events.count(b"}\n") + events.endswith(b"}")
+        done = events.count(b"data: [DONE]") + events.count(b"data:[DONE]")
+        if objects == closed and objects + done == data:
+            return _unlisted(events) if _lists(events) < objects else None
+    return _junk_lines(lines, events)
+
+
+def _lists(events: bytes) -> int:
+    return events.count(_LISTS[0]) + events.count(_LISTS[1])
+
+
+def _junk_lines(lines: list[bytes], events: bytes) -> tuple[str, str] | None:
+    """`_junk`, line by line."""
+    objects = 0
+    error_event = False
+    for line in lines:
+        if not line or line[:1] == b":":
+            continue
+        if line[:5] == b"data:":
+            payload = line[5:].strip()
+            if payload[:1] == b"{" and payload[-1:] == b"}":
+                objects += 1
+                if error_event:
+                    return "stream_error", error_message(payload) or "an `event: error`"
+            elif payload != b"[DONE]":
+                return "bad_response", f"not a JSON message: {payload[:120]!r}"
+        elif line[:6] == b"event:":
+            error_event = error_event or line[6:].strip() == b"error"
+        elif not line.startswith(_FIELDS):
+            return "bad_response", f"not an SSE line: {line[:120]!r}"
+    if error_event:
+        return "stream_error", "an `event: error` without a message"
+    if objects and _lists(events) < objects:
+        return _unlisted(events)
+    return None
+
+
+def _unlisted(events: bytes) -> tuple[str, str] | None:
+    """The message without a `choices` list: an error, a usage message alone (fine), or junk."""
+    for line in events.split(b"\n"):
+        if line[:5] != b"data:" or _LISTS[0] in line or _LISTS[1] in line:
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            continue
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return "bad_response", f"unparsable SSE message: {payload[:120]!r}"
+        if not isinstance(obj, dict):
+            return "bad_response", f"not a JSON object: {payload[:120]!r}"
+        if "error" in obj:
+            return "stream_error", error_message(payload)
+        if not isinstance(obj.get("usage"), dict):
+            return "bad_response", f"a message without a choices list: {payload[:120]!r}"
+    return None
+
+
+def _first_choices(events: bytes) -> tuple[str, str] | None:
+    """The first `choices` message of a request parsed whole: a list of choices, each with a
+    text (completions) or a delta (chat); None when it is one."""
+    at = min(i for i in (events.find(_CHOICES), events.find(_CHOICES_SP)) if i >= 0)
+    start = events.rfind(b"data:", 0, at)
+    stop = events.find(b"\n", at)
+    payload = events[start + 5 : stop if stop >= 0 else len(events)].strip()
+    try:
+        choices = orjson.loads(payload)["choices"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return "bad_response", f"unparsable SSE message: {payload[:120]!r}"
+    for c in choices:
+        if not isinstance(c, dict) or not (
+            isinstance(c.get("text"), str) or isinstance(c.get("delta"), dict)
+        ):
+            return "bad_response", f"a choice without text or delta: {payload[:120]!r}"
+    return None

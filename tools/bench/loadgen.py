@@ -3,7 +3,9 @@ as the previous one finished, so exactly C requests are in flight (request rate 
 
 Connections are opened and warm-up requests sent before the clock starts: TCP (and TLS) set-up
 is not part of any request's TTFT. A watchdog fails a request that received nothing for
-`stall_s` seconds, so a hung server cannot hang the sweep.
+`stall_s` seconds or passed one of its deadlines (head, first token, total: deadlines.py), and
+the whole level - connections, warm-up, requests - runs under the level's deadline, so no server,
+however it trickles, can hang the sweep.
 
 Keep-alive: a connection is reused while the server keeps it open. A server that says Keep-Alive
 and closes anyway after each response (llama.cpp's llama-server) races the next request: a
@@ -20,6 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from time import perf_counter
 
+from tools.bench.deadlines import (
+    ABANDONED,
+    LEVEL_DEADLINE,
+    WAITED_OUT,
+    Deadlines,
+    level_pace,
+)
 from tools.bench.http import StreamConn, Target
 from tools.bench.request_record import RequestRecord
 
@@ -33,6 +42,21 @@ class LevelRun:
     records: list[RequestRecord] = field(default_factory=list)
     cpu_seconds: float = 0.0
     finished: int = 0
+
+    succeeded: int = 0
+    waited_out: int = 0  # finished requests that waited out a deadline without a token
+
+    def count(self, rec: RequestRecord) -> None:
+        """A request of the level finished."""
+        self.finished += 1
+        self.succeeded += rec.success
+        self.waited_out += rec.error_kind in WAITED_OUT
+
+    def hopeless(self, streams: int) -> bool:
+        """No request has succeeded and one per stream (at least 2) waited out a deadline without
+        a token: the rest would wait the same way (with the default deadlines, 600 s each), so a
+        closed level sends no more."""
+        return not self.succeeded and self.waited_out >= max(2, streams)
 
     @property
     def done(self) -> list[RequestRecord]:
@@ -86,51 +110,105 @@ async def run_level(
     prompt_tokens: int | list[int] = 0,
     max_tokens: list[int] | None = None,
     deadline_s: float | None = None,
+    deadlines: Deadlines | None = None,
+    level_s: float | None = None,
 ) -> LevelRun:
     """Send `requests` with `concurrency` in flight; `ready`/`go` let a parent start shards
     together (set `ready` once connected and warmed up, then wait for `go`). `prompt_tokens`:
     each prompt's expected length, kept when the server reports no usage; `max_tokens`: each
     request's output length; `deadline_s`: send no request later than this after the start
-    (the requests not sent are not part of the level)."""
+    (the requests not sent are not part of the level); `deadlines`: each request's;
+    `level_s`: the whole level's, from the first connection on (default: derived, deadlines.py)."""
     run = out if out is not None else LevelRun()
+    dl = deadlines or Deadlines()
     workers = max(1, min(concurrency, len(requests)))
-    conns, _ = await open_connections(target, workers, connect_timeout)
-    guard = asyncio.ensure_future(watchdog(conns, stall_s))
+    longest = max(max_tokens or [0])
+    if level_s is None:
+        level_s = dl.level_deadline(len(requests), workers, longest, connect_timeout)
+        if deadline_s is not None:  # a timed level: its duration, then its last answers
+            level_s = min(level_s, connect_timeout + deadline_s + 2 * dl.request_s(longest))
+    run.records = new_records(len(requests), prompt_tokens, max_tokens)
+    conns: list[StreamConn | None] = []
+    guard = asyncio.ensure_future(watchdog(conns, stall_s, dl, run))
+    cpu0 = time.process_time()
     try:
-        if warmup:
-            await warmup_requests(target, conns, warmup, connect_timeout)
-        if ready is not None:
-            ready.set()
-        if go is not None:
-            await go.wait()
-        run.records = new_records(len(requests), prompt_tokens, max_tokens)
-        order = _until(len(requests), deadline_s)
-        reuse = _Reuse()
-        cpu0 = time.process_time()
+        async with asyncio.timeout(level_s):
+            opened, _ = await open_connections(target, workers, connect_timeout)
+            conns.extend(opened)  # the list the watchdog already holds
+            if warmup:
+                await warmup_requests(target, conns, warmup, connect_timeout, longest)
+            if ready is not None:
+                ready.set()
+            if go is not None:
+                await go.wait()
+            order = _hopeful(_until(len(requests), deadline_s), run, workers)
+            reuse = _Reuse()
+            cpu0 = time.process_time()
 
-        def tick() -> None:
-            run.finished += 1
-            if progress is not None:
-                progress(run.finished)
+            def tick(rec: RequestRecord) -> None:
+                run.count(rec)
+                if progress is not None:
+                    progress(run.finished)
 
-        try:
             await asyncio.gather(
                 *(
                     _worker(target, conns, w, requests, run, order, tick, connect_timeout, reuse)
                     for w in range(workers)
                 )
             )
-        finally:
-            run.cpu_seconds = time.process_time() - cpu0
-            if deadline_s is not None:  # the requests never sent are not part of the level
-                run.records = [r for r in run.records if r.start > 0]
+    except TimeoutError:  # a timed level's unsent requests are not part of it, cut or not
+        cut_level(run, conns, level_s, unsent=deadline_s is None)
     finally:
+        run.cpu_seconds = time.process_time() - cpu0
+        if ready is not None:
+            ready.set()  # a parent waiting for this shard hears of it, whatever happened
         guard.cancel()
         for conn in conns:
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
+        if run.hopeless(workers) and deadline_s is None:
+            abandon(run)
+        if deadline_s is not None:  # the requests never sent are not part of the level
+            run.records = [r for r in run.records if r.start > 0]
     return run
+
+
+def cut_level(
+    run: LevelRun, conns: list[StreamConn | None], level_s: float, unsent: bool = True
+) -> None:
+    """The level's deadline passed: what is in flight (and, with `unsent`, what was never sent)
+    fails with it."""
+    message = f"the level ran past its deadline of {level_s:g} s"
+    for conn in conns:
+        if conn is not None:
+            conn.abort(LEVEL_DEADLINE, message)
+    now = perf_counter()
+    for rec in run.records:
+        if rec.end == 0 and (unsent or rec.start > 0):
+            rec.start = rec.start or now
+            rec.end = now
+            rec.fail(LEVEL_DEADLINE, message)
+
+
+def _hopeful(order: Iterator[int], run: LevelRun, streams: int) -> Iterator[int]:
+    """The request indices while the level can still measure something (LevelRun.hopeless)."""
+    for i in order:
+        if run.hopeless(streams):
+            return
+        yield i
+
+
+def abandon(run: LevelRun) -> None:
+    """The requests a hopeless level did not send: failed, with the reason."""
+    message = (
+        f"not sent: the level's first {run.waited_out} requests got no token before their deadlines"
+    )
+    now = perf_counter()
+    for rec in run.records:
+        if rec.start == 0:
+            rec.start = rec.end = now
+            rec.fail(ABANDONED, message)
 
 
 def new_records(
@@ -166,7 +244,7 @@ async def _worker(
     requests: list[bytes],
     run: LevelRun,
     order: Iterator[int],
-    tick: Callable[[], None],
+    tick: Callable[[RequestRecord], None],
     connect_timeout: float,
     reuse: _Reuse,
 ) -> None:
@@ -187,7 +265,7 @@ async def _worker(
                 conns[w] = None
                 rec.start = rec.end = perf_counter()
                 rec.fail("connect", connect_error(target, err, connect_timeout))
-                tick()
+                tick(rec)
                 await asyncio.sleep(0.05)  # a refused port fails in microseconds: don't spin
                 free_since = perf_counter()
                 continue
@@ -210,11 +288,15 @@ async def _worker(
                 rec.start = rec.end = perf_counter()
                 rec.fail("connect", connect_error(target, err, connect_timeout))
         free_since = perf_counter()
-        tick()
+        tick(rec)
 
 
 async def warmup_requests(
-    target: Target, conns: list[StreamConn | None], warmup: list[bytes], timeout: float
+    target: Target,
+    conns: list[StreamConn | None],
+    warmup: list[bytes],
+    timeout: float,
+    max_tokens: int = 0,
 ) -> None:
     """Send the warm-up requests concurrently over the level's connections; discard results."""
     loop = asyncio.get_running_loop()
@@ -227,17 +309,29 @@ async def warmup_requests(
             except (OSError, TimeoutError):
                 return
         fut: asyncio.Future[None] = loop.create_future()
-        conn.send(request, RequestRecord(), fut)
+        conn.send(request, RequestRecord(max_tokens=max_tokens), fut)  # cut past max_tokens too
         await fut
 
     await asyncio.gather(*(one(w % len(conns), r) for w, r in enumerate(warmup[: len(conns)])))
 
 
-async def watchdog(conns: list[StreamConn | None], stall_s: float) -> None:
+async def watchdog(
+    conns: list[StreamConn | None], stall_s: float, dl: Deadlines, run: LevelRun
+) -> None:
+    """Fail each request in flight that passed a deadline (its total tightened by the level's
+    pace once known: deadlines.py)."""
+    pace: float | None = None
+    seen = -1
     while True:
-        await asyncio.sleep(min(1.0, stall_s / 4))
+        await asyncio.sleep(dl.tick_s(stall_s))
+        if run.finished != seen:  # the pace moves only when a request finishes
+            seen, pace = run.finished, level_pace(run.records)
         now = perf_counter()
         for conn in conns:
-            if conn is not None and conn.rec is not None and now - conn.last_rx > stall_s:
+            rec = conn.rec if conn is not None else None
+            if conn is None or rec is None:
+                continue
+            late = conn.overdue(now, dl, dl.learned_request_s(rec.max_tokens, pace), stall_s)
+            if late is not None:
                 with contextlib.suppress(Exception):
-                    conn.abort("timeout", f"no data from the server for {stall_s:g} s")
+                    conn.abort(*late)

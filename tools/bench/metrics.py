@@ -15,7 +15,8 @@ slo_attainment = that count / requests sent (a failed request misses the SLO).
 Ours on top: achieved_concurrency = sum(e2el) / dur (Little's law), early_eos, errors by kind,
 client CPU, chunks and tokens per chunk, usage_counted (successes whose tokens were counted from
 the chunks: the server sent no usage message), and the verdict level_failed: more than
-FAILED_SHARE of the requests failed (a level that lost requests measured a different load).
+FAILED_SHARE of the requests failed (a level that lost requests measured a different load), or
+the level's deadline cut it (tools/bench/deadlines.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tools.bench.deadlines import LEVEL_DEADLINE
 from tools.bench.request_record import RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 99)
@@ -152,7 +154,9 @@ def compute_point(
             "early_eos": sum(1 for r in ok if r.output_tokens < (r.max_tokens or max_tokens)),
             "errors": dict(sorted(errors.items())),
             "error_samples": samples,
-            "level_failed": level_failed(len(ok), len(records) - len(ok)),
+            # a level its deadline cut measured less than it was asked to, however few it cut
+            "level_failed": level_failed(len(ok), len(records) - len(ok))
+            or LEVEL_DEADLINE in errors,
             "usage_counted": sum(1 for r in ok if r.usage_counted),
             "chunks": chunks,
             "tokens_per_chunk": total_out / chunks if chunks else 0.0,

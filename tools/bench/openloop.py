@@ -18,11 +18,13 @@ import time
 from time import perf_counter
 from typing import Literal
 
+from tools.bench.deadlines import Deadlines
 from tools.bench.http import StreamConn, Target
 from tools.bench.loadgen import (
     LevelRun,
     Progress,
     connect_error,
+    cut_level,
     new_records,
     open_connections,
     warmup_requests,
@@ -65,66 +67,80 @@ async def run_open_level(
     go: asyncio.Event | None = None,
     prompt_tokens: int | list[int] = 0,
     max_tokens: list[int] | None = None,
+    deadlines: Deadlines | None = None,
+    level_s: float | None = None,
 ) -> LevelRun:
-    """Send requests[i] at send_at[i] seconds after the start (after `go`, when given)."""
+    """Send requests[i] at send_at[i] seconds after the start (after `go`, when given); the
+    whole level within `level_s` (default: derived, deadlines.py)."""
     run = out if out is not None else LevelRun()
-    opened, _ = await open_connections(target, min(len(requests), PREOPEN), connect_timeout)
-    conns: list[StreamConn | None] = list(opened)  # every connection, for the watchdog
-    idle = [c for c in opened if c is not None]
-    guard = asyncio.ensure_future(watchdog(conns, stall_s))
+    dl = deadlines or Deadlines()
+    longest = max(max_tokens or [0])
+    if level_s is None:
+        last = send_at[-1] if send_at else 0.0
+        level_s = dl.level_deadline(len(requests), 1, longest, connect_timeout, last)
+    run.records = new_records(len(requests), prompt_tokens, max_tokens)
+    conns: list[StreamConn | None] = []  # every connection, for the watchdog
+    idle: list[StreamConn] = []
+    guard = asyncio.ensure_future(watchdog(conns, stall_s, dl, run))
+    tasks: list[asyncio.Future[None]] = []
+    cpu0 = time.process_time()
     try:
-        if warmup and conns:
-            await warmup_requests(target, conns, warmup, connect_timeout)
-        if ready is not None:
-            ready.set()
-        if go is not None:
-            await go.wait()
-        run.records = new_records(len(requests), prompt_tokens, max_tokens)
-        cpu0 = time.process_time()
-        t0 = perf_counter()
+        async with asyncio.timeout(level_s):
+            opened, _ = await open_connections(target, min(len(requests), PREOPEN), connect_timeout)
+            conns.extend(opened)
+            idle.extend(c for c in opened if c is not None)
+            if warmup and conns:
+                await warmup_requests(target, conns, warmup, connect_timeout, longest)
+            if ready is not None:
+                ready.set()
+            if go is not None:
+                await go.wait()
+            cpu0 = time.process_time()
+            t0 = perf_counter()
 
-        async def one(i: int) -> None:
-            rec = run.records[i]
-            conn = idle.pop() if idle else None
-            while conn is not None and (conn.closed or conn.server_closed):
-                conn.close()
+            async def one(i: int) -> None:
+                rec = run.records[i]
                 conn = idle.pop() if idle else None
-            if conn is None:
-                try:
-                    conn = await target.connect(connect_timeout)
-                except (OSError, TimeoutError) as err:
-                    rec.start = rec.end = perf_counter()
-                    rec.fail("connect", connect_error(target, err, connect_timeout))
-                    _tick(run, progress)
-                    return
-                conns.append(conn)
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            conn.send(requests[i], rec, fut)
-            rec.queue_time = rec.start - (t0 + send_at[i])  # how late it left
-            await fut
-            if not (conn.closed or conn.server_closed):
-                idle.append(conn)
-            _tick(run, progress)
+                while conn is not None and (conn.closed or conn.server_closed):
+                    conn.close()
+                    conn = idle.pop() if idle else None
+                if conn is None:
+                    try:
+                        conn = await target.connect(connect_timeout)
+                    except (OSError, TimeoutError) as err:
+                        rec.start = rec.end = perf_counter()
+                        rec.fail("connect", connect_error(target, err, connect_timeout))
+                        _tick(run, progress)
+                        return
+                    conns.append(conn)
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                conn.send(requests[i], rec, fut)
+                rec.queue_time = rec.start - (t0 + send_at[i])  # how late it left
+                await fut
+                if not (conn.closed or conn.server_closed):
+                    idle.append(conn)
+                _tick(run, progress)
 
-        tasks = []
-        try:
             for i, at in enumerate(send_at):
                 delay = t0 + at - perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 tasks.append(asyncio.ensure_future(one(i)))
             await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            run.cpu_seconds = time.process_time() - cpu0
-            run.records = [r for r in run.records if r.start > 0]  # those sent
+    except TimeoutError:
+        cut_level(run, conns, level_s)
     finally:
+        for task in tasks:
+            task.cancel()
+        run.cpu_seconds = time.process_time() - cpu0
+        if ready is not None:
+            ready.set()  # a parent waiting for this shard hears of it, whatever happened
         guard.cancel()
         for conn in conns:
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
+        run.records = [r for r in run.records if r.start > 0]  # those sent (or cut by the level)
     return run
 
 

@@ -32,14 +32,18 @@ def shared_prefix_text(seed: int, tokens: int, words_per_token: float = 1.0) -> 
     return make_prompt(random.Random(f"{seed}/shared-prefix"), words)
 
 
-async def reset_cache(url: str, path: str, timeout: float) -> str | None:
-    """POST the engine's cache-reset endpoint; None when done, else why not (one line)."""
+async def reset_cache(url: str, path: str, timeout: float, total_s: float = 30.0) -> str | None:
+    """POST the engine's cache-reset endpoint; None when done, else why not (one line). Each
+    POST is a whole operation within `total_s` (httpx's timeouts are per read)."""
     target = Target.parse(url)
     last = ""
     async with httpx.AsyncClient(timeout=timeout) as client:
         for _ in range(RESET_TRIES):
             try:
-                resp = await client.post(f"{target.url}{path}")
+                async with asyncio.timeout(total_s):
+                    resp = await client.post(f"{target.url}{path}")
+            except TimeoutError:
+                return f"prefix cache not reset: POST {path} did not answer within {total_s:g} s"
             except httpx.HTTPError as err:
                 return f"prefix cache not reset: POST {path}: {type(err).__name__}: {err}"
             if resp.status_code == 200:

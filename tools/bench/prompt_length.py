@@ -47,7 +47,12 @@ def by_words(input_len: int, why: str) -> PromptLength:
 
 
 async def calibrate(
-    base_url: str, model: str, input_len: int, path: str | None, timeout: float = 10.0
+    base_url: str,
+    model: str,
+    input_len: int,
+    path: str | None,
+    timeout: float = 10.0,
+    total_s: float = 30.0,
 ) -> PromptLength:
     """Scale the word count with the server's own /tokenize; by words when it cannot count."""
     if not path:
@@ -59,7 +64,7 @@ async def calibrate(
         for round_ in range(ROUNDS):
             k = max(1, min(SAMPLE_PROMPTS, SAMPLE_WORDS // words))
             texts = [make_prompt(rng, words) for _ in range(k)]
-            answers = await asyncio.gather(*(_count(client, url, model, t) for t in texts))
+            answers = await asyncio.gather(*(_count(client, url, model, t, total_s) for t in texts))
             counts = [count for count, _ in answers if count is not None]
             if len(counts) < k:
                 return by_words(input_len, next(why for count, why in answers if count is None))
@@ -77,14 +82,17 @@ async def calibrate(
 
 
 async def _count(
-    client: httpx.AsyncClient, url: str, model: str, text: str
+    client: httpx.AsyncClient, url: str, model: str, text: str, total_s: float
 ) -> tuple[int | None, str]:
     """The server's token count of `text`, or None and why not."""
     # the text under each engine's field (vLLM/SGLang, llama.cpp, llama-cpp-python): each
     # ignores the others' (the profile's tokens.text_field names them)
     body = {"model": model, "prompt": text, "content": text, "input": text}
     try:
-        resp = await client.post(url, json=body)
+        async with asyncio.timeout(total_s):  # httpx's timeouts are per read: a trickle passes
+            resp = await client.post(url, json=body)
+    except TimeoutError:
+        return None, f"{url} did not answer within {total_s:g} s"
     except httpx.HTTPError as err:
         return None, f"{url} failed: {type(err).__name__}: {err}"
     if resp.status_code != 200:

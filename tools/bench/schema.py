@@ -71,6 +71,9 @@ class ClientInfo(BaseModel):
     cpu_count: int = 0
     connect_timeout_s: float = 10.0
     stall_timeout_s: float = 300.0
+    # every wait's deadline (tools/bench/deadlines.py: head_s, first_token_s, pace_tok_s,
+    # floor_s, slack, level_s, probe_s); {} in results from before they existed
+    deadlines: dict[str, Any] = {}
     remote_command: str | None = None
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from tools.bench.deadlines import Deadlines
 from tools.bench.http import Target
 from tools.bench.loadgen import LevelRun, run_level
 from tools.bench.openloop import run_open_level
@@ -107,6 +108,8 @@ async def run_plan(
         "go": go,
         "prompt_tokens": plan.prompt_tokens,
         "max_tokens": plan.max_tokens,
+        "deadlines": Deadlines.from_job(spec.get("deadlines")),
+        "level_s": spec.get("level_s"),
     }
     if plan.send_at is not None:
         return await run_open_level(target, plan.requests, plan.send_at, **common)
@@ -268,7 +271,10 @@ async def _child_level(
     ready, go = asyncio.Event(), asyncio.Event()
     run = LevelRun()
     task = asyncio.ensure_future(run_plan(spec, plan, run, ready=ready, go=go))
-    await ready.wait()
+    # the level sets `ready` whatever happens; a task that failed before it did is also an answer
+    await asyncio.wait(
+        [task, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
     send({"ready": 1})
 
     async def listen() -> None:

@@ -3,7 +3,12 @@
 Before the first level the server is checked (reachable within the connect timeout, the model
 name from /v1/models when none is given), so a wrong URL is one clear error, not a level of
 failures, and the prompt length is calibrated where the server can tokenize (prompt_length.py).
-A level where more than 1 % of the requests failed is kept, marked `level_failed`. On
+A level where more than 1 % of the requests failed is kept, marked `level_failed`. Every wait
+has a deadline (tools/bench/deadlines.py): each probe before the levels as a whole, each request
+(head, first token, total), each level; a level cut by its deadline is kept, failed, with
+`level_deadline` among its errors and a note; a closed level whose first request per stream
+waited out its deadlines with no token and no success sends no more (`abandoned`), and a level
+that got no token at all ends the sweep (a note names the levels not run). On
 cancellation (Ctrl-C) the requests of the current level that finished become a point marked
 `interrupted` and the sweep returns what it has, with `interrupted` set.
 
@@ -24,6 +29,7 @@ from typing import Any
 import httpx
 
 from tools.bench import datasets
+from tools.bench.deadlines import ABANDONED, LEVEL_DEADLINE, WAITED_OUT, Deadlines
 from tools.bench.http import BadURL, Target
 from tools.bench.level_traffic import (
     add_samples,
@@ -39,11 +45,16 @@ from tools.bench.metrics import DEFAULT_PERCENTILES, FAILED_SHARE, compute_point
 from tools.bench.openloop import arrivals
 from tools.bench.prefix import reset_cache, shared_prefix_text
 from tools.bench.prompt_length import PromptLength, calibrate
+from tools.bench.request_record import RequestRecord
 from tools.bench.schema import Workload
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
 from tools.bench.timescale import server_time_scale, to_model_time
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
+# the parent's own backstop over a level's deadline (the level itself runs in a client process,
+# which keeps it): time for that process to cut the level and send its records back
+LEVEL_GRACE_S = 10.0
+SILENT = WAITED_OUT | {ABANDONED, LEVEL_DEADLINE}  # a level that got nothing ends the sweep
 
 
 class BenchError(Exception):
@@ -77,6 +88,7 @@ class SweepSpec:
     # the workload's `cache_reset`, else no reset
     cache_reset_path: str | None = None
     tokenize_path: str | None = "/tokenize"  # None: one token per word, no calibration
+    deadlines: Deadlines = field(default_factory=Deadlines)  # every wait's (deadlines.py)
 
 
 @dataclass
@@ -90,8 +102,9 @@ class SweepOutcome:
     dataset_digest: str = ""  # a file dataset's content hash, for the result's workload
 
 
-async def discover_model(url: str, model: str, timeout: float) -> str:
-    """Check the server answers; return the model to request (the first of /v1/models)."""
+async def discover_model(url: str, model: str, timeout: float, total_s: float = 30.0) -> str:
+    """Check the server answers; return the model to request (the first of /v1/models, read
+    whole within `total_s`: a trickled body is not an answer)."""
     try:
         target = Target.parse(url)
     except BadURL as err:
@@ -105,8 +118,13 @@ async def discover_model(url: str, model: str, timeout: float) -> str:
         return model
     limits = httpx.Timeout(timeout, read=30.0)
     try:
-        async with httpx.AsyncClient(timeout=limits) as client:
+        async with asyncio.timeout(total_s), httpx.AsyncClient(timeout=limits) as client:
             resp = await client.get(f"{target.url}/v1/models")
+    except TimeoutError:
+        raise BenchError(
+            f"{target.url}/v1/models did not answer within {total_s:g} s: pass the model name "
+            "explicitly, or check the server"
+        ) from None
     except httpx.HTTPError as err:
         raise BenchError(
             f"cannot read {target.url}/v1/models: {type(err).__name__}: {err}"
@@ -136,8 +154,9 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
         raise BenchError(str(err)) from None
     if spec.workload.multi_turn:
         _check_multi_turn(spec, data)
-    model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s)
-    scale = await server_time_scale(spec.url)
+    probe_s = spec.deadlines.probe_s
+    model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s, probe_s)
+    scale = await server_time_scale(spec.url, total_s=probe_s)
     wl = spec.workload.model_copy(update={"model": model, "dataset_digest": data.digest})
     length = await _length(spec, wl, data)
     auto = spec.processes is None and not wl.multi_turn
@@ -164,7 +183,7 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     pool: ShardPool | None = None
     used = 0  # dataset samples taken so far: each level takes the next ones
     try:
-        for step in steps:
+        for at, step in enumerate(steps):
             if procs > 0 and (pool is None or pool.n != procs):
                 if pool is not None:
                     await pool.close()
@@ -178,19 +197,26 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             job = _job(spec, wl, level, n, seed, length, scale)
             job["prefix"], job["prefix_tokens"] = prefix, wl.shared_prefix
             if reset:
-                failed = await reset_cache(spec.url, reset, spec.connect_timeout_s)
+                failed = await reset_cache(spec.url, reset, spec.connect_timeout_s, probe_s)
                 if failed and failed not in outcome.notes:
                     outcome.notes.append(failed)
             used = add_samples(job, data, wl, seed, used)
             if rate is not None:
                 wall_rate = rate * scale  # the target is in the modelled box's time
                 job["send_at"] = arrivals(n, wall_rate, wl.burstiness, f"{seed}/{level}/arrivals")
+            job["level_s"] = _level_s(spec, wl, job, scale)
             try:
+                async with asyncio.timeout(job["level_s"] + LEVEL_GRACE_S):
+                    if pool is not None:
+                        await pool.run_level(job, functools.partial(obs.progress, level), run)
+                    else:
+                        plan = level_requests(job, 0, 1)
+                        await run_plan(job, plan, run, functools.partial(obs.progress, level))
+            except TimeoutError:  # the client process did not cut the level itself: we do
+                _cut(run, n if wl.duration_s is None else 0, job["level_s"])
                 if pool is not None:
-                    await pool.run_level(job, functools.partial(obs.progress, level), run)
-                else:
-                    plan = level_requests(job, 0, 1)
-                    await run_plan(job, plan, run, functools.partial(obs.progress, level))
+                    await pool.close()
+                    pool = None
             except asyncio.CancelledError:
                 done = [r for r in run.done if r.error_kind != "cancelled"]
                 if done:  # the requests of this level that finished before Ctrl-C
@@ -226,6 +252,14 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
             _check(point, level, procs, outcome.notes)
             check_traffic(point, rate, wl, n, outcome.notes)
             obs.level_end(level, point)
+            if _silent(point):
+                rest = steps[at + 1 :]
+                if rest:
+                    outcome.notes.append(
+                        f"{level_name(point)}: no request got a token before its deadlines; the "
+                        f"levels after it were not run ({', '.join(f'{r:g}' for r in rest)})"
+                    )
+                break
             per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
             if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
                 procs = min(procs * 2, max_procs)  # more client cores for the next levels
@@ -267,7 +301,14 @@ async def _length(spec: SweepSpec, wl: Workload, data: datasets.Dataset) -> Prom
     if data.kind != "random":
         return PromptLength(0, 0, "words", f"{data.kind}: each prompt's words and punctuation")
     url = Target.parse(spec.url).url
-    return await calibrate(url, wl.model, wl.input_len, spec.tokenize_path, spec.connect_timeout_s)
+    return await calibrate(
+        url,
+        wl.model,
+        wl.input_len,
+        spec.tokenize_path,
+        spec.connect_timeout_s,
+        spec.deadlines.probe_s,
+    )
 
 
 def _prefix(wl: Workload, seed: int, length: PromptLength) -> str:
@@ -303,7 +344,39 @@ def _job(
         "deadline_s": None if wl.duration_s is None else wl.duration_s / scale,
         "connect_timeout": spec.connect_timeout_s,
         "stall_s": spec.stall_timeout_s,
+        "deadlines": spec.deadlines.to_job(),
     }
+
+
+def _level_s(spec: SweepSpec, wl: Workload, job: dict[str, Any], scale: float) -> float:
+    """The level's deadline (deadlines.py): the spec's, or derived from the level's shape."""
+    dl, n, connect = spec.deadlines, job["num_prompts"], spec.connect_timeout_s
+    if job.get("send_at"):  # an open level: the schedule's last send, then its answer
+        return dl.level_deadline(n, 1, wl.max_tokens, connect, job["send_at"][-1])
+    full = dl.level_deadline(n, max(1, min(job["concurrency"], n)), wl.max_tokens, connect)
+    if wl.duration_s is not None and dl.level_s is None:  # a timed level ends sooner
+        return min(full, connect + wl.duration_s / scale + 2 * dl.request_s(wl.max_tokens))
+    return full
+
+
+def _silent(point: dict[str, Any]) -> bool:
+    """Nothing of the level came: every request waited out a deadline with no token (or was not
+    sent for it). Higher levels of the same server would wait the same way."""
+    errors = point["errors"]
+    return not point["completed"] and bool(errors) and set(errors) <= SILENT
+
+
+def _cut(run: LevelRun, n: int, level_s: float) -> None:
+    """The parent's backstop: the level's records as far as they came back, the rest of its `n`
+    failed (0 for a timed level: what it did not send is not part of it)."""
+    message = f"the level ran past its deadline of {level_s:g} s"
+    for rec in run.records:
+        if rec.end == 0 or rec.error_kind == "cancelled":
+            rec.success, rec.error_kind, rec.error = False, LEVEL_DEADLINE, message
+    for _ in range(max(0, n - len(run.records))):
+        rec = RequestRecord()
+        rec.fail(LEVEL_DEADLINE, message)
+        run.records.append(rec)
 
 
 def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> None:

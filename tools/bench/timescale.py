@@ -4,6 +4,7 @@ are converted back to model time, so every figure the agent sees is the modelled
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -18,13 +19,14 @@ RATES = (
 KEEP = ("max_concurrency", "achieved_concurrency", "client_cpu_percent", "client_processes")
 
 
-async def server_time_scale(url: str, timeout: float = 5.0) -> float:
-    """The simulator's time scale from GET /server_info; 1.0 for any other server."""
+async def server_time_scale(url: str, timeout: float = 5.0, total_s: float = 30.0) -> float:
+    """The simulator's time scale from GET /server_info; 1.0 for any other server, and for one
+    that does not answer whole within `total_s` (httpx's timeouts are per read)."""
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with asyncio.timeout(total_s), httpx.AsyncClient(timeout=timeout) as client:
             resp = await client.get(f"{url.rstrip('/')}/server_info")
         scale = float(resp.json()["sim"]["time_scale"]) if resp.status_code == 200 else 1.0
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, TimeoutError):
         return 1.0
     return scale if scale > 0 else 1.0
 

@@ -28,6 +28,11 @@ GRACE_S = 0.5  # after a failure line, for the rest of the message
 READ_CHUNK = 1 << 20
 LOG_KEEP = 256 * 1024  # bytes of the newest log kept for the diagnosis
 HOST_LOST_S = 60.0  # how long the host may be unreachable during a wait
+# Each probe whole, the caller's deadline (httpx's timeouts are per read: a body trickled a byte
+# at a time never trips them): a health check, /v1/models, the streaming completion
+HEALTH_S = 5.0
+MODELS_S = 10.0
+COMPLETION_S = 120.0
 
 
 class StartFailure(Exception):
@@ -164,25 +169,32 @@ async def wait_ready(w: Watch) -> Ready:
 
 async def _health(client: httpx.AsyncClient, engine: Engine) -> bool:
     try:
-        return (await client.get(engine.health_path, timeout=2.0)).status_code == 200
-    except httpx.HTTPError:
+        async with asyncio.timeout(HEALTH_S):
+            return (await client.get(engine.health_path, timeout=2.0)).status_code == 200
+    except (httpx.HTTPError, TimeoutError):
         return False
 
 
 async def _model_name(client: httpx.AsyncClient) -> str | None:
     try:
-        data = (await client.get("/v1/models", timeout=5.0)).json()["data"]
+        async with asyncio.timeout(MODELS_S):
+            data = (await client.get("/v1/models", timeout=5.0)).json()["data"]
         return str(data[0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+    except (httpx.HTTPError, TimeoutError, ValueError, KeyError, IndexError, TypeError):
         return None
 
 
 async def _completion(client: httpx.AsyncClient, model: str) -> bool:
-    """One real streaming completion: at least one chunk with choices, then [DONE]."""
-    body = {"model": model, "prompt": "Hello", "max_tokens": 4, "stream": True, "temperature": 0}
+    """One real streaming completion within COMPLETION_S: at least one chunk with choices, then
+    [DONE] (comments forever, or tokens past max_tokens, are not a completion)."""
+    most = 4
+    body = {"model": model, "prompt": "Hello", "max_tokens": most, "stream": True, "temperature": 0}
     chunks = 0
     try:
-        async with client.stream("POST", "/v1/completions", json=body) as resp:
+        async with (
+            asyncio.timeout(COMPLETION_S),
+            client.stream("POST", "/v1/completions", json=body) as resp,
+        ):
             if resp.status_code != 200:
                 return False
             async for line in resp.aiter_lines():
@@ -192,8 +204,12 @@ async def _completion(client: httpx.AsyncClient, model: str) -> bool:
                 if payload == "[DONE]":
                     return chunks > 0
                 event: Any = orjson.loads(payload)
+                if not isinstance(event, dict):
+                    return False
                 if event.get("choices"):
                     chunks += 1
-    except (httpx.HTTPError, orjson.JSONDecodeError):
+                if chunks > most + 2:  # a role and a finish chunk may be empty
+                    return False
+    except (httpx.HTTPError, orjson.JSONDecodeError, TimeoutError):
         return False
-    return chunks > 0
+    return False  # no [DONE]: not whole
