@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.report import gather
 from agent.report.figures import Figures
-from agent.report.outcome import unmeasured_text
+from agent.report.outcome import policy_servers, routing_rule, unmeasured_text
 from state.events import Event
 from tools.domain import stats
 
@@ -46,7 +46,13 @@ def final_lines(run_path: Path, f: Figures | None) -> list[str]:
         lines.append(f"report: {html}  (and report.md beside it)")
     if f is not None and f.winner is None and f.baseline is not None:
         lines.append(f"nothing to deploy: {unmeasured_text(f, why=False)}")
-    if f is not None and f.winner is not None:
+    servers = policy_servers(f) if f is not None else []
+    if servers:
+        lines.append(
+            f"deploy {len(servers)} servers, routed by concurrency: {routing_rule(servers)}"
+        )
+        lines += [f"server for {s.span} ({s.name}): {s.command}" for s in servers]
+    elif f is not None and f.winner is not None:
         command = (f.m.recommendation or {}).get("command") or f.m.command_of(f.winner)
         what = "keep the baseline" if f.winner is f.baseline else f"deploy {f.winner.name}"
         if command:
