@@ -51,5 +51,6 @@ def sweeps(events: list[Event]) -> list[Sweep]:
 
 
 def count(n: int, unit: str) -> str:
-    """`n` with its unit, singular or plural: "1 sweep", "22 sweeps", "63 benchmark calls"."""
+    """`n` with its unit, singular or plural: "1 sweep", "22 sweeps", "63 benchmark calls" -
+    every count a person reads (the report, the time left, the autopilot's words) says it so."""
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
