@@ -50,7 +50,7 @@ def sweeps(events: list[Event]) -> list[Sweep]:
     return out
 
 
-def count(n: int, unit: str) -> str:
+def count(n: int, unit: str, units: str = "") -> str:
     """`n` with its unit, singular or plural: "1 sweep", "22 sweeps", "63 benchmark calls" -
     every count a person reads (the report, the time left, the autopilot's words) says it so."""
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+    return f"{n} {unit}" if n == 1 else f"{n} {units or unit + 's'}"

@@ -20,10 +20,21 @@ def failed(f: Figures) -> list[Block]:
         if c.failed_levels:
             levels = ",".join(map(str, c.failed_levels))
             reason = f"every request failed at C={levels}"
-            rows.append([c.name, flags_change(c.flags, f.m.base_flags), reason, "-"])
+            rows.append([c.name, flags_change(c.flags, f.m.base_flags), reason, level_errors(c)])
     if not rows:
         return [*out, Para("None: every configuration started and every level measured.")]
-    return [*out, Table(["server", "change from the baseline", "reason", "log"], rows)]
+    return [*out, Table(["server", "change from the baseline", "reason", "error, log"], rows)]
+
+
+def level_errors(c: Configuration) -> str:
+    """What the requests of its failed levels failed with: per sweep that failed, the commonest
+    error and its message (BenchResult.failure_reason over the failed levels only)."""
+    said = []
+    for r in c.runs:
+        points = [p for p in r.points if p.level_failed]
+        if points:
+            said.append(r.model_copy(update={"points": points}).failure_reason())
+    return "; ".join(dict.fromkeys(said))[:300] or "-"
 
 
 def _names(configs: list[Configuration], most: int = 4) -> str:

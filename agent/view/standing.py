@@ -10,6 +10,7 @@ from pathlib import Path
 from agent.report import gather
 from agent.report.figures import Figures
 from agent.report.outcome import policy_servers, routing_rule, unmeasured_text
+from agent.view.words import named
 from state.events import Event
 from tools.domain import stats
 
@@ -26,7 +27,7 @@ def standing(f: Figures) -> str:
         return "no benchmark yet"
     if f.winner is None:  # benchmarks ran, and the baseline served nothing: never name a winner
         return unmeasured_text(f)
-    parts = [f"baseline {f.baseline.name}"]
+    parts = [named("baseline", f.baseline.name)]
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
         verdict = "win" if f.winner is f.candidate else f.versus.verdict
