@@ -57,14 +57,14 @@ def flags_of(name: str) -> dict[str, Any]:
     }[name]
 
 
-def command_of(flags: dict[str, Any]) -> str:
+def command_of(flags: dict[str, Any], port: int = 30000) -> str:
     argv = shlex.split(COMMAND)
     for k, v in flags.items():
         if v is True:
             argv.append(k)
         elif v is not False:
             argv += [k, str(v)]
-    return shlex.join([*argv, "--port", "30000"])
+    return shlex.join([*argv, "--port", str(port)])
 
 
 class Session:
@@ -165,9 +165,19 @@ def recommendation(s: Session) -> dict[str, Any]:
         "gain": round(value / base_value - 1, 5),
         "geomean_ratio": vs.ratio,
         "noise_floor": vs.floor,
-        "policy": [
-            {"from_concurrency": 1, "to_concurrency": 1, "config": flags_of("eagle")},
-            {"from_concurrency": 2, "to_concurrency": None, "config": flags_of("cg256")},
+        "policy": [  # one server per range, consecutive ports (tools/recommend.py)
+            {
+                "from_concurrency": 1,
+                "to_concurrency": 1,
+                "config": flags_of("eagle"),
+                "command": command_of(flags_of("eagle"), 30000),
+            },
+            {
+                "from_concurrency": 2,
+                "to_concurrency": None,
+                "config": flags_of("cg256"),
+                "command": command_of(flags_of("cg256"), 30001),
+            },
         ],
         "crossover": [2],
         "results": s.ids["cg256"],
@@ -222,13 +232,18 @@ def write_session(folder: Path, files: bool = True, noisy: bool = False) -> Path
     return folder
 
 
-def bench_in_run(run: Any, rid: str, flags: dict[str, Any], summary: dict[int, float]) -> None:
-    """A real result file in a live Run and the `benchmark` event run_benchmark appends for it."""
+def bench_in_run(
+    run: Any, rid: str, flags: dict[str, Any], summary: dict[int, float], label: str | None = None
+) -> None:
+    """A real result file in a live Run and the `benchmark` event run_benchmark appends for it
+    (`label`: the sweep it belongs to, as the autopilot cuts one sweep into several results)."""
     points = [
         {"max_concurrency": c, "output_throughput": v, "completed": 5 * c,
-         "p99_ttft_ms": 50.0 + c, "p99_tpot_ms": 20.0}
+         "achieved_concurrency": float(c), "median_ttft_ms": 40.0 + c, "p99_ttft_ms": 50.0 + c,
+         "median_tpot_ms": 15.0 + c / 10, "p99_tpot_ms": 20.0}
         for c, v in summary.items()
     ]  # fmt: skip
+    label = label or rid
     result = build_result(
         result_id=rid,
         server=ServerRef(name=rid, engine="sim", command=command_of(flags), flags=flags),
@@ -236,12 +251,12 @@ def bench_in_run(run: Any, rid: str, flags: dict[str, Any], summary: dict[int, f
         client=ClientInfo(),
         levels=list(summary),
         points=points,
-        label=rid,
+        label=label,
         run_id=run.id,
     )
     path = save(result, run.path / "results")
     run.append("benchmark", id=rid, path=str(path), config_hash=result.config_hash, server=rid,
-               command=result.server.command, flags=flags, label=rid,
+               command=result.server.command, flags=flags, label=label,
                workload=result.workload.model_dump(), summary=result.summary(),
                points=compact_points(result), url="", failed_levels=[],
                interrupted=False)  # fmt: skip

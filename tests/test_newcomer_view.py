@@ -8,6 +8,7 @@ import io
 import re
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from agent.brains.autopilot.engine_limits import engine_check
@@ -17,7 +18,7 @@ from agent.brains.autopilot.todo_plan import todos
 from agent.report import write_report
 from agent.report.measured import read_run
 from agent.view.console import PlainPrinter
-from agent.view.eta import estimate
+from agent.view.eta import clock, estimate, raw_estimate
 from agent.view.panels import Board, render
 from sim.space import DEFAULT_LEVELS, default_space
 from state.events import read_events
@@ -51,10 +52,16 @@ def test_the_time_left_comes_from_open_todos_and_measured_times(make_run: Any) -
     run.append("tool_call", id="t1", name="run_benchmark", input={"label": "screen-L01-fa3"})
     run.append("tool_result", id="t1", name="run_benchmark", text="", duration_s=80.0)
     eta = estimate(run.state.todos, read_events(run.events_path).events)
-    # two pending experiments of a launch and a sweep each, and half of the one in progress
-    assert eta is not None and (eta.open_items, eta.seconds) == (2.5, 300.0)
+    # two pending experiments of a launch and a sweep each, and the one in progress, just begun:
+    # a whole one left (less the moments since it began); the parts add up to the total
+    assert eta is not None and eta.open_items == 2.5
+    assert eta.seconds == pytest.approx(360.0, abs=5) and eta.items_s == 240.0
+    assert eta.seconds == eta.items_s + eta.running_s
     text = screen(run)
-    assert "about 5 min left (2.5 open todos × 2:00 each; a launch took 40 s, a sweep 1:20)" in text
+    assert (
+        "about 6 min left (2 open todos × 2:00 each + 2:00 for the one in progress = 6:00; "
+        "a launch took 40 s, a sweep 1:20)" in text
+    )
 
 
 def test_watch_shows_the_thinking_summary(make_run: Any) -> None:
@@ -105,9 +112,9 @@ def test_a_long_todo_item_weighs_in_the_estimate() -> None:
         at(301, "benchmark", id="b2"),
         at(400, "message", role="assistant", content=[]),
     ]
-    eta = estimate(todos("completed", "in_progress", "pending"), events)
+    eta = raw_estimate(todos("completed", "in_progress", "pending"), events)
     assert eta is not None and eta.item_s == 200.0  # the mean of 300 s and 100 s so far
-    assert eta.seconds == 200.0 + 100.0  # one pending item, and the one in progress
+    assert eta.seconds == 200.0 + 100.0  # one pending item, and what is left of the one running
 
 
 def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: Any) -> None:
@@ -147,4 +154,5 @@ def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: An
     assert eta is not None and (eta.experiments, eta.open_items) == (left, 2.0)
     assert eta.seconds == (left + 2) * 120.0
     text = screen(run)
-    assert f"({left} experiments × 2:00, 2 open todos × 2:00 each; a launch took 40 s" in text
+    total = clock((left + 2) * 120.0)
+    assert f"({left} experiments × 2:00 + 2 open todos × 2:00 each = {total}; a launch" in text

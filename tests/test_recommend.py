@@ -113,6 +113,11 @@ async def test_writes_the_recommendation_from_the_measurements(ctx: ToolContext)
     )
     assert rec["crossover"] == [10]
     assert rec["policy"][1]["to_concurrency"] is None and rec["notes"] == []
+    # a policy is a server per range: each its command, on consecutive ports
+    spec, fa3 = (p["command"] for p in rec["policy"])
+    assert fa3 == rec["command"].replace("--port 30999", "--port 31000")
+    assert "--speculative-algorithm EAGLE3" in spec and spec.endswith("--port 30999")
+    assert "policy: 2 servers, one server per range; a router" in result.text
     assert rec["objective"]["kind"] == "geomean"
     assert result.text.startswith("Recommendation (geometric mean")
     # the figures are the statistics': the A/A pair b001/b002 gives the floor

@@ -65,17 +65,23 @@ def test_every_section_in_order_conclusion_first(full: Path) -> None:
 def test_conclusion_states_the_command_the_gain_and_the_policy(full: Path) -> None:
     md = (full / "report.md").read_text()
     conclusion = md[md.index("## Conclusion") : md.index("## Throughput")]
-    assert "**Deploy cg256** (--cuda-graph-max-bs 256)" in conclusion
-    assert "--cuda-graph-max-bs 256 --enable-flashinfer-allreduce-fusion --port 30000" in conclusion
+    # a policy of two ranges: two servers, each with its command, and the rule that routes
+    assert "**Deploy two servers and route by concurrency** (crossover at C=2)" in conclusion
+    assert "Server for **C=1**: **eagle** (--speculative-algorithm EAGLE3," in conclusion
+    assert "Server for **C>=2**: **cg256** (--cuda-graph-max-bs 256):" in conclusion
+    assert "--speculative-num-draft-tokens 4 --port 30000\n```" in conclusion
+    assert "--cuda-graph-max-bs 256 --enable-flashinfer-allreduce-fusion --port 30001" in conclusion
+    assert (
+        "**Routing:** one server per range; a router in front of them counts the requests in "
+        "flight (the new one included) and sends each request to the server whose range holds "
+        "that count (C=1: eagle; C>=2: cg256)" in conclusion
+    )
     rec = json.loads((full / "recommendation.json").read_text())
     ratio = rec["geomean_ratio"]
     assert f"{ratio:.3f}x ({(ratio - 1) * 100:+.1f} %)" in conclusion
     assert f"({rec['value']:,.1f} vs {rec['baseline_value']:,.1f})" in conclusion
     assert f"noise floor {stats.percent(rec['noise_floor'])}" in conclusion
-    assert "C=1: **eagle** (--speculative-algorithm EAGLE3, --speculative-eagle-topk 1," in (
-        conclusion
-    )
-    assert "C>=2: **cg256** (--cuda-graph-max-bs 256) (crossover at C=2)" in conclusion
+    assert "Concurrency policy" not in conclusion  # said by the servers above
 
 
 def test_per_level_table_has_throughput_latency_and_ratio(full: Path) -> None:
@@ -102,7 +108,7 @@ def test_the_chart_is_a_png_beside_the_md_and_embedded_in_the_html(full: Path) -
     assert embedded and base64.b64decode(embedded.group(1)) == png
     assert "report-throughput.png" not in html  # self-contained: nothing to fetch
     assert "<h2>Conclusion</h2>" in html and "<table>" in html
-    assert "<strong>Deploy cg256</strong>" in html
+    assert "<strong>Deploy two servers and route by concurrency</strong>" in html
 
 
 def test_ablation_failures_noise_reproduce_and_cost(full: Path) -> None:
@@ -126,7 +132,7 @@ def test_ablation_failures_noise_reproduce_and_cost(full: Path) -> None:
     assert cost["model cost"] == "$0.41"
     assert "At C=1,2,5,10,30,70,100 the difference is within the noise floor." in md
     assert "b008 (triton): 3 failed requests (C=10: 3)." in md
-    assert "2 of 4 configurations were measured once (triton, eagle)" in md
+    assert "2 of 4 configurations were measured by one sweep only (triton, eagle)" in md
 
 
 def test_caveats_name_a_level_whose_noise_floor_is_huge(tmp_path: Path) -> None:
@@ -148,8 +154,8 @@ def test_a_replayed_session_without_result_files_renders_from_the_events(tmp_pat
     md = (folder / "report.md").read_text()
     assert all(s in md for s in SECTIONS)
     # the recommendation comes from the recommend tool's result, the latencies from the events
-    assert "C=1: **eagle** (--speculative-algorithm EAGLE3" in md
-    assert "C>=2: **cg256** (--cuda-graph-max-bs 256)" in md
+    assert "Server for **C=1**: **eagle** (--speculative-algorithm EAGLE3" in md
+    assert "Server for **C>=2**: **cg256** (--cuda-graph-max-bs 256)" in md
     eagle = next(r for r in rows(md, "250", "## Throughput") if r[1] == "eagle")
     assert eagle[4:6] == ["310.0", "590.0"]
     assert "Some result files are missing" in md

@@ -7,7 +7,13 @@ the mean of a configuration's sweeps), and writes recommendation.json in the run
 
     {"objective", "config", "command", "verdict", "value", "baseline_value", "gain",
      "geomean_ratio", "noise_floor", "candidate": {"config", "command", "policy", "crossover"},
-     "policy": [{"from_concurrency", "to_concurrency", "config"}], "crossover": [levels], ...}
+     "policy": [{"from_concurrency", "to_concurrency", "config", "command"}],
+     "crossover": [levels], ...}
+
+A policy is deployed as one server per range, each launched with its range's `command` (the
+configured port, then the next ones, so that they can share a host), behind a
+router that sends each request to the server whose range holds the requests in flight
+(ROUTING_RULE; docs/report.md "Deploying a concurrency policy").
 
 A configuration is deployed only when its objective ratio to the baseline beats the noise floor
 (tools/domain/stats.py); otherwise `config` and `command` keep the baseline, `verdict` says why
@@ -113,6 +119,8 @@ class Recommend(Tool):
         is_base = {r.id for r in mine} == {r.id for r in base}
         verdict = "baseline" if is_base else decision.verdict
         policy, crossover, notes = _policy(inp.policy, results, space, workload)
+        for i, p in enumerate(policy):  # one server per range, each its command and port
+            p["command"] = _command(config, p["config"], config.server.port + i)
         full = space.complete(want) if space else want
         asked: dict[str, Any] = {"config": full, "command": _command(config, full)}
         asked |= {"policy": policy, "crossover": crossover}
@@ -289,8 +297,10 @@ def _check_switch(
 
 
 # --- output ---------------------------------------------------------------------------------------
-def _command(config: Config, flags: dict[str, Any]) -> str:
-    words = [*render_flags(flags), "--port", str(config.server.port)]
+def _command(config: Config, flags: dict[str, Any], port: int | None = None) -> str:
+    """The launch command of a configuration; a policy's servers take consecutive ports from the
+    configured one, so that they can run side by side on one host."""
+    words = [*render_flags(flags), "--port", str(config.server.port if port is None else port)]
     return config.server.command + " " + shlex.join(words)
 
 
@@ -304,6 +314,12 @@ def _measured(results: list[BenchResult], space: SearchSpace | None) -> str:
     more = f" and {len(seen) - 6} more" if len(seen) > 6 else ""
     return "; ".join(listed) + more
 
+
+# how the servers of a policy share the traffic: by the concurrency each range was measured at
+ROUTING_RULE = (
+    "one server per range; a router in front of them counts the requests in flight (the new "
+    "one included) and sends each request to the server whose range holds that count"
+)
 
 VERDICT = {
     "within noise": "within the noise floor: not a win",
@@ -340,6 +356,8 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
             ]
         )
     lines = [f"Recommendation ({what}):", f"  deploy: {rec['command']}", f"  {measured}"]
+    if len(rec["policy"]) > 1:
+        lines.append(f"  policy: {len(rec['policy'])} servers, {ROUTING_RULE}:")
     for p in rec["policy"]:
         hi = p["to_concurrency"]
         lo = p["from_concurrency"]

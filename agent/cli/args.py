@@ -6,16 +6,62 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 DEFAULT_RUNS_DIR = "runs"
 
 
 class Parser(argparse.ArgumentParser):
+    """Bad usage is one line, "agent CMD: what is wrong", exit 2. An option this command does not
+    know is named first: argparse checks the required options before it looks at the unknown
+    ones, so `agent run --gaol X` would say "--goal is required", not that --gaol is wrong."""
+
+    seen: list[str] | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"agent {self.prog.split()[-1]}: {message}", file=sys.stderr)
+        unknown = self.unknown_options()
+        if unknown and "required" in message:
+            s = "s" if len(unknown) > 1 else ""
+            message = f"unrecognized option{s}: {' '.join(unknown)} (see --help)"
+        name = self.prog.split()[-1]
+        print(f"agent: {message}" if name == "agent" else f"agent {name}: {message}",
+              file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
+
+    def unknown_options(self) -> list[str]:
+        """The words given that look like options and are none of this command's (nor an
+        abbreviation argparse would take), up to `--`."""
+        out = []
+        for word in self.seen or []:
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-" or self._negative_number(word):
+                continue
+            option = word.split("=", 1)[0]
+            if option in self._option_string_actions:
+                continue
+            if (
+                option.startswith("--")
+                and self.allow_abbrev
+                and any(known.startswith(option) for known in self._option_string_actions)
+            ):
+                continue
+            out.append(option)
+        return out
+
+    def _negative_number(self, word: str) -> bool:
+        try:
+            float(word)
+        except ValueError:
+            return False
+        return True
 
 
 def runs_dir_arg(p: argparse.ArgumentParser) -> None:

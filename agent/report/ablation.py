@@ -49,11 +49,10 @@ def ablation(f: Figures) -> list[Block]:
             alone = f.ratio(one) if one else None
             rest = f.m.config_for(_with(w, flag, bv))
             without = stats.geomean_ratio(win.sweep, rest.sweep) if rest else None
-        rows.append(
-            [f"`{flag}`", _text(bv), _text(wv), _ratio(alone), _ratio(without), _tried(f, flag, b)]
-        )
+        tried = _tried(f, flag, b, w)
+        rows.append([f"`{flag}`", _text(bv), _text(wv), _ratio(alone), _ratio(without), tried])
     headers = ["flag", "baseline", "winner", "alone on the baseline", "winner vs winner without it"]
-    headers.append("other values: the best configuration with each (vs baseline)")
+    headers.append("other values (not the baseline's or the winner's): the best with each")
     return [
         Heading(2, "Ablation"),
         Para(
@@ -64,15 +63,17 @@ def ablation(f: Figures) -> list[Block]:
     ]
 
 
-def _tried(f: Figures, flag: str, b: dict[str, Any]) -> str:
-    """For each value of `flag` other than the baseline's, the best measured configuration
-    with it; "alone" when that configuration changes nothing else."""
+def _tried(f: Figures, flag: str, b: dict[str, Any], w: dict[str, Any]) -> str:
+    """For each value of `flag` other than the baseline's and the winner's (those have their own
+    columns), the best measured configuration with it (its ratio to the baseline); "alone" when
+    that configuration changes nothing else."""
     best: dict[str, tuple[float, Configuration]] = {}
+    own = {_text(b.get(flag, OMITTED)), _text(w.get(flag, OMITTED))}
     for c in f.m.configs:
         nf = norm_flags(c.flags) if c.flags else b
         value = _text(nf.get(flag, OMITTED))
         ratio = f.ratio(c)
-        if value == _text(b.get(flag, OMITTED)) or ratio is None:
+        if value in own or ratio is None:
             continue
         if value not in best or ratio > best[value][0]:
             best[value] = (ratio, c)

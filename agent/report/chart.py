@@ -15,6 +15,15 @@ if TYPE_CHECKING:
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
 OTHERS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]  # no green, grey
+BASELINE_COLOUR, WINNER_COLOUR = "#444444", "#1a9850"
+
+
+def colours(roles: list[str]) -> list[str]:
+    """One colour per configuration, in the order of the report's curves (outcome.chart_curves),
+    the same in every chart of the report: the baseline grey, the winner green, the rest in turn."""
+    others = iter(OTHERS * (len(roles) // len(OTHERS) + 1))
+    named = {"baseline": BASELINE_COLOUR, "winner": WINNER_COLOUR}
+    return [named.get(role) or next(others) for role in roles]
 
 
 def crossing_pairs(ta: dict[int, float], tb: dict[int, float]) -> list[tuple[int, int]]:
@@ -61,22 +70,19 @@ def plot(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     levels: set[int] = set()
-    others = iter(OTHERS * 4)
-    for label, config, role in curves:
+    for (label, config, role), colour in zip(curves, colours([r for *_, r in curves]), strict=True):
         points = {c: v for c, v in config.sweep.items() if v > 0}
         if not points:
             continue
         xs = sorted(points)
         levels.update(xs)
         style = {
-            "baseline": {"color": "#444444", "linestyle": "--", "linewidth": 2.0, "marker": "s"},
-            "winner": {"color": "#1a9850", "linewidth": 2.8, "marker": "o", "zorder": 5},
+            "baseline": {"linestyle": "--", "linewidth": 2.0, "marker": "s"},
+            "winner": {"linewidth": 2.8, "marker": "o", "zorder": 5},
             # measured at a few levels: points only, no line across the levels it skipped
             "screened": {"linestyle": "none", "marker": "D", "markersize": 6},
         }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
-        if role not in ("baseline", "winner"):
-            style = {**style, "color": next(others)}
-        ax.plot(xs, [points[x] for x in xs], label=label, **style)  # type: ignore[arg-type]
+        ax.plot(xs, [points[x] for x in xs], label=label, color=colour, **style)  # type: ignore[arg-type]
     ax.set_xscale("log")
     if levels:
         ticks = sorted(levels)

@@ -77,7 +77,8 @@ class Figures:
 
     @property
     def repeated(self) -> list[Configuration]:
-        return [c for c in self.m.configs if len(c.runs) > 1]
+        """Measured by more than one sweep (state/sweeps.py)."""
+        return [c for c in self.m.configs if len(c.sweeps) > 1]
 
     @property
     def noisy_levels(self) -> dict[int, float]:
@@ -161,7 +162,8 @@ def cost(m: Measured) -> dict[str, float]:
     return {
         "launches": sum(e["type"] == "server_started" for e in events),
         "failed_launches": sum(e["type"] == "server_failed" for e in events),
-        "benchmarks": sum(e["type"] == "benchmark" for e in events),
+        "sweeps": m.sweep_count,
+        "benchmark_calls": sum(e["type"] == "benchmark" for e in events),
         "benchmark_minutes": bench_s / 60,
         "wall_minutes": wall_minutes(events),
         "steps": state.steps,

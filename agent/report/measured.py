@@ -17,9 +17,10 @@ from typing import Any
 
 from state.events import Event
 from state.fold import RunState, fold
+from state.sweeps import Sweep, sweeps
 from tools.bench import results
 from tools.bench.confighash import workload_key
-from tools.bench.schema import BenchResult
+from tools.bench.schema import BenchResult, open_rate
 from tools.domain import stats
 
 RECOMMENDATION = "recommendation.json"
@@ -85,6 +86,13 @@ class Configuration:
     runs: list[BenchResult]
     from_file: list[bool]  # per run: read from its result file (else rebuilt from the event)
     label: str = ""  # its latest label as the brain wrote it (the result files carry it)
+    # what its runs add up to (state/sweeps.py): the unit every count of the report uses
+    sweeps: list[Sweep] = field(default_factory=list)
+
+    @property
+    def launches(self) -> int:
+        """On how many launches of a server it was measured."""
+        return len({(s.server, s.launch) for s in self.sweeps})
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -112,6 +120,19 @@ class Configuration:
     def failed_levels(self) -> list[int]:
         return [c for c, v in self.sweep.items() if v <= 0]
 
+    def served_points(self) -> list[dict[str, Any]]:
+        """One point per level it served, over all of its result files: a brain may cut one
+        sweep into several results (the autopilot measures C=1,2 then C=5,10 ...), and a level
+        measured more than once is the mean of its measurements, number by number, as `sweep`
+        is. A result rebuilt from its event carries throughputs, not latencies: left out."""
+        by_level: dict[str, list[dict[str, Any]]] = {}
+        for r, from_file in zip(self.runs, self.from_file, strict=True):
+            for p in r.points if from_file else []:
+                if not p.level_failed and p.output_throughput:
+                    by_level.setdefault(p.name, []).append(p.model_dump())
+        merged = [_mean_point(points) for points in by_level.values()]
+        return sorted(merged, key=lambda p: (p["max_concurrency"], open_rate(p) or 0.0))
+
     def latency(self, level: int, key: str) -> float | None:
         """The mean of a latency percentile (a Point key, e.g. p99_ttft_ms) over the sweeps that
         served the level and carry it."""
@@ -122,6 +143,20 @@ class Configuration:
             if isinstance(v := p.model_dump(exclude_unset=True).get(key), int | float)
         ]
         return sum(values) / len(values) if values else None
+
+
+def _mean_point(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The numbers of a level's points averaged; anything else (errors, names) the latest's."""
+    out = dict(points[-1])
+    for key, value in out.items():
+        numbers = [p[key] for p in points if _number(p.get(key))]
+        if _number(value) and key != "max_concurrency":
+            out[key] = sum(numbers) / len(numbers)
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass
@@ -146,6 +181,10 @@ class Measured:
     @property
     def results(self) -> list[BenchResult]:
         return [r for c in self.configs for r in c.runs]
+
+    @property
+    def sweep_count(self) -> int:
+        return sum(len(c.sweeps) for c in self.configs)
 
     @property
     def base_flags(self) -> dict[str, Any] | None:
@@ -179,12 +218,19 @@ def read_run(run_path: Path, events: list[Event], status: str | None = None) -> 
     state = fold(events)
     bench = [e for e in events if e["type"] == "benchmark"]
     loaded = [results.of_event(e, run_path) for e in bench]
+    configs = group(loaded, [results.REBUILT not in r.notes for r in loaded])
+    sweep_of = {i: s for s in sweeps(events) for i in s.ids}
+    for c in configs:
+        for r in c.runs:
+            s = sweep_of.get(r.id) or Sweep(r.server.name or "", -1, r.label, [r.id])
+            if all(s is not known for known in c.sweeps):
+                c.sweeps.append(s)
     return Measured(
         run_path=run_path,
         state=state,
         events=events,
         status=status or (state.finished or {}).get("status") or "running",
-        configs=group(loaded, [results.REBUILT not in r.notes for r in loaded]),
+        configs=configs,
         recommendation=load_recommendation(run_path, events),
         failures=failures(events),
         launches={

@@ -3,11 +3,15 @@ the concurrency policy), throughput by concurrency (chart and table), every conf
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from agent.report.chart import crossing_pairs, crossing_points, draw
 from agent.report.figures import Figures
 from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Code, Heading, Image, Para, Table
 from tools.domain import stats
+from tools.recommend import ROUTING_RULE
 
 CHART_FILE = "report-throughput.png"
 MAX_OTHERS = 3  # configurations drawn besides the baseline, the winner and the policy's
@@ -74,8 +78,12 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     else:
         assert f.versus is not None
-        out.append(Para(f"**Deploy {win.name}** ({flags_change(win.flags, f.m.base_flags)}):"))
-        out.append(Code(rec.get("command") or f.m.command_of(win)))
+        servers = policy_servers(f)
+        if servers:
+            out += deploy_policy(f, servers)
+        else:
+            out.append(Para(f"**Deploy {win.name}** ({flags_change(win.flags, f.m.base_flags)}):"))
+            out.append(Code(rec.get("command") or f.m.command_of(win)))
         value, base_value = rec.get("value"), rec.get("baseline_value")
         measured = ""
         if isinstance(value, int | float) and isinstance(base_value, int | float):
@@ -89,7 +97,68 @@ def conclusion(f: Figures) -> list[Block]:
     where = where_text(f, win if win is not base else cand)
     if where:
         out.append(Para(f"**Where the gain is:** {where}"))
-    out.append(Para("**Concurrency policy:** " + policy_text(f)))
+    if not policy_servers(f):  # a policy's servers and its rule are said above
+        out.append(Para("**Concurrency policy:** " + policy_text(f)))
+    return out
+
+
+@dataclass
+class PolicyServer:
+    """One server of a concurrency policy: the range of requests in flight it serves."""
+
+    span: str  # "C=1", "C=2-10", "C>=30"
+    low: int
+    high: int | None  # None: and above
+    flags: dict[str, Any]
+    config: Configuration | None  # as measured (None: not found among the results)
+    command: str
+    name: str
+
+
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def policy_servers(f: Figures) -> list[PolicyServer]:
+    """The servers to deploy when the recommendation is a policy of several ranges (else []):
+    each with its launch command - recommendation.json's, else its configuration's launch."""
+    rec = f.m.recommendation or {}
+    policy = [p for p in rec.get("policy") or [] if isinstance(p, dict)]
+    if len(policy) < 2 or f.winner is None or f.winner is f.baseline:
+        return []
+    out = []
+    for p in policy:
+        lo, hi = int(p.get("from_concurrency") or 1), p.get("to_concurrency")
+        span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
+        c = f.m.config_for(p.get("config"))
+        command = str(p.get("command") or (f.m.command_of(c) if c else ""))
+        name = c.name if c else flags_change(p.get("config"), f.m.base_flags)
+        out.append(PolicyServer(span, lo, hi, dict(p.get("config") or {}), c, command, name))
+    return out
+
+
+def routing_rule(servers: list[PolicyServer]) -> str:
+    """How the servers of a policy share the traffic, in a sentence (tools/recommend.py
+    ROUTING_RULE, with the ranges of this policy)."""
+    spans = "; ".join(f"{s.span}: {s.name}" for s in servers)
+    return f"{ROUTING_RULE} ({spans}); a request in flight stays where it is."
+
+
+def deploy_policy(f: Figures, servers: list[PolicyServer]) -> list[Block]:
+    rec = f.m.recommendation or {}
+    crossover = rec.get("crossover") or []
+    n = NUMBER_WORDS.get(len(servers), str(len(servers)))
+    at = f" (crossover at C={', '.join(map(str, crossover))})" if crossover else ""
+    out: list[Block] = [
+        Para(
+            f"**Deploy {n} servers and route by concurrency**{at}: each configuration was "
+            "fastest in its range of concurrency, none in all of them."
+        )
+    ]
+    for s in servers:
+        change = flags_change(s.flags, f.m.base_flags)
+        out.append(Para(f"Server for **{s.span}**: **{s.name}** ({change}):"))
+        out.append(Code(s.command or "(no launch command recorded)"))
+    out.append(Para("**Routing:** " + routing_rule(servers)))
     return out
 
 
@@ -253,16 +322,18 @@ def all_configs(f: Figures) -> list[Block]:
                 c.name + mark + label,
                 flags_change(c.flags, f.m.base_flags) if c.flags else c.command,
                 ",".join(map(str, c.levels)) or "-",
-                str(len(c.runs)),
+                str(len(c.sweeps)),
                 pct(f.ratio(c)),
                 f"{best[1]:.3f}x at C={best[0]}" if best else "-",
             ]
         )
-    headers = ["configuration", "change from the baseline", "levels", "runs"]
+    headers = ["configuration", "change from the baseline", "levels", "sweeps"]
     headers += ["geomean vs baseline", "best level"]
     note = (
         "Best first: the configurations swept at most levels, then those screened at a few "
-        "(their ratio covers only those levels); `label` is the results' label."
+        "(their ratio covers only those levels); `label` is the results' label. A sweep is one "
+        "configuration measured on one launch under one label, however many benchmark calls "
+        "it took."
     )
     return [
         Heading(2, "All configurations measured"),

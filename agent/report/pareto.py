@@ -11,9 +11,10 @@ requests in flight received). The Pareto front joins the points no other point b
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Any
 
-from agent.report.chart import DPI, OTHERS
+from agent.report.chart import DPI, OTHERS, colours
 from agent.report.figures import Figures
 from agent.report.outcome import chart_curves
 from agent.report.render import Block, Heading, Image, Para
@@ -23,7 +24,6 @@ from tools.bench.schema import BenchResult
 from tools.domain.gpus import gpus_of
 
 LATENCY_FILE, PARETO_FILE = "report-latency.png", "report-pareto.png"  # in the report
-Series = list[tuple[str, BenchResult]]
 
 
 def gpus_used(result: BenchResult) -> int:
@@ -41,6 +41,34 @@ def served(result: BenchResult) -> list[dict[str, Any]]:
     return [p.model_dump() for p in result.points if not p.level_failed and p.output_throughput]
 
 
+@dataclass
+class Curve:
+    """One configuration in the latency and Pareto charts: a point per level it served."""
+
+    label: str
+    points: list[dict[str, Any]]
+    gpus: int
+    colour: str
+
+
+def result_curves(series: list[tuple[str, BenchResult]]) -> list[Curve]:
+    """`agent bench --json`: each result its own curve."""
+    return [
+        Curve(label, served(r), gpus_used(r), OTHERS[i % len(OTHERS)])
+        for i, (label, r) in enumerate(series)
+    ]
+
+
+def report_curves(f: Figures) -> list[Curve]:
+    """The report's: the configurations of its throughput chart, in its colours, each with every
+    level it served over all of its results (Configuration.served_points)."""
+    chosen = chart_curves(f)
+    return [
+        Curve(label, c.served_points(), gpus_used(c.runs[-1]), colour)
+        for (label, c, _), colour in zip(chosen, colours([r for *_, r in chosen]), strict=True)
+    ]
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The points no other beats on both axes (higher is better on both), by x."""
     front: list[tuple[float, float]] = []
@@ -55,16 +83,15 @@ def per_user(p: dict[str, Any]) -> float:
     return float(p["output_throughput"]) / c if c > 0 else 0.0
 
 
-def latency_png(series: Series, title: str = "Latency vs throughput") -> bytes:
+def latency_figure(curves: list[Curve], title: str = "Latency vs throughput") -> Any:
     """Median TTFT and TPOT against output throughput, one line per configuration, each point
     named by its level; a third panel of goodput per level when any point has an SLO's goodput."""
-    goodput = any(p.get("request_goodput") is not None for _, r in series for p in served(r))
+    goodput = any(p.get("request_goodput") is not None for cv in curves for p in cv.points)
     fig, axes = _figure(3 if goodput else 2)
-    for i, (label, result) in enumerate(series):
-        pts = served(result)
+    for cv in curves:
+        pts, color, label = cv.points, cv.colour, cv.label
         if not pts:
             continue
-        color = OTHERS[i % len(OTHERS)]
         xs = [p["output_throughput"] for p in pts]
         for ax, key in zip(axes, ("median_ttft_ms", "median_tpot_ms"), strict=False):
             ax.plot(xs, [p.get(key, 0.0) for p in pts], marker="o", color=color, label=label)
@@ -88,50 +115,58 @@ def latency_png(series: Series, title: str = "Latency vs throughput") -> bytes:
     return _finish(fig, axes, title)
 
 
-def pareto_png(series: Series, title: str = "Tokens/s per user vs tokens/s per GPU") -> bytes:
+def pareto_figure(curves: list[Curve], title: str = "Tokens/s per user vs tokens/s per GPU") -> Any:
     fig, axes = _figure(1)
     ax = axes[0]
     everything: list[tuple[float, float]] = []
-    for i, (label, result) in enumerate(series):
-        gpus = gpus_used(result)
-        pts = served(result)
-        xy = [(per_user(p), p["output_throughput"] / gpus) for p in pts]
+    for cv in curves:
+        xy = [(per_user(p), p["output_throughput"] / cv.gpus) for p in cv.points]
         everything += xy
-        ax.scatter([x for x, _ in xy], [y for _, y in xy], color=OTHERS[i % len(OTHERS)],
-                   label=f"{label} ({gpus} GPU{'s' if gpus > 1 else ''})", zorder=3)  # fmt: skip
-        for (x, y), p in zip(xy, pts, strict=True):
+        ax.scatter([x for x, _ in xy], [y for _, y in xy], color=cv.colour,
+                   label=f"{cv.label} ({cv.gpus} GPU{'s' if cv.gpus > 1 else ''})",
+                   zorder=3)  # fmt: skip
+        for (x, y), p in zip(xy, cv.points, strict=True):
             ax.annotate(level_name(p), (x, y), fontsize=7, alpha=0.7)
     front = pareto_front(everything)
-    if front:
-        ax.plot([x for x, _ in front], [y for _, y in front], color="#1a9850", linewidth=2.0,
-                label="Pareto front", zorder=2)  # fmt: skip
+    if front:  # black: green is the winner's colour
+        ax.plot([x for x, _ in front], [y for _, y in front], color="#000000", linewidth=1.4,
+                linestyle="-.", label="Pareto front", zorder=2)  # fmt: skip
     ax.set_xlabel("tokens/s per user (output throughput / streams in flight)")
     ax.set_ylabel("tokens/s per GPU")
     return _finish(fig, axes, title)
 
 
-def chart_files(series: Series) -> list[tuple[str, bytes]]:
-    """("latency" | "pareto", PNG) of the two charts ([] when nothing was served)."""
-    if not any(served(r) for _, r in series):
+def chart_files(series: list[tuple[str, BenchResult]]) -> list[tuple[str, bytes]]:
+    """("latency" | "pareto", PNG) of the two charts of `agent bench --json`'s results ([] when
+    nothing was served)."""
+    return curve_files(result_curves(series))
+
+
+def curve_files(curves: list[Curve]) -> list[tuple[str, bytes]]:
+    if not any(cv.points for cv in curves):
         return []
-    return [("latency", latency_png(series)), ("pareto", pareto_png(series))]
+    return [("latency", png(latency_figure(curves))), ("pareto", png(pareto_figure(curves)))]
+
+
+def png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
+    return buf.getvalue()
 
 
 def section(f: Figures) -> list[Block]:
-    """The report's section: the configurations of its throughput chart, their latest sweeps."""
-    # a sweep rebuilt from its event (no result file) has throughputs, not latencies: left out
-    series: Series = [
-        (label, c.runs[-1]) for label, c, _ in chart_curves(f) if c.runs and c.from_file[-1]
-    ]
-    files = chart_files(series)
+    """The report's section: the configurations of its throughput chart, every level each
+    served."""
+    curves = report_curves(f)
+    files = curve_files(curves)
     if not files:
         return []
     text = (
         "Median TTFT and TPOT against output throughput (each point a level), and tokens/s per "
-        "user against tokens/s per GPU: a configuration on the green front is not beaten on "
-        "both at once."
+        "user against tokens/s per GPU: a configuration on the front (the black line) is not "
+        "beaten on both at once. Each configuration has the same colour in every chart."
     )
-    if any(r.workload.slo_ms for _, r in series):
+    if any(p.get("request_goodput") is not None for cv in curves for p in cv.points):
         text += " Goodput counts the requests within the SLO."
     return [
         Heading(2, "Latency, throughput and the Pareto front"),
@@ -150,13 +185,11 @@ def _figure(panels: int) -> tuple[Any, list[Any]]:
     return fig, [fig.add_subplot(1, panels, i + 1) for i in range(panels)]
 
 
-def _finish(fig: Any, axes: list[Any], title: str) -> bytes:
+def _finish(fig: Any, axes: list[Any], title: str) -> Any:
     for ax in axes:
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)
-    return buf.getvalue()
+    return fig

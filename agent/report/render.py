@@ -87,7 +87,10 @@ UNBROKEN = re.compile(
 
 def _text(text: str) -> str:
     """Escaped text whose units stay on one line: flags, ranges, and a number and its %."""
-    escaped = html.escape(text, quote=False).replace(" %", "\u00a0%")
+    return _unbroken(html.escape(text, quote=False).replace(" %", "\u00a0%"))
+
+
+def _unbroken(escaped: str) -> str:
     return UNBROKEN.sub(lambda m: f'<span class="nw">{m.group(0)}</span>', escaped)
 
 
@@ -144,8 +147,8 @@ def to_html(blocks: list[Block], title: str) -> str:
                 for row in b.rows
             )
             out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-        elif isinstance(b, Code):
-            out.append(f"<pre><code>{html.escape(b.text.rstrip())}</code></pre>")
+        elif isinstance(b, Code):  # a long command wraps between flags, never inside one
+            out.append(f"<pre><code>{_unbroken(html.escape(b.text.rstrip()))}</code></pre>")
         elif isinstance(b, Image):
             data = base64.b64encode(b.png).decode()
             alt = html.escape(b.alt)

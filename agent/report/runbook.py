@@ -6,7 +6,9 @@ import shlex
 
 from agent.report.figures import Figures, cost
 from agent.report.measured import Configuration
+from agent.report.outcome import policy_servers
 from agent.report.render import Block, Bullets, Code, Heading, Para, Table
+from state.sweeps import count
 
 
 def setup(f: Figures) -> list[Block]:
@@ -33,7 +35,10 @@ def setup(f: Figures) -> list[Block]:
 
 def reproduce(f: Figures) -> list[Block]:
     out: list[Block] = [Heading(2, "Reproduce")]
-    if f.winner is not None:
+    servers = policy_servers(f)
+    for server in servers:  # a policy: one server per range
+        out += [Para(f"Launch the server for {server.span} ({server.name}):"), Code(server.command)]
+    if f.winner is not None and not servers:
         out += [Para("Launch the winner:"), Code(f.m.command_of(f.winner))]
     if f.baseline is not None and f.baseline is not f.winner:
         out += [Para("Launch the baseline:"), Code(f.m.command_of(f.baseline))]
@@ -69,7 +74,11 @@ def cost_section(f: Figures) -> list[Block]:
     c = cost(f.m)
     rows = [
         ["server launches", f"{c['launches']:g} ({c['failed_launches']:g} failed to start)"],
-        ["benchmarks", f"{c['benchmarks']:g} ({c['benchmark_minutes']:.1f} benchmark minutes)"],
+        [
+            "sweeps",
+            f"{c['sweeps']:g} ({count(int(c['benchmark_calls']), 'benchmark call')}, "
+            f"{c['benchmark_minutes']:.1f} benchmark minutes)",
+        ],
         ["wall-clock", f"{c['wall_minutes']:.1f} minutes"],
         ["model turns", f"{c['steps']:g}"],
         [

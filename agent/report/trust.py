@@ -20,10 +20,21 @@ def failed(f: Figures) -> list[Block]:
         if c.failed_levels:
             levels = ",".join(map(str, c.failed_levels))
             reason = f"every request failed at C={levels}"
-            rows.append([c.name, flags_change(c.flags, f.m.base_flags), reason, "-"])
+            rows.append([c.name, flags_change(c.flags, f.m.base_flags), reason, level_errors(c)])
     if not rows:
         return [*out, Para("None: every configuration started and every level measured.")]
-    return [*out, Table(["server", "change from the baseline", "reason", "log"], rows)]
+    return [*out, Table(["server", "change from the baseline", "reason", "error, log"], rows)]
+
+
+def level_errors(c: Configuration) -> str:
+    """What the requests of its failed levels failed with: per sweep that failed, the commonest
+    error and its message (BenchResult.failure_reason over the failed levels only)."""
+    said = []
+    for r in c.runs:
+        points = [p for p in r.points if p.level_failed]
+        if points:
+            said.append(r.model_copy(update={"points": points}).failure_reason())
+    return "; ".join(dict.fromkeys(said))[:300] or "-"
 
 
 def _names(configs: list[Configuration], most: int = 4) -> str:
@@ -51,20 +62,23 @@ def noise(f: Figures) -> list[Block]:
     return out
 
 
+def incomplete(f: Figures) -> list[Block]:
+    """Above everything else: a report of a run that did not finish must not read as final."""
+    if f.m.status == "running":
+        text = "The campaign is still running (or was interrupted): this is an interim report."
+    elif f.m.status != "finished":
+        text = f"The campaign ended with status `{f.m.status}`: its results may be incomplete."
+    else:
+        return []
+    return [Para(f"**Warning:** {text} What follows is what was measured until then.")]
+
+
 def caveats(f: Figures) -> list[Block]:
     items = []
     base, win = f.baseline, f.winner
-    if f.m.status == "running":
-        items.append(
-            "The campaign is still running (or was interrupted): this is an interim report."
-        )
-    elif f.m.status != "finished":
-        items.append(
-            f"The campaign ended with status `{f.m.status}`: its results may be incomplete."
-        )
     if f.m.recommendation is None and win is not None:
         items.append("No recommendation.json: the winner is the best measured geometric mean.")
-    if win is not None and win is not base and len(win.runs) < 2:
+    if win is not None and win is not base and win.launches < 2:
         items.append("The winner was measured on one launch only: it was not re-validated.")
     if base is not None and win is not None and win is not base:
         within = [
@@ -99,11 +113,11 @@ def _noise_caveats(f: Figures) -> list[str]:
             f"The noise floor at C={c} is {stats.percent(v)} (over {NOISY_LEVEL:.0%}): "
             "a ratio at that level says little."
         )
-    once = [c for c in f.m.configs if len(c.runs) == 1]
+    once = [c for c in f.m.configs if len(c.sweeps) == 1]
     if once and f.level_floors:
         items.append(
-            f"{len(once)} of {len(f.m.configs)} configurations were measured once "
-            f"({_names(once)}): each of their figures is one sweep, with the noise of one sweep."
+            f"{len(once)} of {len(f.m.configs)} configurations were measured by one sweep only "
+            f"({_names(once)}): each of their figures has the noise of one sweep."
         )
     elif not f.level_floors:
         items.append("No configuration was measured twice: the noise floor is unknown.")

@@ -1,23 +1,77 @@
-"""Plain progress lines for `agent run` when stdout is not a terminal (one line per event)."""
+"""Plain progress lines for `agent run` when stdout is not a terminal (one line per event), in
+words: a tool call says what it does ("-> run_benchmark on server at C=1,2 (baseline-L01)"), not
+its JSON input; an event its fields as `key=value`; what the agent says is whole, on one line."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from agent.view.fleet import fleet_line, summary
 from agent.view.standing import figures_of, final_lines, standing
+from agent.view.words import named, short
 from state.events import Event, read_events
 from state.fold import fold
+from state.sweeps import count
+from tools.domain.space import render_flags
 
 SKIPPED = {"api_exchange", "tool_result", "run_resumed"}
+LONGEST = 2000  # a line longer than this is a mistake of the writer, not news to the reader
 
 
-def one_line(text: str, width: int = 110) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
+def one_line(text: str, width: int = LONGEST) -> str:
+    return short(str(text), width)
+
+
+def fields(data: dict[str, Any], width: int = 160) -> str:
+    """`key=value` for what is short, the size of what is not (a list, a table): never JSON."""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, list | dict):
+            parts.append(f"{key}=({count(len(value), 'item')})")
+        elif value is not None and value != "":
+            parts.append(f"{key}={short(str(value), 60)}")
+    return short(" ".join(parts), width)
+
+
+def call_words(name: str, inp: dict[str, Any]) -> str:
+    """A tool call as a person says it."""
+    server = inp.get("server") or inp.get("name") or ""
+    if name == "run_benchmark":
+        levels = ",".join(map(str, inp.get("concurrency") or [])) or "the configured levels"
+        label = f" ({inp['label']})" if inp.get("label") else ""
+        return f"run_benchmark on {server or 'the server'} at C={levels}{label}"
+    who = "" if server in ("", "server") else f" {server}"  # not "start_server server"
+    if name == "start_server":
+        flags = " ".join(render_flags(inp.get("flags") or {}))
+        return f"start_server{who}" + (f": {flags}" if flags else "")
+    if name == "kill_server":
+        return f"kill_server{who}" if server else "kill_server (every server of this run)"
+    if name == "todowrite":
+        return f"todowrite ({count(len(inp.get('todos') or []), 'item')})"
+    if name == "compare":
+        return f"compare {', '.join(map(str, inp.get('results') or []))}"
+    if name == "recommend":
+        return f"recommend {' '.join(render_flags(inp.get('config') or {}))}".rstrip()
+    return f"{name} {fields(inp)}".rstrip()
+
+
+def server_words(event: Event) -> str | None:
+    """A server's life in words; the autopilot's server is named "server": not "server server"."""
+    t = event["type"]
+    who = named("server", str(event.get("name", "")))
+    if t == "server_started":
+        return f"{who} starting on {event.get('host')}:{event.get('port')} (pid {event.get('pid')})"
+    if t == "server_ready":
+        return f"{who} ready after {float(event.get('seconds') or 0):.1f} s"
+    if t == "server_failed":
+        return f"{who} failed: {short(str(event.get('diagnosis', '')), 160)}"
+    if t == "server_killed":
+        killed = event.get("killed")
+        n = f" ({count(len(killed), 'process', 'processes')})" if isinstance(killed, list) else ""
+        return f"{who} killed{n}"
+    return None
 
 
 def describe(event: Event) -> str | None:
@@ -29,9 +83,12 @@ def describe(event: Event) -> str | None:
         if event["role"] == "assistant":
             texts = [b["text"] for b in event["content"] if b.get("type") == "text"]
             return "agent: " + one_line(" ".join(texts)) if texts else None
-        return "note: " + one_line(" ".join(b.get("text", "") for b in event["content"]))
+        return "note: " + one_line(" ".join(b.get("text", "") for b in event["content"]), 300)
     if t == "tool_call":
-        return f"-> {event['name']} {one_line(json.dumps(event['input']), 90)}"
+        return f"-> {call_words(event['name'], event.get('input') or {})}"
+    words = server_words(event)
+    if words is not None:
+        return words
     if t == "todo":
         active = [i["content"] for i in event["todos"] if i["status"] == "in_progress"]
         done = sum(i["status"] in ("completed", "cancelled") for i in event["todos"])
@@ -48,8 +105,7 @@ def describe(event: Event) -> str | None:
         )
     if t in SKIPPED:
         return None
-    fields = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
-    return f"{t}: {one_line(json.dumps(fields, default=str), 100)}"
+    return f"{t}: {fields({k: v for k, v in event.items() if k not in ('seq', 'ts', 'type')})}"
 
 
 class PlainPrinter:

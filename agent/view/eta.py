@@ -6,6 +6,11 @@ run. An item that says how many experiments it still holds ("... (12 experiments
 autopilot's screening stage does) counts that many launches and sweeps instead. A rough figure
 (docs/supervising.md says how rough); there is none before the first launch and sweep.
 
+The figure shown is smoothed: the median of the estimates made at the last SMOOTH_OVER moments
+something was learned (a todo update, a server ready, a benchmark), each less the time gone since
+it was made - one odd estimate (a sweep half measured, an item just begun) does not move it. Its
+breakdown is the one of the estimate chosen, and adds up to it.
+
 On a fleet (docs/fleet.md "Watching a fleet run") a launch and a sweep are those of the trials
 that ended (their time to ready, and the rest), and the experiments left run as many at once as
 trials ran at once on average so far (state/fleet.py); the todo items are timed on the wall clock
@@ -14,14 +19,18 @@ as on one box, so they already include the parallelism."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from state.events import Event, epoch
 from state.fleet import FleetState
+from state.fold import fold
+from state.sweeps import count
 
 AFTER_TODOS = ("report", "recommend", "kill", "clean")  # closing items: seconds, not a sweep
 OPEN = {"pending": 1.0, "in_progress": 0.5}
 LEFT = re.compile(r"\((\d+) experiments? left\)")
+SMOOTH_OVER = 5  # the estimates the one shown is the median of
+LEARNED = {"todo", "server_ready", "benchmark"}  # what may change the estimate
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,12 @@ class Eta:
     sweep_s: float
     experiments: int = 0  # held by the items that say so, a launch and a sweep each
     at_once: float = 1.0  # how many of those run at once (a fleet: the average so far)
+    # the parts, in seconds, that add up to `seconds` + `ago`: the experiments, the pending items
+    # that do not say how many they hold, and what is left of the item in progress
+    held_s: float = 0.0
+    items_s: float = 0.0
+    running_s: float = 0.0
+    ago: float = 0.0  # made this long before the latest event (the smoothing chose it)
 
 
 def measured_times(events: list[Event]) -> tuple[float, float] | None:
@@ -50,6 +65,8 @@ def measured_times(events: list[Event]) -> tuple[float, float] | None:
             sweeps[label] = sweeps.get(label, 0.0) + float(e.get("duration_s") or 0)
     if not loads or not sweeps:
         return None
+    if len(sweeps) > 1:  # the latest may be half measured: it counts once it is the only one
+        sweeps.pop(list(sweeps)[-1])
     return sum(loads) / len(loads), sum(sweeps.values()) / len(sweeps)
 
 
@@ -91,15 +108,17 @@ def open_items(todos: list[dict[str, object]]) -> tuple[float, int, bool]:
 
 def item_seconds(events: list[Event]) -> tuple[list[float], float]:
     """How long each finished todo item took, from in_progress to its end, for the items during
-    which a benchmark ran (the quick ones, killing leftovers, say nothing of an experiment); and
-    how long the item in progress has run."""
+    which a benchmark ran (the quick ones, killing leftovers, say nothing of an experiment) - only
+    those that held several sweeps once one did (a stage of the plan: the later items are
+    stages, not one sweep each); and how long the item in progress has run."""
     began: dict[str, float] = {}
-    took = []
-    benched: set[str] = set()
+    took: list[tuple[float, int]] = []  # (seconds, sweeps under it)
+    benched: dict[str, set[str]] = {}  # item -> the labels measured under it
     for e in events:
         at = stamp(e)
         if e["type"] == "benchmark":
-            benched.update(began)
+            for key in began:
+                benched.setdefault(key, set()).add(str(e.get("label") or e.get("id")))
         if e["type"] != "todo" or at is None:
             continue
         for t in e.get("todos") or []:
@@ -108,12 +127,14 @@ def item_seconds(events: list[Event]) -> tuple[list[float], float]:
                 began.setdefault(key, at)
             elif key in began and status in ("completed", "cancelled"):
                 if key in benched:
-                    took.append(at - began[key])
+                    took.append((at - began[key], len(benched[key])))
                 del began[key]
-                benched.discard(key)
+                benched.pop(key, None)
+    stages = [s for s, n in took if n > 1]
+    took_s = stages or [s for s, _ in took]
     last = stamp(events[-1]) if events else None
     current = max((last - t for t in began.values()), default=0.0) if last is not None else 0.0
-    return took, current
+    return took_s, current
 
 
 def stamp(event: Event) -> float | None:
@@ -123,6 +144,40 @@ def stamp(event: Event) -> float | None:
 def estimate(
     todos: list[dict[str, object]], events: list[Event], fleet: FleetState | None = None
 ) -> Eta | None:
+    """The smoothed estimate (the module's docstring): the median of the raw estimates at the
+    last SMOOTH_OVER moments something was learned, each less the time since, as of the latest
+    event; None when none of them had anything to go on."""
+    if not events:
+        return None
+    last = stamp(events[-1])
+    samples: list[Eta] = []
+    latest = raw_estimate(todos, events, fleet)
+    if latest is not None:
+        samples.append(latest)
+    moments = [i for i, e in enumerate(events[:-1]) if e["type"] in LEARNED]
+    for i in moments[max(len(moments) - (SMOOTH_OVER - 1), 0) :] if last is not None else []:
+        then = stamp(events[i])
+        if then is None:
+            continue
+        todos_then = next(
+            (list(e.get("todos") or []) for e in reversed(events[: i + 1]) if e["type"] == "todo"),
+            [],
+        )
+        fleet_then = fold(events[: i + 1]).fleet if fleet is not None else None
+        raw = raw_estimate(todos_then, events[: i + 1], fleet_then)
+        if raw is not None:
+            ago = max(last - then, 0.0)  # type: ignore[operator]
+            samples.append(replace(raw, seconds=max(raw.seconds - ago, 0.0), ago=ago))
+    if not samples:
+        return None
+    ranked = sorted(samples, key=lambda e: e.seconds)
+    return ranked[(len(ranked) - 1) // 2]  # the median, the lower one of an even count
+
+
+def raw_estimate(
+    todos: list[dict[str, object]], events: list[Event], fleet: FleetState | None = None
+) -> Eta | None:
+    """The estimate from the todo list and the events up to now alone, unsmoothed."""
     times = measured_times(events)
     at_once = 1.0
     if fleet is not None:
@@ -135,13 +190,15 @@ def estimate(
     spans = [*items, current] if current else items  # the one in progress: at least this long
     item = max(launch + sweep, sum(spans) / len(spans) if spans else 0.0)
     left, experiments, counted_now = open_items(todos)
-    # the item in progress: half an item, or as long again as it has run (a long stage is long);
-    # one that says how many experiments it holds: those, and at least as long again too (its
-    # count is of the changes known now: a new best brings new ones, a screen may need a sweep)
-    now = max(item / 2, current) if left % 1 else 0.0
+    # the item in progress: what is left of an item, at least a quarter of one; one that says
+    # how many experiments it holds: those, and at least as long again as it has run (its count
+    # is of the changes known now: a new best brings new ones, a screen may need a sweep)
+    now = max(item - current, item / 4) if left % 1 else 0.0
     held = experiments * (launch + sweep) / at_once
-    seconds = int(left) * item + now + (max(held, current) if counted_now else held)
-    return Eta(seconds, left, item, launch, sweep, experiments, at_once)
+    running = now + (max(current - held, 0.0) if counted_now else 0.0)
+    pending = int(left) * item
+    seconds = pending + held + running
+    return Eta(seconds, left, item, launch, sweep, experiments, at_once, held, pending, running)
 
 
 def eta_text(eta: Eta | None, finished: bool) -> str:
@@ -157,11 +214,19 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
     if eta.experiments:
         each = clock(eta.launch_s + eta.sweep_s)
         parallel = f" ÷ {eta.at_once:.1f} at once" if eta.at_once > 1 else ""
-        parts.append(f"{eta.experiments} experiments × {each}{parallel}")
-    if eta.open_items:
-        parts.append(f"{eta.open_items:g} open todos × {clock(eta.item_s)} each")
+        parts.append(f"{count(eta.experiments, 'experiment')} × {each}{parallel}")
+    pending = int(eta.open_items)
+    if pending:
+        parts.append(f"{count(pending, 'open todo')} × {clock(eta.item_s)} each")
+    if eta.running_s >= 1:
+        parts.append(f"{clock(eta.running_s)} for the one in progress")
+    total = " + ".join(parts)
+    if len(parts) > 1 or eta.ago >= 1:
+        total += f" = {clock(eta.seconds + eta.ago)}"
+    if eta.ago >= 1:
+        total += f", estimated {clock(eta.ago)} ago"
     return (
-        f"about {amount} left ({', '.join(parts)}; a launch took {clock(eta.launch_s)}, "
+        f"about {amount} left ({total}; a launch took {clock(eta.launch_s)}, "
         f"a sweep {clock(eta.sweep_s)})"
     )
 

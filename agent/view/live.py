@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from agent.view.bars import Progress
-from agent.view.console import PlainPrinter, describe
+from agent.view.console import PlainPrinter, describe, server_words
 from agent.view.panels import Board, render, short
 from state.events import Event, read_events
 from state.run import Run
@@ -28,7 +28,7 @@ __all__ = ["Board", "LiveView", "event_line", "render", "terminal_view"]
 
 def _short_line(event: Event) -> str | None:
     """Events a supervisor reads at a glance, in words rather than JSON."""
-    t, name = event["type"], event.get("name", "")
+    t = event["type"]
     if t == "supervisor_message":
         return f"supervisor: {short(event.get('text', ''), 200)}"
     if t == "guard_allowed":
@@ -38,15 +38,7 @@ def _short_line(event: Event) -> str | None:
     if t == "limits_changed":
         limits = ", ".join(f"{k} -> {v:g}" for k, v in (event.get("limits") or {}).items())
         return f"supervisor: budget raised: {limits}"
-    if t == "server_started":
-        return f"server {name} starting on {event.get('host')}:{event.get('port')}"
-    if t == "server_ready":
-        return f"server {name} ready after {event.get('seconds', 0):.1f} s"
-    if t == "server_failed":
-        return f"server {name} failed: {short(event.get('diagnosis', ''), 160)}"
-    if t == "server_killed":
-        return f"server {name} killed"
-    return None
+    return server_words(event)
 
 
 def event_line(event: Event) -> Text | None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from agent.report import gather
 from agent.report.figures import Figures
-from agent.report.outcome import unmeasured_text
+from agent.report.outcome import policy_servers, routing_rule, unmeasured_text
+from agent.view.words import named
 from state.events import Event
 from tools.domain import stats
 
@@ -26,7 +27,7 @@ def standing(f: Figures) -> str:
         return "no benchmark yet"
     if f.winner is None:  # benchmarks ran, and the baseline served nothing: never name a winner
         return unmeasured_text(f)
-    parts = [f"baseline {f.baseline.name}"]
+    parts = [named("baseline", f.baseline.name)]
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
         verdict = "win" if f.winner is f.candidate else f.versus.verdict
@@ -46,7 +47,13 @@ def final_lines(run_path: Path, f: Figures | None) -> list[str]:
         lines.append(f"report: {html}  (and report.md beside it)")
     if f is not None and f.winner is None and f.baseline is not None:
         lines.append(f"nothing to deploy: {unmeasured_text(f, why=False)}")
-    if f is not None and f.winner is not None:
+    servers = policy_servers(f) if f is not None else []
+    if servers:
+        lines.append(
+            f"deploy {len(servers)} servers, routed by concurrency: {routing_rule(servers)}"
+        )
+        lines += [f"server for {s.span} ({s.name}): {s.command}" for s in servers]
+    elif f is not None and f.winner is not None:
         command = (f.m.recommendation or {}).get("command") or f.m.command_of(f.winner)
         what = "keep the baseline" if f.winner is f.baseline else f"deploy {f.winner.name}"
         if command:

@@ -16,3 +16,9 @@ def short(text: str, width: int) -> str:
     output could use to redraw the supervisor's terminal."""
     flat = " ".join(printable(str(text), one_line=True).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def named(kind: str, name: str) -> str:
+    """ "server fa3" for a server named fa3, and "server", not "server server", for one named
+    after its kind (the autopilot's server is "server", its baseline "baseline")."""
+    return kind if name in ("", kind) else f"{kind} {name}"

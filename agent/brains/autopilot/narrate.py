@@ -7,6 +7,7 @@ from typing import Any
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from state.fold import RunState
+from state.sweeps import count
 from state.todos import render
 from tools.domain.config import Config
 from tools.domain.objective import describe_objective
@@ -119,8 +120,8 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
     for learned in planner.read(h).learned_failures():
         lines.append(f"Learned: {learned}")
     lines.append(
-        f"Cost: {h.launches_used()} launches ({len(crashed)} failed), {len(h.measurements)} "
-        f"benchmarks; {floors_text(level_floor, objective_floor)}."
+        f"Cost: {h.launches_used()} launches ({len(crashed)} failed), "
+        f"{count(len(h.measurements), 'sweep')}; {floors_text(level_floor, objective_floor)}."
     )
     return "\n".join(lines)
 
@@ -161,7 +162,7 @@ def summary(state: RunState, h: History, planner: Planner) -> str:
     return "\n".join(
         [
             f"Goal: {state.goal}",
-            f"Launches: {h.launches_used()}; benchmarks: {len(h.measurements)}.",
+            f"Launches: {h.launches_used()}; sweeps: {len(h.measurements)}.",
             f"Best so far: {short(planner.space, inc)} ({r.value(inc):,.1f}).",
             f"Failed to start: {crashed or 'none'}.",
             "Todo list:",

@@ -63,7 +63,9 @@ def todos(
     planner: Planner, h: History, current: str | None, done: bool = False
 ) -> list[dict[str, Any]]:
     """The whole list: stages before `current` completed (cancelled when nothing happened in
-    them), `current` in_progress, later ones pending; with done=True every stage is closed."""
+    them), `current` in_progress, later ones pending - but the family's cancelled as soon as the
+    supervisor dropped it (`agent say "skip speculation"`: it will not run, and a pending item
+    would say it might); with done=True every stage is closed."""
     items = plan(planner)
     used = {STAGE.get(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
     screened = any(m.purpose in ("screen", "surrogate") for m in h.measurements)
@@ -78,6 +80,9 @@ def todos(
                 content += " - " + why_skipped(key, planner)
         elif i == at:
             status = "in_progress"
+        elif key == "family" and dropped_by_supervisor(planner):
+            status = "cancelled"
+            content += " - " + why_skipped(key, planner)
         else:
             status = "pending"
         if key == "explore" and status != "cancelled" and i >= at:
@@ -99,11 +104,17 @@ def left_text(planner: Planner, h: History) -> str:
     return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
 
 
+def dropped_by_supervisor(planner: Planner) -> bool:
+    """The supervisor held the family's gated flags at the baseline (directives.SKIP)."""
+    s, space = planner.settings, planner.space
+    return any(f in s.excluded for f in space.flags if gated(space, f))
+
+
 def why_skipped(key: str, planner: Planner) -> str:
     """The true reason a stage was passed over: the supervisor's word before the data's."""
     if key != "family":
         return "not needed"
-    s, space = planner.settings, planner.space
-    if any(f in s.excluded for f in space.flags if gated(space, f)):
+    s = planner.settings
+    if dropped_by_supervisor(planner):
         return "skipped: the supervisor said so (agent say)"
     return "skipped: wrapping up" if s.wrap_up else "no family came close"
