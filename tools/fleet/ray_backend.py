@@ -378,7 +378,8 @@ class RayFleet:
         by = f"{left['by_box']} (node {left['by_node'][:12]})"
         if left.get("pid"):
             whose = "a trial still running" if stop_worker else "the lost worker"
-            return f"{by} killed the server group {left['pid']} {whose} left"
+            found = " (no pid file named it: found by its mark)" if left.get("unnamed") else ""
+            return f"{by} killed the server group {left['pid']} {whose} left{found}"
         if left.get("worker"):
             return f"{by}: no server to kill (the trial had not started one)"
         return f"{by}: nothing left (the trial had cleaned up)"

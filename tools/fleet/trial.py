@@ -28,7 +28,8 @@ from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
 from tools.hosts import HostError
-from tools.hosts.local import LocalHost, kill_group
+from tools.hosts.base import CALL_MARK
+from tools.hosts.local import LocalHost, _marked, kill_group
 from tools.servers.lifecycle import kill_server
 from tools.servers.profiles import engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
@@ -102,6 +103,7 @@ def start_detached(command: str, log: str, cwd: Path) -> int:
     environment keeps the call's pipes open), here nothing is shared - nor the cluster's token
     (RAY_AUTH_*: the server needs no access to the cluster)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    env[CALL_MARK] = log  # what `reap` finds it by when no pid file names it
     with open(log, "ab", opener=lambda path, flags: os.open(path, flags, 0o600)) as out:
         proc = subprocess.Popen(
             ["bash", "--norc", "--noprofile", "-c", command],
@@ -187,7 +189,9 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
     """What a trial left behind in `workdir` (the node's folder: run this on that node): its pid
     file (node, box, worker, port, pid once the server started), the server's group killed, the
     file removed. `stop_worker`: SIGKILL the trial's Ray worker first, so that it starts nothing
-    more (a controller shutting down with the trial still running). {} when there is no file:
+    more (a controller shutting down with the trial still running). A server its pid file does
+    not name (the worker died before writing it) is found by the mark in its environment
+    (`unnamed`). {} when there is no file:
     the trial ended and cleaned up itself, or never ran here."""
     pidfile = workdir / f"{trial_id}.json"
     info = _read_json(pidfile)
@@ -197,10 +201,24 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
         stopped = await _stop_ray_worker(int(info["worker"]))
         info = _read_json(pidfile) or info  # it may have started its server meanwhile
         info["worker_stopped"] = stopped
-    if info.get("pid"):
-        await kill_group(int(info["pid"]))
+    named = int(info.get("pid") or 0)
+    # every group holding the trial's mark: the server a worker killed between starting it and
+    # writing its pid left unnamed, or a process that left the named group (setsid)
+    marked = {_group_of(pid) for pid in _marked(str(workdir / f"{trial_id}.log"), named)}
+    groups = [g for g in [named, *sorted(marked)] if g > 0]
+    for group in dict.fromkeys(groups):
+        await kill_group(group)
+    if groups and not named:
+        info |= {"pid": groups[0], "unnamed": True}
     pidfile.unlink(missing_ok=True)
     return info
+
+
+def _group_of(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return 0
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
