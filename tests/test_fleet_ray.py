@@ -274,6 +274,20 @@ async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
             [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
         )
         assert refused.returncode != 0 and "AuthenticationError" in refused.stderr, refused
+        # an agent that joins it with the token says it has authentication
+        join = (
+            "from pathlib import Path; from tools.domain.fleet_config import FleetConfig; "
+            "from tools.fleet.ray_backend import RayFleet; f = RayFleet(FleetConfig(), "
+            f"Path({str(tmp_path / 'joined')!r})); f.connect(); print(f.auth); f.shutdown()"
+        )
+        env |= {"RAY_ADDRESS": fleet.local.address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": fleet.local.token}
+        joined = subprocess.run(
+            [sys.executable, "-c", join], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert joined.stdout.strip() == (
+            f"joined {fleet.local.address} with token authentication (RAY_AUTH_MODE=token)"
+        ), joined
         temp = fleet.local.temp
         by_box = {box: node for node, box in fleet.nodes().items()}
         one, two = by_box["box1"], by_box["box2"]

@@ -263,7 +263,7 @@ class RayFleet:
         except (ConnectionError, RuntimeError, ValueError) as err:
             self.shutdown()
             where = "RAY_ADDRESS or a local `ray start`" if address == "auto" else address
-            if type(err.__cause__).__name__ == "AuthenticationError":
+            if _refused_for_token(err):
                 raise FleetError(
                     f"the Ray cluster at {where} asks for a token: set RAY_AUTH_MODE=token and "
                     "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) for the agent"
@@ -439,6 +439,18 @@ def _resource_options(need: dict[str, float]) -> dict[str, Any]:
     """A trial's request as Ray task options: CPU and GPU have their own keywords."""
     custom = {k: v for k, v in need.items() if k not in ("CPU", "GPU")}
     return {"num_cpus": need.get("CPU", 0), "num_gpus": need.get("GPU", 0), "resources": custom}
+
+
+def _refused_for_token(err: BaseException) -> bool:
+    """Ray's AuthenticationError somewhere under the ConnectionError ray.init raised."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain of causes, not a cycle
+        if seen is None:
+            return False
+        if type(seen).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _lost(err: BaseException) -> str:
