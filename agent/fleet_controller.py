@@ -125,7 +125,8 @@ class FleetCampaign:
         from what was measured. The exit code; `status` and `reason` say how it ended."""
         nodes = self.fleet.nodes()
         slots = self.fleet.slots()
-        self.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots)
+        auth = secured(self.run, self.fleet)
+        self.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots, auth=auth)
         try:
             self.supervise()
             await self.place_unfinished()
@@ -394,6 +395,19 @@ class FleetCampaign:
                     print(f"fleet: {block['name']}: {result.text.splitlines()[0]}", file=sys.stderr)
         await self.write_todos("report", done=True)
         return 0
+
+
+def secured(run: Run, fleet: Any) -> str:
+    """Once the fleet is connected: the token of a cluster it started is scrubbed from all the
+    run writes (it is never written, and stays so), and the line on the cluster's
+    authentication is said on the terminal (and in fleet_started); that line."""
+    token = getattr(fleet, "token", None)
+    if token:
+        run.scrub.values = [*run.scrub.values, token]
+    auth = str(getattr(fleet, "auth", "") or "")
+    if auth:
+        print(f"fleet: {auth}", file=sys.stderr)
+    return auth
 
 
 def fleet_workdir(run: Run) -> Path:

@@ -3,7 +3,7 @@ fleet connected (or the local cluster of --boxes started) before the first turn 
 the last, and run_trial among the tools (tools/run_trial.py). The model places trials; several
 run_trial calls of one turn run at once on different boxes (agent/tool_batch.py).
 
-Events as on one box, plus `fleet_started {engine, nodes, slots}` and each trial's
+Events as on one box, plus `fleet_started {engine, nodes, slots, auth}` and each trial's
 `trial_started`, `trial_ended`, `benchmark` (as the autopilot's controller writes them).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from agent.fleet_controller import secured
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import make_agent, make_brain, wrap_up
@@ -46,7 +47,8 @@ async def _main(agent: Agent, fleet: RayFleet, boxes: int | None) -> int:
             raise
         cancel_on_sigterm()
         nodes, slots = fleet.nodes(), fleet.slots()
-        agent.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots)
+        auth = secured(agent.run, fleet)
+        agent.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots, auth=auth)
         boxes_named = ", ".join(sorted(nodes.values()))
         agent.note(
             f"The fleet: {len(nodes)} boxes ({boxes_named}); up to {slots} trials at once "

@@ -22,10 +22,12 @@ from agent.session import AUTOPILOT, Limits, config_of, start
 from agent.view.live import terminal_view
 from state.events import read_events
 from state.run import Run
+from tools.base import ToolError
 from tools.domain.config import Config, UsageError
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.goal_slo import with_goal_slo
 from tools.fleet.ray_backend import FleetError, Placed, RayFleet
+from tools.start_server import refuse_public_bind
 
 
 async def run_fleet(
@@ -96,6 +98,7 @@ def run_fleet_campaign(
     of N simulated boxes; the autopilot plans in batches, a model with run_trial
     (agent/fleet_model.py)."""
     config = with_goal_slo(config, goal)  # as run_campaign: the goal's SLO, the objective
+    loopback_only(config)
     fleet_config = config.fleet or FleetConfig()
     if boxes is None and config.fleet is None and config.source == "built-in lab":
         boxes = fleet_config.boxes  # the lab without [fleet]: its own simulated boxes
@@ -122,6 +125,16 @@ def run_fleet_campaign(
         run.close()
 
 
+def loopback_only(config: Config) -> None:
+    """The one-box rule on the fleet, before a cluster or a run folder exists: a configured
+    command that serves on every interface is refused unless server.allow_public_bind (each
+    trial's command is checked again on its node, flags included). One line, exit 2."""
+    try:
+        refuse_public_bind(config.server.command, config.server.allow_public_bind)
+    except ToolError as err:
+        raise UsageError(str(err)) from None
+
+
 def fleet_of(run: Run) -> str | None:
     """The fleet engine a run was started on (run_started's `fleet`), None for a one-box run."""
     with run.events_path.open("rb") as f:
@@ -138,6 +151,7 @@ def resume_fleet_campaign(run: Run) -> int:
     again, the History rebuilt from the log, the trials left unfinished placed again, and on to
     the conclusion. The caller has logged run_resumed and closes the run."""
     config = config_of(run)
+    loopback_only(config)
     fleet_config = config.fleet or FleetConfig()
     boxes = fleet_config.boxes if fleet_config.address == "local" else None
     events = read_events(run.events_path).events

@@ -10,9 +10,12 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,60 @@ def with_env(needle: str) -> list[int]:
     return found
 
 
+def descendants(root: int) -> set[int]:
+    """`root` and every live process under it (a run: its cluster, workers and simulators)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+SS_USER = re.compile(r'\("([^"]*)",pid=(\d+),')
+
+
+def listening() -> list[tuple[str, str, int]]:
+    """Every listening TCP socket of this machine, as `ss -ltnp` shows it: (local address, the
+    process's name, its pid), once per process holding it."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 6:
+            found += [(cols[3], name, int(pid)) for name, pid in SS_USER.findall(line)]
+    return found
+
+
+def on_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+    return host in ("127.0.0.1", "::1")
+
+
+def env_of(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def ray_sessions() -> set[Path]:
+    """Ray's session folders in its default temp folder (where a cluster without its own goes)."""
+    return set(Path(tempfile.gettempdir(), "ray").glob("session_2*"))
+
+
 def events(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
 
@@ -96,15 +153,26 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
         text=True,
     )
     killed: dict[str, Any] = {}
+    sockets: set[tuple[str, str]] = set()  # (address, process) listening in the run's tree
+    token, server_env = "", {}
+    sessions_before = ray_sessions()
     try:
         deadline = time.monotonic() + 150
+        looked = 0.0
         while not killed and child.poll() is None and time.monotonic() < deadline:
+            if time.monotonic() - looked > 1:  # once a second: the machine has other work
+                looked = time.monotonic()
+                tree = descendants(child.pid)
+                sockets |= {(addr, name) for addr, name, pid in listening() if pid in tree}
+                for pid in tree:  # the cluster's processes got the token
+                    token = token or env_of(pid).get("RAY_AUTH_TOKEN", "")
             for pidfile in (run / "fleet").glob("*/screen-*.json"):  # <node id>/<trial>.json
                 try:
                     info = json.loads(pidfile.read_text())
                 except (OSError, ValueError):
                     continue
                 if info.get("pid"):  # the screen's server is up: its worker dies now
+                    server_env = env_of(int(info["pid"]))
                     os.kill(int(info["worker"]), signal.SIGKILL)
                     killed = {"trial": pidfile.stem, "folder": pidfile.parent.name, **info}
                     break
@@ -116,6 +184,23 @@ def test_a_lost_worker_is_retried_on_the_other_box_and_nothing_is_left(tmp_path:
             child.communicate(timeout=60)
     assert killed, "no screen trial was seen running: " + err[-2000:]
     assert child.returncode == 0, out[-2000:] + err[-3000:]
+
+    # closed to the network: every socket the run listened on was on loopback - the GCS, the
+    # raylets, the workers, the controller's own core worker, Ray's agents and the simulators
+    names = {name for _, name in sockets}
+    assert {"gcs_server", "raylet", "python"} <= names, sockets
+    assert [s for s in sockets if not on_loopback(s[0])] == []
+    # token authentication: the controller held a token for its cluster, by reference only
+    assert len(token) >= 32 and "fleet: a local cluster of 2 boxes on 127.0.0.1 only" in err
+    assert "SIM_GPU_DIR" in server_env and "RAY_AUTH_TOKEN" not in server_env  # not the server's
+    assert not [p for p in run.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    # its folders are its owner's, and Ray's session folders went with the cluster
+    for folder in [run / "fleet", *(run / "fleet").iterdir()]:
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    logs = list((run / "fleet").glob("*/*.log"))
+    assert logs and {stat.S_IMODE(p.stat().st_mode) for p in logs} == {0o600}
+    assert ray_sessions() - sessions_before == set()
+    assert not Path(tempfile.gettempdir(), f"campaign-ray-{os.getuid()}", str(child.pid)).exists()
 
     log = events(run)
     retried = [e for e in log if e["type"] == "trial_retried"]
@@ -181,6 +266,29 @@ async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
     fleet.connect(boxes=2)
     pids: list[int] = []
     try:
+        # the cluster's GCS refuses a client without its token
+        assert fleet.local is not None
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        probe = f"from ray._raylet import GcsClient; GcsClient(address='{fleet.local.address}')"
+        refused = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode != 0 and "AuthenticationError" in refused.stderr, refused
+        # an agent that joins it with the token says it has authentication
+        join = (
+            "from pathlib import Path; from tools.domain.fleet_config import FleetConfig; "
+            "from tools.fleet.ray_backend import RayFleet; f = RayFleet(FleetConfig(), "
+            f"Path({str(tmp_path / 'joined')!r})); f.connect(); print(f.auth); f.shutdown()"
+        )
+        env |= {"RAY_ADDRESS": fleet.local.address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": fleet.local.token}
+        joined = subprocess.run(
+            [sys.executable, "-c", join], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert joined.stdout.strip() == (
+            f"joined {fleet.local.address} with token authentication (RAY_AUTH_MODE=token)"
+        ), joined
+        temp = fleet.local.temp
         by_box = {box: node for node, box in fleet.nodes().items()}
         one, two = by_box["box1"], by_box["box2"]
         # box2's task reads box2's folder only: the same trial's file on box1 stays
@@ -210,6 +318,8 @@ async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
         assert done == {"t1": f"box1 (node {one[:12]}) killed the server group {on_one} "
                         "a trial still running left"}  # fmt: skip
         assert future.cancelled() and gone(on_one)
+        # the cluster's private temp folder went with it, and its token with the environment
+        assert not temp.exists() and "RAY_AUTH_TOKEN" not in os.environ
     finally:
         fleet.shutdown()
         for pid in pids:

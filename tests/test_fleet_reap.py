@@ -65,6 +65,27 @@ async def test_reap_kills_the_group_its_pid_file_names_and_removes_the_file(
     assert await reap(here, "t1") == {}  # nothing left the second time
 
 
+async def test_reap_finds_a_server_no_pid_file_names_by_its_mark(tmp_path: Path) -> None:
+    """The worker died between starting its server and writing its pid: the pid file has the
+    worker and the port only, and the server is found by the trial's mark in its environment."""
+    here = node_dir(tmp_path, "node-a")
+    here.mkdir(parents=True)
+    leader = start_detached("sleep 30 & echo $! > child; wait", str(here / "t1.log"), here)
+    other = start_detached("sleep 30", str(here / "t2.log"), here)  # another trial's: stays
+    deadline = time.monotonic() + 5
+    while not (here / "child").exists() or not (here / "child").read_text().strip():
+        assert time.monotonic() < deadline, "the test's server did not start"
+        time.sleep(0.02)
+    child = int((here / "child").read_text())
+    (here / "t1.json").write_text(json.dumps({"node": "node-a", "worker": 1, "port": 1234}))
+    try:
+        left = await reap(here, "t1")
+        assert left == {"node": "node-a", "worker": 1, "port": 1234, "pid": leader, "unnamed": True}
+        assert gone_soon(child) and gone_soon(leader) and alive(other)
+    finally:
+        os.killpg(other, 9)
+
+
 async def test_reap_reads_only_the_folder_it_is_given(tmp_path: Path) -> None:
     """Another node's pid file is not this node's business: its server stays up."""
     other = node_dir(tmp_path, "node-b")

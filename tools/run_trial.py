@@ -23,7 +23,7 @@ from tools.fleet.trial import TrialOutcome, TrialSpec
 from tools.log_paths import check_name
 from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, _workload
 from tools.servers.profiles import ProfileError, engine_for
-from tools.start_server import build_command
+from tools.start_server import build_command, refuse_public_bind
 from tools.trial_outcome import ended_fields, one_line, record_outcome, runs_again
 
 LOG_LINES = 8  # of a failed trial's server log, in the answer
@@ -61,10 +61,11 @@ class RunTrial(Tool):
         bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
         if bad:
             raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
-        try:  # a bad flag is the caller's error: say so before a box is taken
-            build_command(ctx.config.server.command, inp.flags, engine_for(ctx.config), 1)
+        try:  # a bad flag or a public --host is the caller's error: said before a box is taken
+            command = build_command(ctx.config.server.command, inp.flags, engine_for(ctx.config), 1)
         except ProfileError as err:
             raise ToolError(str(err)) from None
+        refuse_public_bind(command, ctx.config.server.allow_public_bind)
         label = check_name("trial", inp.label) if inp.label else "trial"
         first = f"{label}-T{next(_counter(ctx)):02d}"
         bench = RunBenchmarkInput(concurrency=levels, requests_per_level=inp.requests_per_level)

@@ -83,6 +83,19 @@ def public_bind(command: str) -> str | None:
     return None
 
 
+def refuse_public_bind(command: str, allowed: bool) -> None:
+    """The one rule of every launch path - start_server, a fleet's trials (the run's config
+    before a cluster starts, each trial's command on its node) and run_trial's flags: no server
+    on every interface unless `server.allow_public_bind`. A ToolError of one line."""
+    exposed = public_bind(command)
+    if exposed is not None and not allowed:
+        raise ToolError(
+            f"refused: --host {exposed} would serve the model to every network the host is "
+            "on; servers bind loopback (127.0.0.1) and the benchmark reaches them through it. "
+            "If the user wants it, they set server.allow_public_bind = true in agent.toml"
+        )
+
+
 class StartServer(Tool):
     name = "start_server"
     Input = StartServerInput
@@ -101,13 +114,7 @@ class StartServer(Tool):
         except UnresolvedSecret as err:
             raise ToolError(str(err)) from None
         command = build_command(base, inp.flags, engine, port)
-        exposed = public_bind(command)
-        if exposed is not None and not cfg.allow_public_bind:
-            raise ToolError(
-                f"refused: --host {exposed} would serve the model to every network the host is "
-                "on; servers bind loopback (127.0.0.1) and the benchmark reaches them through it. "
-                "If the user wants it, they set server.allow_public_bind = true in agent.toml"
-            )
+        refuse_public_bind(command, cfg.allow_public_bind)
         try:
             facts = await probe(host, engine, base)
         except HostError as err:

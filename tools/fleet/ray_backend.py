@@ -15,16 +15,23 @@ knows the node of every trial that can have a server, even when the worker dies.
 gone took its processes with it (in the lab `LocalCluster.kill_box` kills its servers itself).
 
 `LocalCluster` is the lab: a head and N-1 worker nodes on this machine (ray.cluster_utils),
-each with the custom resources {"box": 1, "box_<i>": 1} standing in for one box.
+each with the custom resources {"box": 1, "box_<i>": 1} standing in for one box. It is closed
+to the network and to other users: every process of it listens on 127.0.0.1 only, every call
+carries a token generated for this cluster (Ray's token authentication), no usage report goes
+out, and its session folders live in a folder only this user can enter, removed at the end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
+import secrets
+import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +44,8 @@ from tools.trial_outcome import LOST
 
 BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
+LOOPBACK = "127.0.0.1"  # the lab's node address: what every process of it binds
+DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"
 
 
 Placed = Callable[[str, str, str], None]  # (trial, node, box): where a trial runs
@@ -52,6 +61,11 @@ def _ray() -> Any:
     except ImportError:
         raise FleetError("the Ray fleet needs Ray: pip install 'campaign-agent[ray]'") from None
     return ray
+
+
+def _raylet() -> Any:
+    """Ray's compiled core (its auth mode, its configuration), untyped."""
+    return importlib.import_module("ray._raylet")
 
 
 def box_of(resources: dict[str, Any], node_id: str) -> str:
@@ -94,25 +108,111 @@ class Submitted:
     box: str = ""  # that node's box
 
 
+def lab_env(token: str, temp: Path) -> dict[str, str]:
+    """The environment of a lab cluster's processes: the GCS, the raylets and their workers are
+    started by this process and inherit it (Ray reads these variables, not arguments)."""
+    return {
+        "RAY_AUTH_MODE": "token",  # every RPC carries the token; the GCS refuses one without it
+        # by reference: the variable's name; its value never reaches the run folder (scrubbed as
+        # any *TOKEN* variable, and not passed on to the trials' servers: trial.start_detached)
+        "RAY_AUTH_TOKEN": token,
+        "RAY_USAGE_STATS_ENABLED": "0",  # no report of this machine to Ray's usage service
+        "RAY_TMPDIR": str(temp),  # session folders, sockets, logs: not /tmp/ray
+        # Ray's one-machine mode: the driver's own address is loopback too (ray.init would turn
+        # 127.0.0.1 into the LAN address otherwise, where nothing listens)
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    }
+
+
+class LabEnv:
+    """`lab_env` set in this process's environment for the cluster's life, then put back as it
+    was; Ray's configuration read again each time (it reads the auth mode and the token once per
+    process)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.saved = {k: os.environ.get(k) for k in values}
+        os.environ.update(values)
+        self._reload()
+
+    def restore(self) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._reload()
+
+    @staticmethod
+    def _reload() -> None:
+        from ray._private import ray_constants
+
+        raylet = _raylet()
+        # read when ray was first imported: a process that imported it earlier (a test) too
+        ray_constants.ENABLE_RAY_CLUSTER = os.environ.get(
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1"
+        ).lower() not in ("0", "false")
+        raylet.Config.initialize("")
+        raylet.AuthenticationTokenLoader.instance().reset_cache()
+
+
+def private_temp() -> Path:
+    """The lab cluster's own temp folder (Ray's session folders are 0777 inside):
+    <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
+    socket paths must be. The folders of controllers that died (SIGKILL) are removed here."""
+    parent = Path(tempfile.gettempdir()) / f"campaign-ray-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        parent.mkdir(mode=0o700)
+    info = parent.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
+    for old in parent.iterdir():
+        if old.name.isdigit() and not _pid_alive(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = parent / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)  # a cluster this process started before
+    mine.mkdir(mode=0o700)
+    return mine
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class LocalCluster:
     """A Ray cluster on this machine with `boxes` nodes (the lab); `shutdown` stops every process
-    it started. `workdir`: the fleet's, whose node folders `kill_box` empties."""
+    it started and removes its temp folder. Loopback only, token authentication, no usage
+    stats (`lab_env`). `workdir`: the fleet's, whose node folders `kill_box` empties."""
 
     def __init__(self, boxes: int, object_store_mb: int = 100, workdir: Path | None = None) -> None:
-        from ray.cluster_utils import Cluster
-
-        def node(i: int) -> dict[str, Any]:
-            return {
-                "num_cpus": 1,
-                "resources": {BOX: 1, f"{BOX_PREFIX}{i}": 1},
-                "object_store_memory": object_store_mb * 2**20,
-            }
-
-        head = {**node(1), "include_dashboard": False}
-        self.cluster = Cluster(initialize_head=True, head_node_args=head)
-        self.workers = [self.cluster.add_node(**node(i)) for i in range(2, boxes + 1)]
-        self.address = self.cluster.address
         self.workdir = workdir
+        self.cluster: Any = None
+        self.temp = private_temp()
+        self.token = secrets.token_urlsafe(32)
+        self.env = LabEnv(lab_env(self.token, self.temp))
+        try:
+            from ray.cluster_utils import Cluster
+
+            def node(i: int) -> dict[str, Any]:
+                return {
+                    "num_cpus": 1,
+                    "resources": {BOX: 1, f"{BOX_PREFIX}{i}": 1},
+                    "object_store_memory": object_store_mb * 2**20,
+                    "node_ip_address": LOOPBACK,  # the GCS, raylets and workers bind it
+                }
+
+            head = {**node(1), "include_dashboard": False}
+            self.cluster = Cluster(initialize_head=True, head_node_args=head)
+            self.workers = [self.cluster.add_node(**node(i)) for i in range(2, boxes + 1)]
+            self.address = self.cluster.address
+        except BaseException:
+            self.shutdown()
+            raise
 
     def kill_box(self, index: int) -> None:
         """Lose one worker box (index 0 = box 2): its raylet and everything under it die. A real
@@ -126,7 +226,13 @@ class LocalCluster:
                     os.killpg(int(json.loads(pidfile.read_text())["pid"]), signal.SIGKILL)
 
     def shutdown(self) -> None:
-        self.cluster.shutdown()
+        try:
+            if self.cluster is not None:
+                self.cluster.shutdown()
+                self.cluster = None
+        finally:
+            self.env.restore()
+            shutil.rmtree(self.temp, ignore_errors=True)
 
 
 class RayFleet:
@@ -140,6 +246,7 @@ class RayFleet:
         self.local: LocalCluster | None = None
         self.pending: dict[asyncio.Future[Any], Submitted] = {}
         self.placed = placed  # told where each trial runs, once it does (before its server)
+        self.auth = ""  # one line: whether the cluster asks for a token (after connect)
 
     def connect(self, boxes: int | None = None) -> None:
         """Join the configured cluster; with address "local" (or `boxes`), start one here."""
@@ -156,9 +263,36 @@ class RayFleet:
         except (ConnectionError, RuntimeError, ValueError) as err:
             self.shutdown()
             where = "RAY_ADDRESS or a local `ray start`" if address == "auto" else address
+            if _refused_for_token(err):
+                raise FleetError(
+                    f"the Ray cluster at {where} asks for a token: set RAY_AUTH_MODE=token and "
+                    "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) for the agent"
+                ) from None
             raise FleetError(f"cannot reach the Ray cluster at {where}: {err}") from None
         self._remote = ray.remote(_trial_task)
         self._reaper = ray.remote(_reap_task)
+        self.auth = self._auth(address)
+
+    @property
+    def token(self) -> str | None:
+        """The token of the cluster this fleet started (None on a joined one): a secret."""
+        return self.local.token if self.local is not None else None
+
+    def _auth(self, address: str) -> str:
+        """Whether the cluster asks for a token, in one line. A joined cluster let this agent in:
+        without a token of its own (RAY_AUTH_MODE is not token here), it has no authentication."""
+        if self.local is not None:
+            return (
+                f"a local cluster of {len(self.nodes())} boxes on {LOOPBACK} only, with token "
+                "authentication (a token generated for it)"
+            )
+        raylet = _raylet()
+        if raylet.get_authentication_mode() == raylet.AuthenticationMode.TOKEN:
+            return f"joined {address} with token authentication (RAY_AUTH_MODE=token)"
+        return (
+            f"joined {address}, which has no authentication: it let this agent in without a "
+            f"token, as it would anyone who reaches it; turn it on: {DOCS}"
+        )
 
     def nodes(self) -> dict[str, str]:
         """Alive nodes that can run a trial: node id -> box name."""
@@ -244,7 +378,8 @@ class RayFleet:
         by = f"{left['by_box']} (node {left['by_node'][:12]})"
         if left.get("pid"):
             whose = "a trial still running" if stop_worker else "the lost worker"
-            return f"{by} killed the server group {left['pid']} {whose} left"
+            found = " (no pid file named it: found by its mark)" if left.get("unnamed") else ""
+            return f"{by} killed the server group {left['pid']} {whose} left{found}"
         if left.get("worker"):
             return f"{by}: no server to kill (the trial had not started one)"
         return f"{by}: nothing left (the trial had cleaned up)"
@@ -304,6 +439,18 @@ def _resource_options(need: dict[str, float]) -> dict[str, Any]:
     """A trial's request as Ray task options: CPU and GPU have their own keywords."""
     custom = {k: v for k, v in need.items() if k not in ("CPU", "GPU")}
     return {"num_cpus": need.get("CPU", 0), "num_gpus": need.get("GPU", 0), "resources": custom}
+
+
+def _refused_for_token(err: BaseException) -> bool:
+    """Ray's AuthenticationError somewhere under the ConnectionError ray.init raised."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain of causes, not a cycle
+        if seen is None:
+            return False
+        if type(seen).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _lost(err: BaseException) -> str:

@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.base import ToolError
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
 from tools.hosts import HostError
-from tools.hosts.local import LocalHost, kill_group
+from tools.hosts.base import CALL_MARK
+from tools.hosts.local import LocalHost, _marked, kill_group
 from tools.servers.lifecycle import kill_server
 from tools.servers.profiles import engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
-from tools.start_server import build_command
+from tools.start_server import build_command, refuse_public_bind
 
 LOG_TAIL_LINES = 20
 KILL_WAIT_S = 5.0  # a SIGKILLed worker is gone well within this
@@ -71,6 +73,14 @@ def node_dir(workdir: Path, node: str) -> Path:
     return workdir / node
 
 
+def private_dir(folder: Path) -> None:
+    """A node's folder and the fleet's folder above it, 0700 (their owner's only, as the run
+    folder): server logs, pid files, simulated GPUs."""
+    folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)  # whatever the umask
+
+
 def free_port() -> int:
     """A port nobody listens on now: trials of one box never share one."""
     with socket.socket() as s:
@@ -88,16 +98,20 @@ def box_env(config: Config, box: str, workdir: Path) -> None:
 
 
 def start_detached(command: str, log: str, cwd: Path) -> int:
-    """The server in its own session (pid = pgid), every stdio on its log. Not the host's
+    """The server in its own session (pid = pgid), every stdio on its log (0600). Not the host's
     start_detached: inside a Ray worker its shell waits for the server to end (the worker's
-    environment keeps the call's pipes open), here nothing is shared."""
-    with open(log, "ab") as out:
+    environment keeps the call's pipes open), here nothing is shared - nor the cluster's token
+    (RAY_AUTH_*: the server needs no access to the cluster)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    env[CALL_MARK] = log  # what `reap` finds it by when no pid file names it
+    with open(log, "ab", opener=lambda path, flags: os.open(path, flags, 0o600)) as out:
         proc = subprocess.Popen(
             ["bash", "--norc", "--noprofile", "-c", command],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=env,
             start_new_session=True,
         )
     return proc.pid
@@ -106,7 +120,7 @@ def start_detached(command: str, log: str, cwd: Path) -> int:
 async def run_trial(
     spec: TrialSpec, workdir: Path, node: str = "local", box: str = ""
 ) -> TrialOutcome:
-    workdir.mkdir(parents=True, exist_ok=True)
+    private_dir(workdir)
     out = TrialOutcome(spec.trial_id, ok=False, node=node, box=box, started=time.time())
     config, engine = spec.config, engine_for(spec.config)
     host = LocalHost(HostConfig(name="local", workdir=str(workdir)))
@@ -114,6 +128,11 @@ async def run_trial(
     box_env(config, box, workdir)
     out.command = build_command(config.server.command, spec.flags, engine, port)
     out.port = port
+    try:  # the run's config was checked before the cluster started; a flag can still ask for it
+        refuse_public_bind(out.command, config.server.allow_public_bind)
+    except ToolError as err:
+        out.reason, out.ended = str(err), time.time()
+        return out
     log = str(workdir / f"{spec.trial_id}.log")
     pidfile = workdir / f"{spec.trial_id}.json"
     pid = 0
@@ -170,7 +189,9 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
     """What a trial left behind in `workdir` (the node's folder: run this on that node): its pid
     file (node, box, worker, port, pid once the server started), the server's group killed, the
     file removed. `stop_worker`: SIGKILL the trial's Ray worker first, so that it starts nothing
-    more (a controller shutting down with the trial still running). {} when there is no file:
+    more (a controller shutting down with the trial still running). A server its pid file does
+    not name (the worker died before writing it) is found by the mark in its environment
+    (`unnamed`). {} when there is no file:
     the trial ended and cleaned up itself, or never ran here."""
     pidfile = workdir / f"{trial_id}.json"
     info = _read_json(pidfile)
@@ -180,10 +201,24 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
         stopped = await _stop_ray_worker(int(info["worker"]))
         info = _read_json(pidfile) or info  # it may have started its server meanwhile
         info["worker_stopped"] = stopped
-    if info.get("pid"):
-        await kill_group(int(info["pid"]))
+    named = int(info.get("pid") or 0)
+    # every group holding the trial's mark: the server a worker killed between starting it and
+    # writing its pid left unnamed, or a process that left the named group (setsid)
+    marked = {_group_of(pid) for pid in _marked(str(workdir / f"{trial_id}.log"), named)}
+    groups = [g for g in [named, *sorted(marked)] if g > 0]
+    for group in dict.fromkeys(groups):
+        await kill_group(group)
+    if groups and not named:
+        info |= {"pid": groups[0], "unnamed": True}
     pidfile.unlink(missing_ok=True)
     return info
+
+
+def _group_of(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return 0
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
