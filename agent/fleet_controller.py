@@ -52,10 +52,10 @@ from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Submitted
-from tools.fleet.trial import TrialOutcome, TrialSpec, reap
+from tools.fleet.trial import TrialEnd, TrialOutcome, TrialSpec, reap
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
-from tools.trial_outcome import ended_fields, record_outcome, runs_again
+from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
 
 RESUMED = "the run's controller ended before it came back; placed again on resume"
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
@@ -243,25 +243,27 @@ class FleetCampaign:
         trial = sub.spec.trial_id
         step = self.in_flight.pop(trial)
         self.attempts.pop(trial, None)
-        retry = self.retries(out.ok, out.reason, sub.attempt)
+        retry = self.retries(out.end, sub.attempt)
         events = [] if retry else self.record(step, out)  # before trial_ended: its commit
         self.run.append("trial_ended", **ended_fields(out, sub.attempt))
         if retry:
             self.run.append("trial_retried", trial=trial, reason=out.reason, avoid=out.node)
             await self.start(step, sub.attempt + 1, out.node or sub.node, first_name(trial))
             return
-        self.learn(step, out.ok, out.reason, events)
+        self.learn(step, out.end, out.reason, events)
 
-    def retries(self, ok: bool, reason: str, attempt: int) -> bool:
+    def retries(self, end: TrialEnd, attempt: int) -> bool:
         """Whether a trial that ended so runs again: lost with its node, tries left."""
-        return runs_again(ok, reason, attempt, self.fleet.config.retries)
+        return runs_again(end, attempt, self.fleet.config.retries)
 
-    def learn(self, step: Experiment, ok: bool, reason: str, events: list[dict[str, Any]]) -> None:
+    def learn(
+        self, step: Experiment, end: TrialEnd, reason: str, events: list[dict[str, Any]]
+    ) -> None:
         """A trial that came back, into the History: from its outcome and the `benchmark`
         events recorded for it - live, and on a resume from the log (rebuild)."""
         h = self.h
-        if not ok and not events:
-            started = not reason.startswith("the server did not start")
+        if end != "measured" and not events:
+            started = end != "not_started"
             tried = h.launched(step.config, ok=started, reason="" if started else reason)
             if started:  # it started but could not be measured (or was lost twice)
                 h.broke(tried, reason)
@@ -299,11 +301,11 @@ class FleetCampaign:
                 entry = open_.get(first_name(trial))
                 if entry is None or entry[0] != trial:
                     continue
-                ok, reason = bool(e.get("ok")), str(e.get("reason") or "")
-                if self.retries(ok, reason, entry[2]):
+                end, reason = end_of(e), str(e.get("reason") or "")
+                if self.retries(end, entry[2]):
                     continue  # its next try follows in the log, or is placed on resume
                 del open_[first_name(trial)]
-                self.learn(entry[1], ok, reason, measured.pop(trial, []))
+                self.learn(entry[1], end, reason, measured.pop(trial, []))
         self.unfinished = list(open_.values())
 
     async def place_unfinished(self) -> None:
@@ -355,6 +357,7 @@ class FleetCampaign:
                 "trial_ended",
                 trial=trial,
                 ok=False,
+                end="interrupted",
                 reason=reason,
                 interrupted=True,
                 cleanup=done.get(trial) or CANCELLED,

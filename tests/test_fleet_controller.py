@@ -67,8 +67,8 @@ def outcome(spec: TrialSpec) -> TrialOutcome:
     ]
     command = " ".join(["sim", *(f"{k} {v}" for k, v in sorted(spec.flags.items()) if v)])
     return TrialOutcome(
-        spec.trial_id, ok=True, node="n1", box="box1", command=command, port=8000, model="m",
-        points=points, started=1.0, ended=2.0,
+        spec.trial_id, ok=True, end="measured", node="n1", box="box1", command=command, port=8000,
+        model="m", points=points, started=1.0, ended=2.0,
     )  # fmt: skip
 
 

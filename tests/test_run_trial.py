@@ -63,6 +63,7 @@ def outcome(spec: TrialSpec, box: str, reason: str = "") -> TrialOutcome:
         spec.trial_id,
         ok=not reason,
         reason=reason,
+        end="lost" if reason else "measured",
         node=f"node-{box}",
         box=box,
         command=f"true {' '.join(spec.flags)} --port 4242",

@@ -93,13 +93,14 @@ class RunTrial(Tool):
                     "trial_ended",
                     trial=trial,
                     ok=False,
+                    end="interrupted",
                     reason="interrupted: the run stopped while it ran",
                     interrupted=True,
                     cleanup=CANCELLED,
                     attempt=attempt,
                 )
                 raise
-            retry = runs_again(out.ok, out.reason, attempt, fleet.config.retries)
+            retry = runs_again(out.end, attempt, fleet.config.retries)
             # the benchmark events before trial_ended (its commit), as the controller writes them
             done = [] if retry else record_outcome(ctx, out, flags, groups, inp.label or first)
             ctx.run.append("trial_ended", **ended_fields(out, sub.attempt))

@@ -15,15 +15,28 @@ from tools.benchmark_outcome import record
 from tools.servers.profiles import engine_for
 
 if TYPE_CHECKING:
-    from tools.fleet.trial import TrialOutcome
+    from tools.fleet.trial import TrialEnd, TrialOutcome
 
-LOST = "lost on its node"  # the prefix of a trial Ray lost (tools/fleet/ray_backend._lost)
+LOST = "lost on its node"  # the words that begin a lost trial's reason (ray_backend._lost)
+ENDS: tuple[TrialEnd, ...] = ("measured", "not_started", "failed", "lost", "interrupted")
 
 
-def runs_again(ok: bool, reason: str, attempt: int, retries: int) -> bool:
+def runs_again(end: TrialEnd, attempt: int, retries: int) -> bool:
     """Whether a trial that ended so is placed again: lost with its node or worker, and its
     `attempt` within the fleet's `retries`."""
-    return not ok and reason.startswith(LOST) and attempt <= retries
+    return end == "lost" and attempt <= retries
+
+
+def end_of(event: dict[str, Any]) -> TrialEnd:
+    """A `trial_ended` event's end. A log written before the field existed says only ok or not:
+    read as measured or failed (a lost trial of such a log is not placed again on resume)."""
+    end = event.get("end")
+    for known in ENDS:
+        if end == known:
+            return known
+    if event.get("interrupted"):
+        return "interrupted"
+    return "measured" if event.get("ok") else "failed"
 
 
 def record_outcome(
@@ -74,6 +87,7 @@ def ended_fields(out: TrialOutcome, attempt: int) -> dict[str, Any]:
         "node": out.node,
         "box": out.box,
         "ok": out.ok,
+        "end": out.end,
         "reason": out.reason,
         "started": out.started,
         "ended": out.ended,

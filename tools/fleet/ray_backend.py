@@ -343,7 +343,7 @@ class RayFleet:
             return sub, future.result()
         except Exception as err:  # Ray's errors: the node died, the worker crashed, ...
             node, box = sub.on or "", sub.box
-            outcome = TrialOutcome(sub.spec.trial_id, False, _lost(err), node=node, box=box)
+            outcome = TrialOutcome(sub.spec.trial_id, False, _lost(err), "lost", node, box)
             # its server outlived the worker (in a session of its own): killed on its node
             outcome.cleanup = await self.clean_up(sub.on, box, sub.spec.trial_id)
             return sub, outcome
@@ -454,7 +454,7 @@ def _refused_for_token(err: BaseException) -> bool:
 
 
 def _lost(err: BaseException) -> str:
-    """A trial Ray lost, with Ray's reason (tools/trial_outcome.runs_again reads the prefix)."""
+    """A lost trial's reason: Ray's, in words (the outcome's `end` says it was lost)."""
     return f"{LOST} {_ray_reason(err)}"
 
 

@@ -21,7 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tools.base import ToolError
 from tools.bench.schema import Workload
@@ -48,11 +48,18 @@ class TrialSpec:
     prompt_seed: int | None = None
 
 
+# How a trial ended, as a type (the human reason is its own field): measured; its server did not
+# start (a verdict on the configuration); it started and failed (a verdict on the server); Ray lost
+# it with its node or worker (no verdict: it runs again); cut short by a stop (placed on resume)
+TrialEnd = Literal["measured", "not_started", "failed", "lost", "interrupted"]
+
+
 @dataclass
 class TrialOutcome:
     trial_id: str
     ok: bool
     reason: str = ""  # one line, when not ok
+    end: TrialEnd = "failed"  # "measured" when ok (set where the outcome is made)
     node: str = ""  # the Ray node id (or "local")
     box: str = ""  # the box's name (its custom resource), when it has one
     command: str = ""
@@ -131,7 +138,7 @@ async def run_trial(
     try:  # the run's config was checked before the cluster started; a flag can still ask for it
         refuse_public_bind(out.command, config.server.allow_public_bind)
     except ToolError as err:
-        out.reason, out.ended = str(err), time.time()
+        out.reason, out.end, out.ended = str(err), "not_started", time.time()
         return out
     log = str(workdir / f"{spec.trial_id}.log")
     pidfile = workdir / f"{spec.trial_id}.json"
@@ -158,9 +165,9 @@ async def run_trial(
             got = await run_sweep(sweep, Observer())
             out.points += got.points
             out.notes += got.notes
-        out.ok = True
+        out.ok, out.end = True, "measured"
     except StartFailure as err:
-        out.reason = f"the server did not start: {err.diagnosis.text}"
+        out.reason, out.end = f"the server did not start: {err.diagnosis.text}", "not_started"
     except (BenchError, HostError, OSError) as err:
         out.reason = f"{type(err).__name__}: {err}"
     finally:
