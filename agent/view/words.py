@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
+from state.events import epoch
 from state.text import printable
 
 
@@ -16,3 +20,15 @@ def short(text: str, width: int) -> str:
     output could use to redraw the supervisor's terminal."""
     flat = " ".join(printable(str(text), one_line=True).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def api_unavailable(wait: dict[str, Any], now_s: float | None = None) -> str:
+    """The model API is unavailable: why, and when the next try is (from a model_wait event)."""
+    why = str(wait.get("reason") or "").removeprefix("the Anthropic API: ")
+    line = f"API unavailable: {short(why.removeprefix('the Anthropic API is unavailable: '), 90)}"
+    at = epoch(wait.get("retry_at"))
+    if at is not None:
+        line += f" · next try {datetime.fromtimestamp(at, UTC).strftime('%H:%M:%S')}"
+        if now_s is not None:
+            line += f" (in {clock(at - now_s)})"
+    return line
