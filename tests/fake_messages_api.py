@@ -9,7 +9,8 @@ Faults, one per request, in the order given (`faults`), each `times` in a row:
   Malformed(events)  `events` events, then a junk `data:` line, then the rest of the stream
   Status(code, ...)  an error response (400 prompt too long, 413, 429, 500, 529...), JSON body
 An `outage` (a fault and a number of seconds) answers every request with the fault until that
-much time has passed since the first request. `context_chars`: a request whose messages are
+much time has passed since the first faulty one. `after`: the first requests that get no fault.
+`context_chars`: a request whose messages are
 longer than this is refused with 400 "prompt is too long" (what the API says past the context).
 A compaction summary request (it ends with the compaction prompt) is answered with a summary and
 does not use up a scripted reply. count_tokens is answered with a size estimate.
@@ -111,6 +112,7 @@ class FakeMessagesAPI:
     faults: list[Fault] = field(default_factory=list)
     outage: tuple[Fault, float] | None = None
     context_chars: int | None = None
+    after: int = 0  # the faults and the outage begin with the request after this many
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every Messages request
     served: list[str] = field(default_factory=list)  # what each request got: reply, cut, ...
     attempts_at: list[float] = field(default_factory=list)  # time.time() of each request
@@ -203,14 +205,16 @@ class FakeMessagesAPI:
         """What this request gets: a fault (and the stream it cuts), or the next reply."""
         with self.lock:
             now = time.monotonic()
-            self.first = self.first if self.first is not None else now
             self.bodies.append(body)
             self.attempts_at.append(time.time())
             summary = COMPACTION_MARK in json.dumps(body["messages"][-1])
             fault: Fault | None = None
-            if self.outage is not None and now - self.first < self.outage[1]:
+            faulty = len(self.bodies) > self.after
+            if faulty and self.first is None:
+                self.first = now
+            if faulty and self.outage is not None and now - (self.first or now) < self.outage[1]:
                 fault = self.outage[0]
-            elif self.faults:
+            elif faulty and self.faults:
                 fault = self.faults[0]
                 fault.times -= 1
                 if fault.times <= 0:
@@ -245,6 +249,7 @@ def load(path: str) -> FakeMessagesAPI:
         faults,
         (kinds[outage[0][0]](**outage[0][1]), outage[1]) if outage else None,
         spec.get("context_chars"),
+        spec.get("after", 0),
     )
 
 
