@@ -25,6 +25,7 @@ from agent.view.live import event_line
 from agent.view.panels import Board, render
 from state.events import read_events
 from state.inbox import send
+from state.run import Run
 from tests.conftest import plain_config
 from tests.fake_messages_api import (
     Cut,
@@ -236,6 +237,31 @@ async def test_a_prompt_too_long_with_nothing_to_prune_is_summarised(tmp_path: P
     assert "status" in api.served and api.served[-1] == "reply"
     assert any(e["type"] == "api_exchange" and e["status"] == 400 for e in events)
     await replays_without_drift(agent, tmp_path)
+
+
+async def test_a_run_that_ended_on_a_prompt_too_long_resumes_compacts_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_for(tmp_path, compaction=CompactionConfig(keep_tool_tokens=100))
+    first = message(1, "tool_use", tool_use(1, "bash", command="seq 1 4000"))
+    api = FakeMessagesAPI([first, FINAL], context_chars=briefing_chars(tmp_path, config) + 3000)
+    with monkeypatch.context() as patch:  # the run ends on its first 400, as it did before
+        patch.setattr(agent.loop, "COMPACT_TRIES", 0)
+        ended = campaign(tmp_path, api, config)
+        assert await asyncio.wait_for(ended.run_loop(), DEADLINE_S) == 1
+    ended.run.close()
+    run = Run.open(ended.run.path)  # what `agent resume` does, with the brain it makes
+    run.append("run_resumed", repaired=None)
+    client = PatientAnthropic(api_key="test", base_url=api.url, max_retries=3, sleep=no_wait)
+    resumed = make_agent(run, AnthropicBrain(MODEL, client=client), config)
+    try:
+        code = await asyncio.wait_for(resumed.run_loop(), DEADLINE_S)
+    finally:
+        api.close()
+        run.close()
+    end = events_of(resumed)[-1]
+    assert (code, end["status"], end["reason"]) == (0, "finished", CONCLUSION.strip())
+    assert api.served == ["reply", "status", "status", "reply"]  # the same 400, then compacted
 
 
 async def replays_without_drift(agent: Agent, tmp_path: Path) -> None:
