@@ -43,7 +43,7 @@ ERROR_TYPES = {
 }
 
 
-@dataclass
+@dataclass(kw_only=True)  # Status(529, 1000) must not read as times=529, code=1000
 class Fault:
     times: int = 1  # how many requests in a row get it
 
@@ -51,28 +51,28 @@ class Fault:
         return type(self).__name__.lower()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Cut(Fault):
     events: int = 3
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Drop(Fault):
     events: int = 3
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Reset(Fault):
     events: int = 3
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Malformed(Fault):
     events: int = 2
     junk: str = "event: content_block_delta\ndata: {not json\n\n"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Status(Fault):
     code: int = 529
     message: str = ""
