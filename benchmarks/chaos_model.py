@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.view.watch import process_alive
 from state.events import epoch, read_events
 from state.inbox import send
 from tests.fake_messages_api import (
@@ -167,21 +168,20 @@ def outcome_of(events: list[dict[str, Any]], served: list[str]) -> str:
 
 
 def left_running(pgid: int, events: list[dict[str, Any]]) -> list[str]:
-    """The run's process group, and the servers it started, still alive."""
+    """The run's process group, and the servers it started, still alive (a zombie waiting for
+    its reaper has ended: process_alive, as `agent watch` decides)."""
     left = []
-    try:
-        os.killpg(pgid, 0)
-        left.append(f"process group {pgid}")
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            left.append(f"pid {stat.parent.name} of the run's group")
+            os.kill(int(stat.parent.name), signal.SIGKILL)
     for e in events:
-        if e["type"] == "server_started":
-            try:
-                os.kill(int(e["pid"]), 0)
-                left.append(f"server {e['name']} pid {e['pid']}")
-            except (ProcessLookupError, ValueError, KeyError):
-                pass
+        if e["type"] == "server_started" and process_alive(int(e.get("pid") or 0)):
+            left.append(f"server {e['name']} pid {e['pid']}")
     return left
 
 

@@ -106,6 +106,11 @@ def sse_events(payload: bytes) -> list[bytes]:
     return [e + b"\n\n" for e in payload.split(b"\n\n") if e]
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a run stopped mid-request) is not the server's error."""
+
+
 @dataclass
 class FakeMessagesAPI:
     replies: list[dict[str, Any]]
@@ -195,7 +200,7 @@ class FakeMessagesAPI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
