@@ -4,7 +4,9 @@ for a sweep to end (a 4.5-minute sweep once ran a 4-minute budget to 10 minutes)
 While a turn's calls run, the loop looks every POLL_S for a stop waiting in the inbox (left there:
 delivering it in the middle of a call's events would split the conversation) and at the minutes
 used. Either one cancels the calls that can be cut; each gets an `interrupted` result, and the
-next step delivers the stop or ends the run on its budget, as it always did.
+next step delivers the stop or ends the run on its budget, as it always did. The loop looks the
+same way while it awaits the model - its stream, its retries, a pause (agent/loop.py
+`interruptible`) - and there the stop is delivered and the run ends at once.
 """
 
 from __future__ import annotations
@@ -70,19 +72,25 @@ class Interrupts:
         )
 
 
-def reason_now(run: Run, minutes: float) -> str | None:
+def reason_now(run: Run, minutes: float, all_limits: bool = False) -> str | None:
     """A stop requested or waiting, or the minutes budget used up (with an `agent budget` that
-    is waiting, the newest limit)."""
+    is waiting, the newest limit). With `all_limits` (while the model is awaited: its steps and
+    spend cannot move), the steps and USD budgets too, which only a lowered limit can cross."""
     state = run.state
     messages = waiting(run.path, state.inbox_done)
     if state.stop_requested or any(m.get("kind") == "stop" for m in messages):
         return "stopped by the supervisor"
-    limit = state.limits.get("max_minutes")
+    limits = dict(state.limits)
     for m in messages:
-        if m.get("kind") == "budget" and (m.get("limits") or {}).get("max_minutes"):
-            limit = m["limits"]["max_minutes"]
-    if limit and minutes >= limit:
-        return f"budget exhausted: {minutes:g} of {limit:g} minutes"
+        if m.get("kind") == "budget":
+            limits.update({k: v for k, v in (m.get("limits") or {}).items() if v})
+    used = {"max_minutes": (minutes, "minutes")}
+    if all_limits:
+        used |= {"max_steps": (state.steps, "steps"), "max_usd": (state.spend.usd, "USD")}
+    for key, (value, unit) in used.items():
+        limit = limits.get(key)
+        if limit and value >= limit:
+            return f"budget exhausted: {value:g} of {limit:g} {unit}"
     return None
 
 

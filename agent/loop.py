@@ -7,17 +7,26 @@ the supervisor's inbox are checked before every model call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
-from agent.brains.base import Brain, BrainError, BrainUnavailable, Turn, TurnRequest
-from agent.compaction import maybe_compact
-from agent.interrupts import Interrupts, reason_now
+from agent.brains.base import (
+    Brain,
+    BrainError,
+    BrainUnavailable,
+    PromptTooLong,
+    Turn,
+    TurnRequest,
+)
+from agent.compaction import compact_to_fit, maybe_compact
+from agent.interrupts import POLL_S, Interrupts, reason_now
 from agent.tool_batch import run_batch
 from state.atomic import is_disk_full
 from state.inbox import drain
@@ -56,8 +65,10 @@ class ModelUnavailable(RunEnded):
     status, exit_code = "model_unavailable", 1
 
 
+T = TypeVar("T")
 WARN_AT = 0.8  # share of a budget at which the model is told to wrap up
 PAUSE_FIRST_S, PAUSE_MAX_S = 15.0, 120.0  # the run's pauses on an unavailable API: doubling
+COMPACT_TRIES = 3  # compactions after "prompt is too long" before the run gives up
 THINKING_SHOWN = 2000  # characters of a turn's thinking summary kept on its message event
 NUDGE = (
     "You have made the same tool call with the same result several times (or are cycling "
@@ -119,13 +130,33 @@ class Agent:
         self.inbox(self.run)
         self.check_limits()
         await maybe_compact(self)
-        turn = await self.query()
+        turn = await self.query_fitting()
         await self.execute(turn)
+
+    async def query_fitting(self) -> Turn:
+        """The step's turn. A prompt the API refuses as past the model's context is compacted
+        (harder at each try) and sent again; a run that resumes such a prompt does the same."""
+        for tries in range(COMPACT_TRIES + 1):
+            try:
+                return await self.query()
+            except PromptTooLong as err:
+                if tries == COMPACT_TRIES:
+                    raise Failed(f"{err}; still too long after {tries} compactions") from err
+                try:
+                    await compact_to_fit(self, tries)
+                except PromptTooLong as again:
+                    raise Failed(f"{again}; even the compaction summary does not fit") from again
+        raise AssertionError("unreachable")
 
     async def query(
         self, purpose: str = "step", messages: list[dict[str, Any]] | None = None
     ) -> Turn:
-        turn = await self.ask(self.request(purpose, messages))
+        try:
+            turn = await self.ask(self.request(purpose, messages))
+        except BrainError as err:
+            if err.exchange is not None:  # a refusal is part of the recording, like a turn
+                self.run.append("api_exchange", **err.exchange)
+            raise
         if turn.exchange is not None:
             self.run.append("api_exchange", **turn.exchange)
         return turn
@@ -146,13 +177,17 @@ class Agent:
         )
 
     async def ask(self, request: TurnRequest) -> Turn:
-        """The brain's next turn. An overloaded, rate-limited or unreachable API (past the SDK's
-        own retries) pauses the run - a model_wait event per pause - until it answers, or until
-        overload_wait_minutes have passed: then the run ends, resumable."""
+        """The brain's next turn. An overloaded, rate-limited or unreachable API (past the
+        brain's own retries) pauses the run - a model_wait event per retry and per pause, with
+        the next try's time - until it answers, or until overload_wait_minutes have passed: then
+        the run ends, resumable. A stop or a budget ends any of these waits within POLL_S."""
+        notify = getattr(self.brain, "notify_waits", None)
+        if notify is not None:
+            notify(lambda why, seconds: self.model_wait("retry", why, seconds))
         since, pauses = self.clock(), 0
         while True:
             try:
-                return await self.brain.next_turn(request)
+                return await self.interruptible(self.brain.next_turn(request))
             except BrainUnavailable as err:
                 waited = self.clock() - since
                 limit = self.overload_wait_minutes * 60
@@ -162,13 +197,53 @@ class Agent:
                         f"{self.run.id}` goes on from here"
                     ) from err
                 pause = min(PAUSE_FIRST_S * 2**pauses, PAUSE_MAX_S, limit - waited)
-                waits = {"waited_s": round(waited, 1), "pause_s": round(pause, 1)}
-                self.run.append("model_wait", reason=str(err), **waits)
-                await self.sleep(pause)
+                self.model_wait("pause", str(err), pause, waited_s=round(waited, 1))
+                await self.interruptible(self.sleep(pause))
                 pauses += 1
-                self.inbox(self.run)  # the supervisor may stop a paused run
-                if self.run.state.stop_requested:
-                    raise Stopped("stopped by the supervisor") from None
+                self.act_on(reason_now(self.run, self.minutes(), all_limits=True))
+
+    def model_wait(self, stage: str, why: str, seconds: float, **more: Any) -> None:
+        """The API is unavailable: say why and when the next try is (watch shows it)."""
+        at = datetime.now(UTC) + timedelta(seconds=seconds)
+        retry_at = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.run.append(
+            "model_wait",
+            stage=stage,
+            reason=why,
+            pause_s=round(seconds, 1),
+            retry_at=retry_at,
+            **more,
+        )
+
+    async def interruptible(self, awaitable: Awaitable[T]) -> T:
+        """Wait on the model (its stream, its retries, a pause) while looking every POLL_S for
+        a stop and at the budgets: either one cancels the wait and ends the run at once."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=POLL_S)
+                if done:
+                    return task.result()
+                reason = reason_now(self.run, self.minutes(), all_limits=True)
+                if reason is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                    self.act_on(reason)
+        finally:
+            if not task.done():  # the run itself was cancelled (Ctrl-C, SIGTERM)
+                task.cancel()
+
+    def act_on(self, reason: str | None) -> None:
+        """End the run for a stop or a budget found while waiting: the inbox delivered first,
+        so the log says why, as before a model call."""
+        if reason is None:
+            return
+        self.inbox(self.run)
+        self.check_limits()  # raises with the usual words
+        if reason.startswith("stopped"):
+            raise Stopped(reason)
+        raise BudgetExhausted(reason)
 
     async def execute(self, turn: Turn) -> None:
         extra = {"thinking": turn.thinking[:THINKING_SHOWN]} if turn.thinking else {}

@@ -93,7 +93,7 @@ async def test_a_90_s_overload_pauses_the_run_and_it_goes_on(tmp_path: Path) -> 
     agent.brain.client.max_retries = 3  # fewer SDK retries than the outage: the loop must pause
     assert await agent.run_loop() == 0
     events = read_events(agent.run.events_path).events
-    waits = [e for e in events if e["type"] == "model_wait"]
+    waits = [e for e in events if e["type"] == "model_wait" and e["stage"] == "pause"]
     assert waits, "the loop never paused"
     assert all("529 overloaded" in e["reason"] for e in waits)
     assert time.now >= 90 and server.overloaded >= 4 and server.served == 2
@@ -109,7 +109,9 @@ async def test_the_sdk_alone_rides_out_a_short_overload_with_jittered_backoff(
     agent, server, time = campaign(tmp_path, until_s=20, wait_minutes=30)
     assert await agent.run_loop() == 0
     events = read_events(agent.run.events_path).events
-    assert not [e for e in events if e["type"] == "model_wait"]
+    waits = [e for e in events if e["type"] == "model_wait"]
+    assert waits and all(e["stage"] == "retry" for e in waits)  # announced; no pause of the run
+    assert all(e["retry_at"] > e["ts"] and "529 overloaded" in e["reason"] for e in waits)
     assert server.overloaded >= 2 and time.now >= 20
     steps = time.sleeps[: server.overloaded]
     assert all(s > 0.5 for s in steps)  # longer than the SDK's own 0.5 s first step

@@ -3,14 +3,19 @@ caching, cost accounting, token counts for compaction, and recorded exchanges.""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import random
+import re
 from typing import Any
 
 import anthropic
+import httpx2
 
 from agent.brains.base import (
     BrainError,
     BrainUnavailable,
+    PromptTooLong,
     TokenCount,
     Turn,
     TurnRequest,
@@ -18,7 +23,7 @@ from agent.brains.base import (
     request_delta,
     request_hash,
 )
-from agent.brains.client import PatientAnthropic
+from agent.brains.client import OnWait, PatientAnthropic, backoff_s, status_words
 from agent.brains.models import thinking_param
 from agent.brains.pricing import cost_usd
 
@@ -32,6 +37,25 @@ EPHEMERAL = {"type": "ephemeral"}
 UNCACHEABLE = ("thinking", "redacted_thinking")  # the API refuses cache_control on these
 INTERLEAVED = {"anthropic-beta": "interleaved-thinking-2025-05-14"}  # budgeted thinking + tools
 WORTH_WAITING = ("overloaded_error", "rate_limit_error", "api_error")
+TOO_LONG = re.compile(r"prompt is too long", re.IGNORECASE)
+# what a broken stream raises inside the SDK's parser: junk JSON, events out of order, an index
+# past the blocks, a message that never started (get_final_message asserts one)
+MALFORMED = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    RuntimeError,
+    AssertionError,
+)
+
+
+_RNG = random.Random()  # jitter for a client that is not a PatientAnthropic
+
+
+class StreamBroken(Exception):
+    """A stream that started and did not end with message_stop: cut, dropped or malformed."""
 
 
 class AnthropicBrain:
@@ -46,7 +70,14 @@ class AnthropicBrain:
         self.model = model
         self.prices = prices or {}
         self.client = client or PatientAnthropic()
-        self._previous: dict[str, Any] | None = None  # the last canonical request
+        self._previous: dict[str, Any] | None = None  # the last canonical request recorded
+        self.on_wait: OnWait | None = None  # told of each wait before a retry (the run logs it)
+
+    def notify_waits(self, on_wait: OnWait) -> None:
+        """Announce every retry wait, the SDK's and the stream's, to `on_wait`."""
+        self.on_wait = on_wait
+        if isinstance(self.client, PatientAnthropic):
+            self.client.on_wait = on_wait
 
     def build(self, req: TurnRequest) -> dict[str, Any]:
         """The request body, with cache breakpoints on tools, system and the last message."""
@@ -75,13 +106,20 @@ class AnthropicBrain:
         digest = request_hash(canon)
         delta = request_delta(self._previous, canon)
         self.check(digest, canon)
-        try:  # streamed: a non-streamed call with a large max_tokens is refused by the SDK
-            async with self.client.messages.stream(
-                **params, extra_headers=self.headers(params)
-            ) as stream:
-                message = await stream.get_final_message()
+        try:
+            message = await self._stream_retrying(params)
         except anthropic.APIStatusError as err:
-            raise _refused(err) from err
+            refused = _refused(err)
+            if not isinstance(refused, BrainUnavailable) and err.status_code >= 400:
+                # recorded: a replay is refused the same way, and the next delta builds on it
+                refused.exchange = {
+                    "request_hash": digest,
+                    "request": delta,
+                    "status": err.status_code,
+                    "response": err.body if isinstance(err.body, dict) else {},
+                }
+                self._previous = canon
+            raise refused from err
         except anthropic.APIConnectionError as err:
             raise BrainUnavailable(f"cannot reach the Anthropic API: {err}") from err
         self._previous = canon
@@ -89,7 +127,7 @@ class AnthropicBrain:
         usage = usage_of(response.get("usage") or {})
         return Turn(
             content=[_block(b) for b in response["content"]],
-            stop_reason=message.stop_reason or "end_turn",
+            stop_reason=str(message.stop_reason),  # set: the stream reached message_stop
             usage=usage,
             cost_usd=cost_usd(message.model, usage, self.prices),
             model=message.model,
@@ -101,6 +139,61 @@ class AnthropicBrain:
                 "response": response,
             },
         )
+
+    async def _stream_retrying(self, params: dict[str, Any]) -> Any:
+        """The final message of a complete stream. A stream that breaks after it started is
+        tried again on the overload schedule (the SDK retries the request, not the stream);
+        past the client's retries the API counts as unavailable and the loop pauses."""
+        retries = self.client.max_retries
+        for attempt in range(retries + 1):
+            try:
+                return await self._stream_once(params)
+            except StreamBroken as err:
+                if attempt >= retries:
+                    tries = f" ({attempt + 1} tries)" if attempt else ""
+                    raise BrainUnavailable(f"the Anthropic API: {err}{tries}") from err
+                patient = self.client if isinstance(self.client, PatientAnthropic) else None
+                wait = backoff_s(attempt, patient.rng if patient else _RNG)
+                if patient is not None:
+                    await patient.wait(wait, f"the Anthropic API: {err}")
+                else:
+                    if self.on_wait is not None:
+                        self.on_wait(f"the Anthropic API: {err}", wait)
+                    await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _stream_once(self, params: dict[str, Any]) -> Any:
+        """One streamed call, read to message_stop; StreamBroken when it ends any other way.
+        Streamed: a non-streamed call with a large max_tokens is refused by the SDK."""
+        events, stopped = 0, False
+        try:
+            async with self.client.messages.stream(
+                **params, extra_headers=self.headers(params)
+            ) as stream:
+                async for event in stream:
+                    events += 1
+                    stopped = stopped or event.type == "message_stop"
+                if not stopped:  # a clean end of the body before message_stop: cut short
+                    raise StreamBroken(f"the stream ended before message_stop ({events} events)")
+                message = await stream.get_final_message()
+                if message.stop_reason is None:  # message_stop without a message_delta
+                    raise StreamBroken("the stream reached message_stop without a stop_reason")
+                return message
+        except anthropic.APIStatusError as err:
+            if err.status_code == 200 and _error_of(err).get("type") in WORTH_WAITING:
+                raise StreamBroken(f"an error event mid-stream: {describe(err)}") from err
+            raise
+        except (anthropic.APIConnectionError, StreamBroken):
+            raise
+        except httpx2.TransportError as err:  # the SDK wraps these only before the response
+            raise StreamBroken(
+                f"the connection dropped mid-stream after {events} events "
+                f"({type(err).__name__}: {err})"
+            ) from err
+        except MALFORMED as err:
+            raise StreamBroken(
+                f"a malformed stream after {events} events ({type(err).__name__}: {err})"
+            ) from err
 
     async def count_tokens(self, req: TurnRequest) -> TokenCount | None:
         """The prompt's size as the API counts it; None (estimate instead) when it cannot."""
@@ -181,23 +274,15 @@ def _refused(err: anthropic.APIStatusError) -> BrainError:
     waiting = err.status_code in (429, 529) or err.status_code >= 500
     if waiting or error.get("type") in WORTH_WAITING:  # also an error event mid-stream
         return BrainUnavailable(f"the Anthropic API is unavailable: {describe(err)}")
+    if err.status_code == 413 or TOO_LONG.search(str(error.get("message") or "")):
+        return PromptTooLong(f"the prompt is past the model's context: {describe(err)}")
     return BrainError(f"the Anthropic API refused the request: {describe(err)}")
 
 
 def describe(err: anthropic.APIStatusError) -> str:
-    names = {
-        400: "bad request",
-        401: "authentication failed (check ANTHROPIC_API_KEY)",
-        403: "permission denied",
-        404: "not found (check the model name)",
-        413: "request too large",
-        429: "rate limited",
-        529: "overloaded",
-    }
     error = _error_of(err)
     status = err.status_code
     if status == 200 and error.get("type") == "overloaded_error":
         status = 529  # an error event in the middle of a stream
-    what = names.get(status, "server error" if status >= 500 else "error")
     detail = error.get("message")
-    return f"HTTP {status} {what}" + (f": {detail}" if detail else "")
+    return status_words(status) + (f": {detail}" if detail else "")

@@ -69,6 +69,13 @@ class TokenCounter(Protocol):
 class BrainError(Exception):
     """The brain cannot go on (bad credentials, a rejected request); the run saves and exits 1."""
 
+    exchange: dict[str, Any] | None = None  # the refused exchange, recorded: a replay meets it
+
+
+class PromptTooLong(BrainError):
+    """The prompt is past the model's context (HTTP 400 "prompt is too long", 413 request too
+    large): the loop compacts the conversation and asks again."""
+
 
 class BrainUnavailable(BrainError):
     """The API is overloaded, rate-limited or unreachable after the SDK's retries: worth waiting

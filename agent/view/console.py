@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from agent.view.fleet import fleet_line, summary
 from agent.view.standing import figures_of, final_lines, standing
-from agent.view.words import named, short
+from agent.view.words import api_unavailable, named, short
 from state.events import Event, read_events
 from state.fold import fold
 from state.sweeps import count
@@ -99,6 +99,8 @@ def describe(event: Event) -> str | None:
         levels = ", ".join(f"C={c} {v:,.1f}" for c, v in list(summary.items())[:8])
         label = event.get("label") or event.get("server") or event.get("id")
         return f"benchmark {label}: {levels} tok/s"
+    if t == "model_wait":  # the retry and the pause alike: when the next try is
+        return f"model {api_unavailable(event)}"
     if t == "run_finished":
         return (
             f"finished: {event['status']} (exit {event['exit_code']}): {one_line(event['reason'])}"

@@ -27,7 +27,7 @@ from agent.view.bars import Bar
 from agent.view.eta import estimate, eta_text
 from agent.view.fleet import fleet_panel
 from agent.view.standing import figures_of, final_lines, standing
-from agent.view.words import clock, short
+from agent.view.words import api_unavailable, clock, short
 from state.events import Event
 from state.fold import RunState
 from tools.bench import results
@@ -37,6 +37,8 @@ SYMBOL = {"completed": "✓", "in_progress": "▶", "pending": "○", "cancelled
 STYLE = {"completed": "green", "in_progress": "bold yellow", "pending": "", "cancelled": "dim"}
 PRIORITY = {"high": "bold red", "medium": "", "low": "dim"}
 MAX_TODOS = 14  # beyond this, the oldest finished items collapse into one line
+# events that end a wait on the API: it answered, or the run went on or ended
+API_ANSWERED = ("message", "api_exchange", "tool_call", "compaction", "run_finished")
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Board:
     run_path: Path = Path(".")  # the run folder: result files, recommendation.json
     log: list[Event] = field(default_factory=list)
     thinking: str = ""  # the model's latest thinking summary (message events carry it)
+    api_wait: Event | None = None  # the model_wait in force: the API is unavailable until then
     _results: dict[str, BenchResult] = field(default_factory=dict)
     _figures: tuple[int, Figures | None] = (-1, None)
 
@@ -89,6 +92,10 @@ class Board:
             self.tool_seq = event["seq"]
         elif kind in ("tool_result", "run_finished"):
             self.bars = []
+        if kind == "model_wait":
+            self.api_wait = event
+        elif kind in API_ANSWERED:
+            self.api_wait = None
         if kind == "message" and event.get("role") == "assistant" and event.get("thinking"):
             self.thinking = str(event["thinking"])
 
@@ -154,6 +161,8 @@ def _status(board: Board, now: datetime) -> RenderableType:
             doing = f"▶ {tool['name']} {args} · {clock(since(tool['ts'], now))}"
         elif s.fleet is not None and s.fleet.running:  # the controller waits on its trials
             doing = f"{len(s.fleet.running)} trial(s) in flight on the fleet"
+        elif board.api_wait is not None:
+            doing = api_unavailable(board.api_wait, now.timestamp())
         else:
             doing = f"thinking · {clock(since(board.last_ts, now))}"
         if s.stop_requested:

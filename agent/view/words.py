@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
+from state.events import epoch
 from state.text import printable
 
 
@@ -22,3 +26,15 @@ def named(kind: str, name: str) -> str:
     """ "server fa3" for a server named fa3, and "server", not "server server", for one named
     after its kind (the autopilot's server is "server", its baseline "baseline")."""
     return kind if name in ("", kind) else f"{kind} {name}"
+
+
+def api_unavailable(wait: dict[str, Any], now_s: float | None = None) -> str:
+    """The model API is unavailable: why, and when the next try is (from a model_wait event)."""
+    why = str(wait.get("reason") or "").removeprefix("the Anthropic API: ")
+    line = f"API unavailable: {short(why.removeprefix('the Anthropic API is unavailable: '), 90)}"
+    at = epoch(wait.get("retry_at"))
+    if at is not None:
+        line += f" · next try {datetime.fromtimestamp(at, UTC).strftime('%H:%M:%S')}"
+        if now_s is not None:
+            line += f" (in {clock(at - now_s)})"
+    return line
