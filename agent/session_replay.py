@@ -54,7 +54,10 @@ class Recording:
         path = source / "events.jsonl" if source.is_dir() else source
         if not path.is_file():
             raise FileNotFoundError(f"no recording at {source}")
-        contents = read_events(path)
+        try:
+            contents = read_events(path)
+        except ValueError as err:  # a damaged line or a broken sequence, not a torn tail
+            raise ValueError(f"{path}: {err}; the log was damaged, not torn") from None
         rec = cls(contents.events, contents.torn_report)
         current: str | None = None
         for event in rec.events:
