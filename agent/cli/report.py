@@ -28,7 +28,8 @@ def main(argv: list[str]) -> int:
         try:
             contents = read_events(path / "events.jsonl")
         except ValueError as err:  # a damaged line or a broken sequence, not a torn tail
-            raise RunError(f"{path / 'events.jsonl'}: {err}; the log was damaged, not torn") from None
+            damaged = f"{path / 'events.jsonl'}: {err}; the log was damaged, not torn"
+            raise RunError(damaged) from None
         if not contents.events:
             raise RunError(f"{path}: events.jsonl is empty")
     except RunError as err:
