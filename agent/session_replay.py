@@ -12,6 +12,9 @@ ended, and the next one starts as `agent resume` starts it (a fresh brain: its f
 whole, not a delta). What the sessions' clean-up and `agent resume` wrote outside tool calls
 (servers killed or adopted) is fed back; calls a crash left unstarted get recover's answer and no
 tool_call, as in the run; the minutes budget warns and ends where it did (recorded_clock).
+A run whose last model call failed (a 401, a bad request, a dropped stream: no exchange was
+recorded for it) ends there as recorded. --max-steps cuts the replay from outside the loop (its
+budgets stay the recorded ones), and only the replayed part is compared.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ class ReplayTools(ToolBox):
 
 
 class SessionEnd(RunEnded):
-    """The recorded session ended here (a budget, a stop, a crash); the next one resumes."""
+    """The recorded session ended here (a budget, a stop, a crash, a model call that failed);
+    the replay ends it the same way."""
 
     def __init__(self, ended: Event | None) -> None:
         super().__init__(ended["reason"] if ended else "the recorded session was cut off here")
@@ -129,12 +133,34 @@ class SessionEnd(RunEnded):
         self.exit_code = int(ended["exit_code"]) if ended else 1
 
 
+class ReplayCut(RunEnded):
+    """`agent replay --max-steps N` ended the replay after N model turns; the recording goes on,
+    and only what was replayed is compared."""
+
+    status, exit_code = "cut", 3
+
+
+# how a run ends when its model call fails (a BrainError, or the API unavailable for too long):
+# no api_exchange is written for the failed call, so the replay plays the recorded end there
+FAILED_CALL = ("error", "model_unavailable")
+
+
+def failed_call_end(rec: Recording) -> SessionEnd | None:
+    """The recording's last end, when it may have come from a model call that failed."""
+    last = rec.events[-1]
+    if last["type"] == "run_finished" and last.get("status") in FAILED_CALL:
+        return SessionEnd(last)
+    return None
+
+
 class RecordedInbox:
     """The loop's inbox in a replay: before the model call that follows the n-th assistant
     message, the supervisor events the recording has there (drain() delivers at that point), and
     the recorded end of a session that was resumed afterwards."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, cut_after: int | None = None) -> None:
+        self.cut_after = cut_after  # --max-steps: end the replay after this many model turns
+        self.cut = False
         self.pending: list[tuple[int, Event]] = []  # (assistant messages before it, event)
         self.minutes_at: dict[int, tuple[float, bool]] = {}  # minutes it warned or ended at
         turns, in_call = 0, False
@@ -155,6 +181,12 @@ class RecordedInbox:
             self.turns += 1
 
     def __call__(self, run: Run) -> int:
+        if self.cut_after is not None and self.turns >= self.cut_after:
+            self.cut = True
+            raise ReplayCut(
+                f"replay cut at {self.turns} of {self.cut_after} steps (--max-steps); "
+                "the recording goes on"
+            )
         fed = 0
         while self.pending and self.pending[0][0] <= self.turns:
             event = self.pending[0][1]
@@ -229,14 +261,15 @@ async def replay(
         config = Config.model_validate(started["config"])
     except ValidationError as err:
         raise ValueError(f"{source}: the recorded config does not load: {explain(err)}") from None
-    limits = Limits(
-        **{**started.get("limits", {}), **({"max_steps": max_steps} if max_steps else {})}
-    )
+    # the recorded limits: the loop warns and ends where it did (--max-steps is no budget of
+    # the run's: a budget warning at another step would change every request after it)
+    limits = Limits(**started.get("limits", {}))
     run = start(
         started["goal"], config, started["model"], runs_dir, run_id, limits, replay_of=str(source)
     )
     replay_brain = ReplayBrain([_fields(e) for e in rec.exchanges()], started["model"], faults)
-    inbox = RecordedInbox(rec)
+    replay_brain.ending = failed_call_end(rec)
+    inbox = RecordedInbox(rec, cut_after=max_steps)
     run.listeners.append(inbox.on_event)
     while True:  # one session of the recording at a time
         brain: Brain = replay_brain
@@ -256,7 +289,7 @@ async def replay(
             break
         replay_brain.fresh_session()  # a resumed process sends its first request whole
     # cut short by --max-steps: the recording goes on; otherwise a replay must reach its end
-    return code, run, compare(rec.events, run, truncated=code == 3 and max_steps is not None)
+    return code, run, compare(rec.events, run, truncated=inbox.cut)
 
 
 def compare(recorded: list[Event], run: Run, truncated: bool) -> str | None:
