@@ -4,12 +4,12 @@ goes on to the end. A changed host key is refused (tests/test_hosts_ssh.py also 
 alone; here it is the tool call the model makes).
 
 The cuts are placed on the work actually done, not on the clock alone: each waits for the
-connection the previous cut forced the host to make, then lands a random moment into the work on
-it (mid-command, mid-transfer, or between calls), and the campaign ends only with a call that
-started after the last cut. So every cut hits a live connection and is followed by a reconnect,
-however fast or slow the machine - "12 cuts, 13 connections" holds on a loaded box too (it failed
-2 runs of 4 there when cuts were timed by the clock alone: the last could land after the last
-remote call)."""
+connection the previous cut forced the host to make (and for a step that succeeded since), then
+lands a random moment into the work on it (mid-command, mid-transfer, or between calls), and the
+campaign ends only with a call that started after the last cut. So every cut hits a live
+connection and is followed by a reconnect, however fast or slow the machine: "12 cuts, 13
+connections" holds on a loaded box too. Cuts timed by the clock alone failed 7 runs of 8 beside
+two CPU hogs: a cut fell between a cut and its reconnect, or after the last remote call."""
 
 from __future__ import annotations
 
@@ -94,22 +94,29 @@ class RetryingBrain:
 
 
 def cut_live_connections(
-    proxy: Proxy, host: Any, rng: random.Random, done: threading.Event, hits: list[int]
+    proxy: Proxy,
+    host: Any,
+    brain: RetryingBrain,
+    rng: random.Random,
+    done: threading.Event,
+    hits: list[int],
 ) -> None:
     """CUTS cuts, each a random moment into the work on a connection the host made since the
-    previous cut. A connection that never comes (the campaign stalled) ends the cutting: the
-    test then fails on the number of cuts, not on a timeout."""
-    made = 0
+    previous cut, once a step has succeeded since then: a step is not cut again and again (its
+    identical failures would read as a stuck model). A campaign that stalls ends the cutting:
+    the test then fails on the number of cuts, not on a timeout."""
+    made, step = 0, -1
     try:
         for _ in range(CUTS):
             deadline = time.monotonic() + RECONNECT_DEADLINE_S
-            while host.connects <= made:  # until the previous cut's reconnect
+            while host.connects <= made or brain.step <= step:  # the reconnect, and progress
                 if time.monotonic() > deadline or done.is_set():  # stalled, or the loop ended
                     return
                 threading.Event().wait(0.01)
             made = host.connects
             threading.Event().wait(rng.uniform(0.05, 0.6))
             hits.append(len(proxy.links))  # the open links the cut aborts
+            step = brain.step
             proxy.cut()
     finally:
         done.set()
@@ -135,7 +142,7 @@ async def test_random_cuts_reconnect_and_the_campaign_goes_on(
     ssh = agent.ctx.hosts.get("box")  # the loop's own host: it counts its connections
     cutter = threading.Thread(
         target=cut_live_connections,
-        args=(proxy, ssh, random.Random(seed), done, hits),
+        args=(proxy, ssh, brain, random.Random(seed), done, hits),
         daemon=True,
     )
     cutter.start()
