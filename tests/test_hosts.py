@@ -89,9 +89,8 @@ async def test_detached_process_outlives_the_call_in_its_own_group(host: Host) -
     log = f"{await host.workdir()}/logs/d.log"
     pid = await host.start_detached("echo up; exec sleep 60", log)
     try:
-        for _ in range(50):
-            if b"up" in await host.read_bytes(log, 0, 100):
-                break
+        deadline = time.monotonic() + 60  # a started process says so when it is scheduled
+        while b"up" not in await host.read_bytes(log, 0, 100) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert await host.alive(pid)
         mine = [p for p in await host.processes() if p.pid == pid]
