@@ -175,10 +175,14 @@ class RecordedInbox:
             if minutes is not None:  # an end needs the limit reached: at least the limit then
                 self.minutes_at[turns] = (minutes, event["type"] == "run_finished")
         self.turns = 0
+        self.waiting = 0  # tool calls of the latest turn without their result yet
 
     def on_event(self, event: Event) -> None:
         if event["type"] == "message" and event.get("role") == "assistant":
             self.turns += 1
+            self.waiting = sum(b.get("type") == "tool_use" for b in event["content"])
+        elif event["type"] == "tool_result":
+            self.waiting -= 1
 
     def __call__(self, run: Run) -> int:
         if self.cut_after is not None and self.turns >= self.cut_after:
@@ -235,7 +239,11 @@ def recorded_clock(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
     budget warned or ended the session, none used elsewhere - the same decisions as recorded."""
 
     def clock() -> float:
-        minutes, ended = inbox.minutes_at.get(inbox.turns, (0.0, False))
+        # the recorded minutes once the turn's results are in, where the loop decided on them
+        # (before its next model call); while the tools run none: the stop watcher must not
+        # cut a replayed call the recording answered, however slowly the replay runs
+        key = inbox.turns if inbox.waiting <= 0 else -1
+        minutes, ended = inbox.minutes_at.get(key, (0.0, False))
         if ended:  # (the reason's figure is rounded)
             minutes = max(minutes, float(agent.run.state.limits.get("max_minutes") or 0))
         return agent.session_start + 60 * (minutes - agent.run.state.minutes_before)
