@@ -58,24 +58,42 @@ class FailingClaude(Claude):
         return AnthropicBrain(MODEL, client=client)
 
 
+def without_failed_exchanges(path: Path) -> None:
+    """The log as a brain that keeps no exchange for a failed call writes it (before refusals
+    were recorded; a stream cut for good): the failed calls' exchanges out, seq renumbered."""
+    kept = [e for e in read_events(path).events if not _failed_exchange(e)]
+    for seq, event in enumerate(kept, 1):
+        event["seq"] = seq
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in kept))
+
+
+def _failed_exchange(event: dict[str, object]) -> bool:
+    status = event.get("status")
+    return event["type"] == "api_exchange" and isinstance(status, int) and status >= 400
+
+
 def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = main(args)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
+@pytest.mark.parametrize("kept", [True, False], ids=["as-recorded", "no-exchange"])
 @pytest.mark.parametrize("status", [401, 400])
 @pytest.mark.parametrize("at", [1, 4])
 def test_a_run_that_ended_on_an_api_error_replays_without_drift(
-    status: int, at: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kept: bool, status: int, at: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs = tmp_path / "runs"
     run = supervised_start(runs, "r", max_steps=40)
     assert asyncio.run(session(run, FailingClaude(status, at))) == 1
     run.close()
+    if not kept:
+        without_failed_exchanges(run.events_path)
     recorded = read_events(run.events_path).events
     assert recorded[-1]["status"] == "error" and ERRORS[status][2] in recorded[-1]["reason"]
-    assert sum(e["type"] == "api_exchange" for e in recorded) == at - 1
+    succeeded = [e for e in recorded if e["type"] == "api_exchange" and not _failed_exchange(e)]
+    assert len(succeeded) == at - 1
 
     code, out, err = cli(["replay", str(run.path), "--check", "--runs-dir", str(runs)], capsys)
     assert code == 0 and "check: no drift" in out and "DRIFT" not in err, (code, out, err)
@@ -97,6 +115,7 @@ def test_an_api_error_where_the_recording_went_on_is_drift(
     run = supervised_start(runs, "r", max_steps=40)
     assert asyncio.run(session(run, FailingClaude(401, 4))) == 1
     run.close()
+    without_failed_exchanges(run.events_path)
     lines = run.events_path.read_bytes().splitlines(keepends=True)
     lines[-1] = lines[-1].replace(b'"status":"error"', b'"status":"finished"')
     lines[-1] = lines[-1].replace(b'"exit_code":1', b'"exit_code":0')
