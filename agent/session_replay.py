@@ -12,8 +12,9 @@ ended, and the next one starts as `agent resume` starts it (a fresh brain: its f
 whole, not a delta). What the sessions' clean-up and `agent resume` wrote outside tool calls
 (servers killed or adopted) is fed back; calls a crash left unstarted get recover's answer and no
 tool_call, as in the run; the minutes budget warns and ends where it did (recorded_clock).
-A run whose last model call failed (a 401, a bad request, a dropped stream: no exchange was
-recorded for it) ends there as recorded. --max-steps cuts the replay from outside the loop (its
+A run whose last model call failed with no exchange recorded for it (a stream cut for good, the
+API unavailable past the wait, a refusal where refusals were not recorded) ends there as
+recorded. --max-steps cuts the replay from outside the loop (its
 budgets stay the recorded ones), and only the replayed part is compared.
 """
 

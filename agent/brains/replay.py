@@ -61,7 +61,7 @@ class ReplayBrain(AnthropicBrain):
         self.faults = faults
         self._recorded: dict[str, Any] | None = None  # the recorded request, rebuilt
         # how the recording ended where its exchanges ran out, when a model call failed there
-        # (401, a bad request, a dropped stream): a call past the last exchange raises it
+        # with no exchange kept for it: a call past the last exchange raises it
         self.ending: BaseException | None = None
         transport = httpx2.MockTransport(self._handle)
         client: anthropic.AsyncAnthropic = PatientAnthropic(
