@@ -12,6 +12,10 @@ ended, and the next one starts as `agent resume` starts it (a fresh brain: its f
 whole, not a delta). What the sessions' clean-up and `agent resume` wrote outside tool calls
 (servers killed or adopted) is fed back; calls a crash left unstarted get recover's answer and no
 tool_call, as in the run; the minutes budget warns and ends where it did (recorded_clock).
+A run whose last model call failed with no exchange recorded for it (a stream cut for good, the
+API unavailable past the wait, a refusal where refusals were not recorded) ends there as
+recorded. --max-steps cuts the replay from outside the loop (its
+budgets stay the recorded ones), and only the replayed part is compared.
 """
 
 from __future__ import annotations
@@ -59,7 +63,10 @@ class Recording:
         path = source / "events.jsonl" if source.is_dir() else source
         if not path.is_file():
             raise FileNotFoundError(f"no recording at {source}")
-        contents = read_events(path)
+        try:
+            contents = read_events(path)
+        except ValueError as err:  # a damaged line or a broken sequence, not a torn tail
+            raise ValueError(f"{path}: {err}; the log was damaged, not torn") from None
         rec = cls(contents.events, contents.torn_report)
         current: str | None = None
         for event in rec.events:
@@ -123,7 +130,8 @@ class ReplayTools(ToolBox):
 
 
 class SessionEnd(RunEnded):
-    """The recorded session ended here (a budget, a stop, a crash); the next one resumes."""
+    """The recorded session ended here (a budget, a stop, a crash, a model call that failed);
+    the replay ends it the same way."""
 
     def __init__(self, ended: Event | None) -> None:
         super().__init__(ended["reason"] if ended else "the recorded session was cut off here")
@@ -131,12 +139,34 @@ class SessionEnd(RunEnded):
         self.exit_code = int(ended["exit_code"]) if ended else 1
 
 
+class ReplayCut(RunEnded):
+    """`agent replay --max-steps N` ended the replay after N model turns; the recording goes on,
+    and only what was replayed is compared."""
+
+    status, exit_code = "cut", 3
+
+
+# how a run ends when its model call fails (a BrainError, or the API unavailable for too long):
+# no api_exchange is written for the failed call, so the replay plays the recorded end there
+FAILED_CALL = ("error", "model_unavailable")
+
+
+def failed_call_end(rec: Recording) -> SessionEnd | None:
+    """The recording's last end, when it may have come from a model call that failed."""
+    last = rec.events[-1]
+    if last["type"] == "run_finished" and last.get("status") in FAILED_CALL:
+        return SessionEnd(last)
+    return None
+
+
 class RecordedInbox:
     """The loop's inbox in a replay: before the model call that follows the n-th assistant
     message, the supervisor events the recording has there (drain() delivers at that point), and
     the recorded end of a session that was resumed afterwards."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, cut_after: int | None = None) -> None:
+        self.cut_after = cut_after  # --max-steps: end the replay after this many model turns
+        self.cut = False
         self.pending: list[tuple[int, Event]] = []  # (assistant messages before it, event)
         self.minutes_at: dict[int, tuple[float, bool]] = {}  # minutes it warned or ended at
         turns, in_call = 0, False
@@ -151,12 +181,22 @@ class RecordedInbox:
             if minutes is not None:  # an end needs the limit reached: at least the limit then
                 self.minutes_at[turns] = (minutes, event["type"] == "run_finished")
         self.turns = 0
+        self.waiting = 0  # tool calls of the latest turn without their result yet
 
     def on_event(self, event: Event) -> None:
         if event["type"] == "message" and event.get("role") == "assistant":
             self.turns += 1
+            self.waiting = sum(b.get("type") == "tool_use" for b in event["content"])
+        elif event["type"] == "tool_result":
+            self.waiting -= 1
 
     def __call__(self, run: Run) -> int:
+        if self.cut_after is not None and self.turns >= self.cut_after:
+            self.cut = True
+            raise ReplayCut(
+                f"replay cut at {self.turns} of {self.cut_after} steps (--max-steps); "
+                "the recording goes on"
+            )
         fed = 0
         while self.pending and self.pending[0][0] <= self.turns:
             event = self.pending[0][1]
@@ -205,7 +245,11 @@ def recorded_clock(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
     budget warned or ended the session, none used elsewhere - the same decisions as recorded."""
 
     def clock() -> float:
-        minutes, ended = inbox.minutes_at.get(inbox.turns, (0.0, False))
+        # the recorded minutes once the turn's results are in, where the loop decided on them
+        # (before its next model call); while the tools run none: the stop watcher must not
+        # cut a replayed call the recording answered, however slowly the replay runs
+        key = inbox.turns if inbox.waiting <= 0 else -1
+        minutes, ended = inbox.minutes_at.get(key, (0.0, False))
         if ended:  # (the reason's figure is rounded)
             minutes = max(minutes, float(agent.run.state.limits.get("max_minutes") or 0))
         return agent.session_start + 60 * (minutes - agent.run.state.minutes_before)
@@ -231,14 +275,15 @@ async def replay(
         config = Config.model_validate(started["config"])
     except ValidationError as err:
         raise ValueError(f"{source}: the recorded config does not load: {explain(err)}") from None
-    limits = Limits(
-        **{**started.get("limits", {}), **({"max_steps": max_steps} if max_steps else {})}
-    )
+    # the recorded limits: the loop warns and ends where it did (--max-steps is no budget of
+    # the run's: a budget warning at another step would change every request after it)
+    limits = Limits(**started.get("limits", {}))
     run = start(
         started["goal"], config, started["model"], runs_dir, run_id, limits, replay_of=str(source)
     )
     replay_brain = ReplayBrain([_fields(e) for e in rec.exchanges()], started["model"], faults)
-    inbox = RecordedInbox(rec)
+    replay_brain.ending = failed_call_end(rec)
+    inbox = RecordedInbox(rec, cut_after=max_steps)
     run.listeners.append(inbox.on_event)
     while True:  # one session of the recording at a time
         brain: Brain = replay_brain
@@ -258,7 +303,7 @@ async def replay(
             break
         replay_brain.fresh_session()  # a resumed process sends its first request whole
     # cut short by --max-steps: the recording goes on; otherwise a replay must reach its end
-    return code, run, compare(rec.events, run, truncated=code == 3 and max_steps is not None)
+    return code, run, compare(rec.events, run, truncated=inbox.cut)
 
 
 def compare(recorded: list[Event], run: Run, truncated: bool) -> str | None:

@@ -2,7 +2,9 @@
 
 Every event is flushed and fsynced before `append` returns, so an event that was reported is on
 disk. A crash can at worst leave a torn last line; the reader drops it and says so, and the writer
-cuts it off before it appends again.
+cuts it off before it appends again. Nothing else can happen to a log that only this writer
+appended to, so the reader checks the sequence: a seq repeated, out of order or missing (a log
+copied together by hand, two writers, an edit) is corruption, named by its seq and byte offset.
 """
 
 from __future__ import annotations
@@ -52,12 +54,36 @@ def is_event(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("seq"), int) and "type" in obj
 
 
+class SeqBreak(ValueError):
+    """The log's sequence is broken: a seq repeated, out of order or missing."""
+
+
+def seq_break(seq: int, previous: int, offset: int) -> SeqBreak | None:
+    """Why `seq` cannot follow `previous` (0: nothing before it) at byte `offset`, or None."""
+    if seq == previous + 1:
+        return None
+    if seq == previous:
+        what = f"seq {seq} repeated"
+    elif seq < previous:
+        what = f"seq {seq} out of order (after seq {previous})"
+    elif seq == previous + 2:
+        what = f"seq {previous + 1} missing (seq {seq} follows seq {previous})"
+    else:
+        what = f"seq {previous + 1}..{seq - 1} missing (seq {seq} follows seq {previous})"
+    return SeqBreak(f"broken sequence at byte {offset}: {what}")
+
+
 def parse_lines(
-    data: bytes, start_offset: int = 0, valid: Callable[[Any], bool] = is_event
+    data: bytes,
+    start_offset: int = 0,
+    valid: Callable[[Any], bool] = is_event,
+    after_seq: int | None = None,
 ) -> LogContents:
     """Parse complete lines of `data`; an unterminated or unparsable tail is reported as torn.
-    A line that parses but is not `valid` counts as unparsable."""
+    A line that parses but is not `valid` counts as unparsable. Each complete line's seq must
+    follow the one before (the first follows `after_seq`; None: records without a sequence)."""
     out = LogContents(end=start_offset)
+    previous = after_seq
     pos = 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
@@ -70,13 +96,18 @@ def parse_lines(
                 obj = json.loads(line)
                 if not valid(obj):
                     raise ValueError("not a record")
-                out.events.append(obj)
             except ValueError:
                 # only the last line can be torn; a bad line in the middle is corruption
                 if data[nl + 1 :].strip():
                     raise ValueError(f"corrupt event at byte {start_offset + pos}") from None
                 out.torn = data[pos:]
                 break
+            if previous is not None:
+                broken = seq_break(obj["seq"], previous, start_offset + pos)
+                if broken is not None:
+                    raise broken
+                previous = obj["seq"]
+            out.events.append(obj)
         pos = nl + 1
         out.end = start_offset + pos
     return out
@@ -87,7 +118,7 @@ def read_events(path: Path) -> LogContents:
         data = path.read_bytes()
     except FileNotFoundError:
         return LogContents()
-    return parse_lines(data)
+    return parse_lines(data, after_seq=0)
 
 
 class EventLog:

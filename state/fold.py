@@ -42,6 +42,7 @@ class RunState:
     config: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     started_ts: str = ""
+    replay_of: str | None = None  # `agent replay`'s runs: the recording it replayed
     messages: list[dict[str, Any]] = field(default_factory=list)
     todos: list[dict[str, Any]] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)
@@ -84,6 +85,7 @@ class RunState:
         self.brain, self.model = e.get("brain", ""), e.get("model", "")
         self.config, self.limits = e.get("config", {}), dict(e.get("limits", {}))
         self.started_ts = e["ts"]
+        self.replay_of = e.get("replay_of")
 
     def _on_run_resumed(self, e: Event) -> None:
         self.finished = None

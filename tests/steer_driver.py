@@ -268,13 +268,18 @@ def spawn(runs_dir: Path, run_id: str, *args: str, **popen: Any) -> subprocess.P
     return subprocess.Popen([*argv, "--run-id", run_id, *args], cwd=ROOT, **popen)
 
 
-def agent_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+# how long a test waits on a driven run or an `agent` process before it calls it hung: an outcome
+# arrives in seconds, but on a loaded 2-core machine (two CPU hogs beside the suite) 30 s ran out
+DEADLINE_S = 180.0
+
+
+def agent_cli(*args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess[str]:
     """`agent ...` as a user runs it, in another process."""
     argv = [sys.executable, "-m", "agent.cli", *args]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def wait_for(run_path: Path, predicate: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
+def wait_for(run_path: Path, predicate: Any, timeout: float = DEADLINE_S) -> list[dict[str, Any]]:
     """Poll the run's events until predicate(events) is true; returns the events."""
     from state.events import read_events
 

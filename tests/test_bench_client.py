@@ -9,7 +9,6 @@ import asyncio
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,10 +100,10 @@ async def test_a_keep_alive_connection_closed_as_we_send_is_retried_once(fake: s
 
 
 async def test_a_stalled_stream_times_out(fake: str) -> None:
-    t0 = time.monotonic()
     out = await run_sweep(spec(fake, "stall", [2], n=2, stall_timeout_s=0.5))
+    # the fake stalls for an hour: a timeout is the stall timeout's doing (no wall-clock bound
+    # here - how fast it fired is a timing claim, and a loaded machine made such bounds flaky)
     assert out.points[0]["errors"] == {"timeout": 2}
-    assert time.monotonic() - t0 < 10
 
 
 async def test_unreachable_server_is_one_clear_error() -> None:
@@ -121,10 +120,9 @@ async def test_unreachable_server_is_one_clear_error() -> None:
         for f in fillers:
             f.setblocking(False)
             f.connect_ex(("127.0.0.1", port))
-        t0 = time.monotonic()
+        # the SYN would hang for minutes: the message is the connect timeout's own
         with pytest.raises(BenchError, match=r"no connection within 0\.5 s"):
             await run_sweep(spec(f"http://127.0.0.1:{port}", "", [1], connect_timeout_s=0.5))
-        assert time.monotonic() - t0 < 3
         for f in fillers:
             f.close()
     with pytest.raises(BenchError, match="scheme"):

@@ -70,7 +70,12 @@ async def test_a_dead_server_is_recorded_killed(crashed: tuple[ToolContext, Conf
     ctx, _ = crashed
     pgid = int(ctx.run.state.servers["server"]["pgid"])
     os.killpg(pgid, signal.SIGKILL)  # the box's OOM killer, say
-    time.sleep(0.3)
+    # gone once the kernel has run the kills, as recover sees processes (a fixed 0.3 s sleep
+    # raced a loaded machine)
+    host, deadline = ctx.hosts.get(), time.monotonic() + 60
+    while any(p.pgid == pgid for p in await host.processes()):
+        assert time.monotonic() < deadline, f"group {pgid} still there 60 s after SIGKILL"
+        await asyncio.sleep(0.05)
     (line,) = await recover(ctx)
     assert line.startswith("server server: its processes are gone")
     killed = read_events(ctx.run.events_path).events[-1]

@@ -43,7 +43,7 @@ async def eventually_dead(host: Host, pid: int, within: float = 5.0) -> bool:
 async def test_run_reports_exit_code_streams_and_duration(host: Host) -> None:
     res = await host.run("echo out; echo err >&2; sleep 0.2; exit 3")
     assert (res.exit_code, res.stdout, res.stderr, res.timed_out) == (3, "out\n", "err\n", False)
-    assert 0.2 <= res.duration < 10
+    assert 0.2 <= res.duration < 60  # the sleep is measured (the bound only catches nonsense)
 
 
 async def test_run_starts_in_the_workdir_and_creates_it(host: Host, tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ async def test_timeout_kills_everything_the_command_started(host: Host) -> None:
     res = await host.run(cmd, timeout=1)
     assert res.timed_out and res.exit_code is None
     assert res.stdout == "before\n"  # what it printed before the timeout is kept
-    assert res.duration < 8
+    assert res.duration < 60  # ended by the timeout: waiting for the sleeps takes 60 s or more
     for name in ("bg.pid", "nohup.pid"):
         pid = int((await host.run(f"cat {name}")).stdout)
         assert await eventually_dead(host, pid), f"{name}: pid {pid} survived the timeout"
@@ -89,9 +89,8 @@ async def test_detached_process_outlives_the_call_in_its_own_group(host: Host) -
     log = f"{await host.workdir()}/logs/d.log"
     pid = await host.start_detached("echo up; exec sleep 60", log)
     try:
-        for _ in range(50):
-            if b"up" in await host.read_bytes(log, 0, 100):
-                break
+        deadline = time.monotonic() + 60  # a started process says so when it is scheduled
+        while b"up" not in await host.read_bytes(log, 0, 100) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert await host.alive(pid)
         mine = [p for p in await host.processes() if p.pid == pid]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,11 +101,19 @@ async def test_connection_cut_mid_command_then_the_next_call_reconnects(
     host = SSHHost(server.host_config("cut", port=proxy.port, workdir=str(tmp_path)))
     try:
         assert (await host.run("echo before")).stdout == "before\n"
-        running = asyncio.create_task(host.run("sleep 5; echo finished", timeout=30))
-        await asyncio.sleep(0.5)
+        # cut while the command runs: once it has said so (a fixed 0.5 s sleep could cut
+        # before its channel opened on a loaded machine, or after a short command ended)
+        started = tmp_path / "started"
+        running = asyncio.create_task(
+            host.run(f"touch {started}; sleep 60; echo finished", timeout=120)
+        )
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline and not running.done(), "the command never ran"
+            await asyncio.sleep(0.02)
         proxy.cut()
         with pytest.raises(HostError, match="lost during the command"):
-            await asyncio.wait_for(running, 10)
+            await asyncio.wait_for(running, 60)
         res = await host.run("echo after")
         assert (res.exit_code, res.stdout) == (0, "after\n")
         assert host.connects == 2 and proxy.accepted == 2

@@ -34,19 +34,39 @@ async def wait_ended(
     raise AssertionError(f"job {name} still running after {within} s")
 
 
+async def wait_said(
+    ctx: ToolContext, name: str, words: str, within: float = 30
+) -> tuple[str, dict[str, object]]:
+    """job_status once the job's log says `words` (a job on a loaded box starts when it starts:
+    a fixed sleep raced it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        text, is_error, data = await call(ctx, "job_status", name=name)
+        assert not is_error, text
+        if words in text:
+            return text, data
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {name} never said {words!r} in {within} s")
+
+
 async def test_job_runs_detached_shows_progress_and_exit(host_ctx: ToolContext) -> None:
-    cmd = 'for i in 1 2 3 4 5 6; do echo "step $i/6 (2.0 it/s)"; sleep 0.5; done'
+    # half-way it waits for the test: it is running, with progress, when it is looked at
+    cmd = (
+        'for i in 1 2 3; do echo "step $i/6 (2.0 it/s)"; done; '
+        "while [ ! -e go ]; do sleep 0.05; done; "
+        'for i in 4 5 6; do echo "step $i/6 (2.0 it/s)"; done'
+    )
     text, is_error, data = await call(host_ctx, "start_job", name="gen", command=cmd)
     assert not is_error, text
     assert "started" in text and data["pid"]
-    await asyncio.sleep(0.6)
-    text, _, data = await call(host_ctx, "job_status", name="gen")
+    text, data = await wait_said(host_ctx, "gen", "step 3/6")
     assert data["running"] is True and "running for" in text
     assert (
         "progress: step" in text
         and "rate 2.0 it/s" in text
         and 0 < float(str(data["fraction"])) < 1
     )
+    assert (await host_ctx.hosts.get().run("touch go")).exit_code == 0  # in the job's workdir
     text, data = await wait_ended(host_ctx, "gen")
     assert "finished OK" in text and data["exit_code"] == 0 and data["fraction"] == 1.0
     assert "step 6/6" in text
@@ -74,7 +94,7 @@ async def test_stop_job_kills_a_job_that_ignores_sigterm(
     try:
         cmd = "trap '' TERM; echo ready; sleep 60 & wait; sleep 60"
         await call(host_ctx, "start_job", name="stubborn", command=cmd)
-        await asyncio.sleep(0.5)
+        await wait_said(host_ctx, "stubborn", "ready")  # its trap is set: TERM cannot end it
         text, is_error, data = await call(host_ctx, "stop_job", name="stubborn")
         assert not is_error and data == {"forced": True, "gone": True}, text
         text, data = await wait_ended(host_ctx, "stubborn")

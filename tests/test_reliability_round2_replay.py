@@ -242,7 +242,20 @@ async def test_a_run_ended_by_its_minutes_budget_replays(tmp_path: Path) -> None
     config = session_config()
     run = start("beat baseline", config, MODEL, runs, "m", Limits(max_steps=40, max_minutes=5))
     agent = make_agent(run, Claude({}).brain(), config)
-    agent.clock = lambda: agent.session_start + 60 * run.state.steps  # a minute a turn
+    # a minute a turn, once its results are in: the budget ends the run before a model call,
+    # not in the middle of a turn's tools (where the stop watcher's poll raced the tools on a
+    # loaded machine: it failed there once)
+    waiting = [0]  # the latest turn's tool calls without their result yet
+
+    def count(e: dict[str, Any]) -> None:
+        if e["type"] == "message" and e["role"] == "assistant":
+            waiting[0] = sum(b["type"] == "tool_use" for b in e["content"])
+        elif e["type"] == "tool_result":
+            waiting[0] -= 1
+
+    run.listeners.append(count)
+    answered = lambda: run.state.steps - (waiting[0] > 0)  # noqa: E731
+    agent.clock = lambda: agent.session_start + 60 * answered()
     assert await agent.run_loop() == 3
     run.close()
     events = read_events(runs / "m" / "events.jsonl").events

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import alive
-from tests.steer_driver import agent_cli, spawn, wait_for, waiting_at_gate
+from tests.steer_driver import DEADLINE_S, agent_cli, spawn, wait_for, waiting_at_gate
 
 Events = list[dict[str, Any]]
 
@@ -54,7 +54,7 @@ def test_say_many_at_once_each_reaches_the_loop_exactly_once_before_the_next_cal
         assert [r.returncode for r in replies] == [0] * len(texts), [r.stderr for r in replies]
         assert all(r.stdout.startswith("message queued for run") for r in replies)
         (run / "gate").touch()
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=DEADLINE_S) == 0
     finally:
         proc.kill()
     from state.events import read_events
@@ -75,13 +75,13 @@ def test_stop_ends_with_130_kills_the_servers_and_writes_the_report(tmp_path: Pa
     proc = spawn(runs, "stop", "--turns", "200", "--pace", "0.1", "--real")
     run = runs / "stop"
     try:
-        events = wait_for(run, lambda ev: bool(of_type(ev, "benchmark")), timeout=60)
+        events = wait_for(run, lambda ev: bool(of_type(ev, "benchmark")))
         started = of_type(events, "server_started")[0]
         workers = [w["pid"] for w in of_type(events, "server_ready")[0].get("workers", [])]
         pids = [started["pid"], *workers]
         assert all(alive(p) for p in pids) and len(pids) >= 2
         assert agent_cli("stop", "stop", "--runs-dir", str(runs)).returncode == 0
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=DEADLINE_S) == 130
     finally:
         proc.kill()
     from state.events import read_events
@@ -112,7 +112,7 @@ def test_budget_raises_the_step_limit_of_a_live_run(tmp_path: Path) -> None:
         assert bad.returncode == 2 and "--steps, --usd or --minutes" in bad.stderr
         assert agent_cli("budget", str(run), "--steps", "20").returncode == 0
         (run / "gate").touch()
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=DEADLINE_S)
     finally:
         proc.kill()
     from state.events import read_events

@@ -10,16 +10,15 @@ import select
 import socket
 import subprocess
 import sys
-import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from agent.view.watch import Follower, follow, watch_view
+from agent.view.watch import Follower, Line, follow, watch_view
 from state.events import EventLog, read_events
-from tests.steer_driver import ROOT, agent_cli, spawn, wait_for, waiting_at_gate
+from tests.steer_driver import DEADLINE_S, ROOT, agent_cli, spawn, wait_for, waiting_at_gate
 
 
 def line(seq: int, type_: str = "note", **data: object) -> bytes:
@@ -71,27 +70,49 @@ def test_follower_keeps_its_place_when_a_torn_tail_is_cut_off(tmp_path: Path) ->
     assert not reset and [(x.event["seq"], x.event["type"]) for x in lines] == [(2, "run_resumed")]
 
 
+class Clock:
+    """The follower's clock, moved by the test alone: the grace runs out when the test says so,
+    however slowly the machine polls (a writer thread that slept 0.2 s of a 0.6 s grace raced
+    the follower on a loaded machine)."""
+
+    def __init__(self) -> None:
+        self.now, self.calls = 0.0, 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.now
+
+
+def until(batches: Iterator[tuple[bool, list[Line]]], kind: str) -> list[str]:
+    """The event types the follower yields up to a batch that holds `kind` (a bounded wait)."""
+    seen: list[str] = []
+    for _ in range(2000):  # polls of 0.01 s, 20 s at the least: far past any delivery
+        seen += [x.event["type"] for x in next(batches)[1]]
+        if kind in seen:
+            return seen
+    raise AssertionError(f"the follower never yielded {kind}: {seen}")
+
+
 def test_follow_waits_out_the_grace_for_a_resume_after_run_finished(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(line(1, "run_started"))
-
-    def writer() -> None:
-        time.sleep(0.1)
-        with open(path, "ab") as out:
-            out.write(line(2, "run_finished"))
-        time.sleep(0.2)  # within the grace: `agent resume` goes on
-        with open(path, "ab") as out:
-            out.write(line(3, "run_resumed") + line(4, "run_finished"))
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    seen = [x.event["type"] for _, batch in follow(path, interval=0.02, grace=0.6) for x in batch]
-    thread.join()
+    clock = Clock()
+    batches = follow(path, interval=0.01, grace=0.5, clock=clock)
+    seen = until(batches, "run_started")
+    with open(path, "ab") as out:
+        out.write(line(2, "run_finished"))
+    seen += until(batches, "run_finished")
+    clock.now = 0.25  # within the grace: `agent resume` goes on
+    with open(path, "ab") as out:
+        out.write(line(3, "run_resumed") + line(4, "run_finished"))
+    seen += until(batches, "run_resumed")
     assert seen == ["run_started", "run_finished", "run_resumed", "run_finished"]
-    # started after the run ended: the final state at once, no waiting
-    start = time.monotonic()
-    assert len([b for b in follow(path, interval=0.02, grace=30)]) == 1
-    assert time.monotonic() - start < 5
+    clock.now = 0.25 + 0.5  # the grace after the last run_finished is over: the follow ends
+    assert next(batches, None) is None
+    # started after the run ended: the final state at once, no waiting (the clock never read)
+    clock = Clock()
+    assert len(list(follow(path, interval=0.02, grace=30, clock=clock))) == 1
+    assert clock.calls == 0
 
 
 def test_watch_renders_a_live_run_and_follows_it_to_the_end(tmp_path: Path) -> None:
@@ -119,7 +140,7 @@ def test_watch_renders_a_live_run_and_follows_it_to_the_end(tmp_path: Path) -> N
         (run / "gate").touch()
         console = Console(record=True, width=120)
         board = watch_view(run / "events.jsonl", console, interval=0.05, grace=0.3)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=DEADLINE_S) == 0
     finally:
         proc.kill()
     text = console.export_text()
@@ -137,8 +158,8 @@ def test_watch_json_streams_every_event_as_ndjson(tmp_path: Path) -> None:
     try:
         wait_for(run, lambda ev: len(ev) >= 1)
         argv = [sys.executable, "-m", "agent.cli", "watch", str(run), "--json", "--grace", "0.5"]
-        watcher = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=60)
-        assert proc.wait(timeout=30) == 0
+        watcher = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=DEADLINE_S)
+        assert proc.wait(timeout=DEADLINE_S) == 0
     finally:
         proc.kill()
     assert watcher.returncode == 0, watcher.stderr
@@ -163,7 +184,7 @@ def test_agent_run_draws_the_live_view_on_a_terminal_and_lines_elsewhere(tmp_pat
     out = b""
     try:
         while True:
-            ready, _, _ = select.select([master], [], [], 30)
+            ready, _, _ = select.select([master], [], [], DEADLINE_S)
             if not ready:
                 break
             try:
@@ -173,7 +194,7 @@ def test_agent_run_draws_the_live_view_on_a_terminal_and_lines_elsewhere(tmp_pat
             if not chunk:
                 break
             out += chunk
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=DEADLINE_S) == 0
     finally:
         proc.kill()
         os.close(master)
@@ -191,7 +212,7 @@ def test_agent_run_draws_the_live_view_on_a_terminal_and_lines_elsewhere(tmp_pat
 def test_todos_prints_the_list_and_json_prints_exactly_todos_json(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     proc = spawn(runs, "todos", "--turns", "4", "--pace", "0", "--no-server")
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=DEADLINE_S) == 0
     as_json = agent_cli("todos", "todos", "--json", "--runs-dir", str(runs))
     assert as_json.returncode == 0
     assert as_json.stdout == (runs / "todos" / "todos.json").read_text()

@@ -60,6 +60,9 @@ class ReplayBrain(AnthropicBrain):
         self.index = 0
         self.faults = faults
         self._recorded: dict[str, Any] | None = None  # the recorded request, rebuilt
+        # how the recording ended where its exchanges ran out, when a model call failed there
+        # with no exchange kept for it: a call past the last exchange raises it
+        self.ending: BaseException | None = None
         transport = httpx2.MockTransport(self._handle)
         client: anthropic.AsyncAnthropic = PatientAnthropic(
             api_key="replay",
@@ -89,6 +92,8 @@ class ReplayBrain(AnthropicBrain):
 
     def check(self, digest: str, canon: dict[str, Any]) -> None:
         if self.index >= len(self.exchanges):
+            if self.ending is not None:  # the recorded call failed: no exchange was kept
+                raise self.ending
             raise DriftError(
                 f"the loop made model call {self.index + 1}; the recording has "
                 f"only {len(self.exchanges)}"

@@ -92,10 +92,15 @@ def build_parser() -> Parser:
     p = sub.add_parser("replay", help="replay a recorded session (a run or an events file)")
     p.add_argument("source", metavar="RUN_OR_FILE")
     p.add_argument("--check", action="store_true", help="fail with a diff on any drift")
-    p.add_argument("--max-steps", type=int, help="stop the replay after N model turns")
+    p.add_argument(
+        "--max-steps",
+        type=positive(int),
+        help="stop the replay after N model turns; --check compares that part (exit 3)",
+    )
     runs_dir_arg(p)
 
     p = sub.add_parser("runs", help="list the runs")
+    p.add_argument("--all", action="store_true", help="list the replays (agent replay) too")
     runs_dir_arg(p)
 
     for name, help_text in (
@@ -203,13 +208,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         code, run, drift = asyncio.run(replay(source, args.runs_dir, max_steps=args.max_steps))
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(str(err)) from None
+    run.close()  # the replay is over: its folder is anyone's to read
     print(f"replayed {source} into {run.path}: exit {code}")
+    if not args.check:  # the replayed run's own exit code, as `agent run` would have ended
+        if drift:
+            print(f"DRIFT: {drift}", file=sys.stderr)
+        return code
+    # --check: whether the replay matched, whatever the recorded run's own end (a stop: 130)
     if drift:
         print(f"DRIFT: {drift}", file=sys.stderr)
-        return (code or 1) if args.check else code
-    if args.check:
-        print("check: no drift")
-    return code
+        return 1
+    ended = run.state.finished or {}
+    if ended.get("status") == "cut":
+        print(
+            f"check: the first {run.state.steps} model turns match the recording "
+            f"(--max-steps cut the replay; the rest is not compared)"
+        )
+        return 3
+    print("check: no drift")
+    return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -219,6 +236,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not args.runs_dir.is_dir():
         raise RunError(f"runs folder {args.runs_dir} does not exist")
     rows: list[tuple[str, ...]] = []
+    replays = 0  # `agent replay`'s runs: checks of a recording, not campaigns
     for path in sorted(args.runs_dir.iterdir()):
         if (path / "events.jsonl").is_file():
             try:
@@ -227,9 +245,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 rows.append((path.name, "?", "?", f"unreadable: {err}", ""))
                 continue
             end = state.finished["status"] if state.finished else "running or interrupted"
+            if state.replay_of is not None:
+                replays += 1
+                if not args.all:
+                    continue
+                end = f"replay: {end}"
             rows.append((path.name, state.brain, str(state.steps), end, state.goal))
+    hidden = (
+        ""
+        if args.all or not replays
+        else (f"{replays} replay{'s' * (replays > 1)} not listed (agent runs --all)")
+    )
     if not rows:
-        print(f"no runs in {args.runs_dir}")
+        print(f"no runs in {args.runs_dir}" + (f"; {hidden}" if hidden else ""))
         return 0
     rows.insert(0, ("RUN", "BRAIN", "STEPS", "STATUS", "GOAL"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -239,6 +267,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             for i, (c, w) in enumerate(zip(row[:4], widths, strict=True))
         ]
         print("  ".join([*cells, row[4]]).rstrip())
+    if hidden:
+        print(hidden)
     return 0
 
 

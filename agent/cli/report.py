@@ -25,10 +25,14 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         path = resolve_run(args.run, args.runs_dir)
-        contents = read_events(path / "events.jsonl")
+        try:
+            contents = read_events(path / "events.jsonl")
+        except ValueError as err:  # a damaged line or a broken sequence, not a torn tail
+            damaged = f"{path / 'events.jsonl'}: {err}; the log was damaged, not torn"
+            raise RunError(damaged) from None
         if not contents.events:
             raise RunError(f"{path}: events.jsonl is empty")
-    except (RunError, ValueError) as err:
+    except RunError as err:
         print(f"agent report: {err}", file=sys.stderr)
         return 2
     out = args.out or path

@@ -43,6 +43,12 @@ def resume_campaign(path: Path) -> int:
             f"run {run.id} was cut off before it started (no run_started event): "
             f"delete {path} and start it again with `agent run`"
         )
+    if run.state.replay_of is not None:  # its brain answered from a recording: nothing to go on
+        run.close()
+        raise RunError(
+            f"run {run.id} is a replay of {run.state.replay_of}, not a campaign: it cannot be "
+            "resumed (replay the recording again with `agent replay`)"
+        )
     finished = run.state.finished
     if finished and finished["status"] == "finished":
         print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)

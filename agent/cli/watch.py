@@ -51,11 +51,15 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.json:
-        return stream_json(path, sys.stdout, args.interval, args.grace, args.once, args.fleet)
     try:
+        if args.json:
+            return stream_json(path, sys.stdout, args.interval, args.grace, args.once, args.fleet)
         board = watch_view(path, Console(), args.interval, args.grace, args.once)
     except NoEvents as err:
         print(f"agent watch: {err}", file=sys.stderr)
         return 1
+    except ValueError as err:  # a line damaged or the sequence broken: as `todos` says it
+        sys.stdout.flush()
+        print(f"agent watch: {path}: {err}; the log was damaged, not torn", file=sys.stderr)
+        return 2
     return 1 if board.gone else 0

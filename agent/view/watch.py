@@ -25,7 +25,7 @@ from rich.live import Live
 from agent.view.bars import read_progress
 from agent.view.fleet import FLEET_EVENTS, snapshot
 from agent.view.live import Board, event_line, render
-from state.events import Event
+from state.events import Event, parse_lines
 from state.fleet import FleetState
 from state.lock import LOCK_NAME
 
@@ -98,38 +98,34 @@ class Follower:
         self.path = path
         self.offset = 0  # just past the last complete line
         self.inode: int | None = None
-        self.warnings: list[str] = []
+        self.seq = 0  # of the last event read: the next must be seq + 1
 
     def poll(self) -> tuple[bool, list[Line]]:
-        """(whether the file was replaced and reading started over, the new complete lines)."""
+        """(whether the file was replaced and reading started over, the new complete lines).
+        Raises ValueError for a complete line that is not an event or breaks the sequence: the
+        writer appends whole lines in order, so either is corruption, as for `read_events`."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return False, []
         reset = st.st_size < self.offset or self.inode not in (None, st.st_ino)
         if reset:
-            self.offset = 0
+            self.offset, self.seq = 0, 0
         self.inode = st.st_ino
         if st.st_size <= self.offset:
             return reset, []
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             data = f.read(st.st_size - self.offset)
-        chunks = data.split(b"\n")
-        partial = chunks.pop()
-        self.offset += len(data) - len(partial)
-        lines = []
-        for raw in chunks:
-            if not raw.strip():
-                continue
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                self.warnings.append(f"skipped a line that is not JSON at byte ~{self.offset}")
-                continue
-            if isinstance(event, dict) and "type" in event and "seq" in event:
-                lines.append(Line(raw, event))
-        return reset, lines
+        complete = data[: data.rfind(b"\n") + 1]  # a trailing partial line is read again later
+        contents = parse_lines(complete, self.offset, after_seq=self.seq)
+        if contents.torn:  # only complete lines were parsed: a bad one is not a torn tail
+            raise ValueError(f"corrupt event at byte {contents.end}")
+        self.offset = contents.end
+        if contents.events:
+            self.seq = contents.events[-1]["seq"]
+        raw = [line for line in complete.split(b"\n") if line.strip()]
+        return reset, [Line(r, e) for r, e in zip(raw, contents.events, strict=True)]
 
 
 def follow(
