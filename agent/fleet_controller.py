@@ -34,7 +34,6 @@ from agent.brains.autopilot.brain import (
     FLOOR_SWEEP,
     WAVES_SCREEN,
     WAVES_SWEEP,
-    AutopilotBrain,
     Campaign,
     groups,
 )
@@ -43,8 +42,9 @@ from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish
 from agent.brains.autopilot.todo_plan import stage_of, todos
+from agent.ends import RunEnded
 from agent.interrupts import Interrupts, reason_now
-from agent.loop import Agent, RunEnded
+from agent.supervision import Supervision
 from state.fleet import first_name, try_name
 from state.run import Run
 from tools.base import ToolBox, ToolContext
@@ -105,9 +105,7 @@ class FleetCampaign:
         self.run, self.config, self.fleet = run, config, fleet
         self.ctx = ToolContext(run=run, config=config)
         self.tools = ToolBox(all_tools())
-        # the one-box loop, for its inbox, its budgets (and their warning) and nothing else
-        brain = AutopilotBrain(config)
-        self.agent = Agent(run=run, brain=brain, tools=self.tools, ctx=self.ctx, system="")
+        self.supervision = Supervision(run)  # the inbox and the budgets, as one box checks them
         self.interrupts = Interrupts()
         self.refresh()  # self.campaign, self.planner
         self.h = History(self.campaign.space)
@@ -153,8 +151,8 @@ class FleetCampaign:
         budget_warning, which wraps the campaign up); new directives re-plan."""
         state = self.run.state
         before = (len(state.supervisor), state.warned_budget)
-        self.agent.inbox(self.run)
-        self.agent.check_limits()
+        self.supervision.deliver()
+        self.supervision.check()  # its wrap-up words are for a model: the warning event is ours
         if (len(state.supervisor), state.warned_budget) != before:
             self.refresh()
 
@@ -226,7 +224,7 @@ class FleetCampaign:
         lost. A stop or the minutes budget found while waiting ends the run (supervise)."""
         done = asyncio.ensure_future(self.fleet.next_done())
         watch = asyncio.ensure_future(
-            self.interrupts.watch(lambda: reason_now(self.run, self.agent.minutes()))
+            self.interrupts.watch(lambda: reason_now(self.run, self.supervision.minutes()))
         )
         try:
             came, _ = await asyncio.wait((done, watch), return_when=asyncio.FIRST_COMPLETED)

@@ -45,7 +45,7 @@ async def run_fleet(
         fleet.connect(boxes)
         cancel_on_sigterm()  # a SIGTERM: the cluster and the servers still go
         campaign = FleetCampaign(run, config, fleet, events)
-        campaign.agent.session_start = start  # the minutes budget counts the cluster's start
+        campaign.supervision.session_start = start  # the minutes budget counts the cluster's start
         code = await campaign.drive()
         status, reason = campaign.status, campaign.reason
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -26,47 +26,24 @@ from agent.brains.base import (
     TurnRequest,
 )
 from agent.compaction import compact_to_fit, maybe_compact
+from agent.ends import (
+    BudgetExhausted,
+    Failed,
+    Finished,
+    ModelUnavailable,
+    RunEnded,
+    Stopped,
+    Stuck,
+)
 from agent.interrupts import POLL_S, Interrupts, reason_now
+from agent.supervision import Supervision
 from agent.tool_batch import run_batch
 from state.atomic import is_disk_full
 from state.inbox import drain
 from state.run import Run
 from tools.base import ToolBox, ToolContext, ToolResult
 
-
-class RunEnded(Exception):
-    status = "finished"
-    exit_code = 0
-
-
-class Finished(RunEnded):
-    pass
-
-
-class BudgetExhausted(RunEnded):
-    status, exit_code = "budget_exhausted", 3
-
-
-class Stuck(RunEnded):
-    status, exit_code = "stuck", 4
-
-
-class Stopped(RunEnded):
-    status, exit_code = "stopped", 130
-
-
-class Failed(RunEnded):
-    status, exit_code = "error", 1
-
-
-class ModelUnavailable(RunEnded):
-    """The API stayed overloaded past [model] overload_wait_minutes; `agent resume` goes on."""
-
-    status, exit_code = "model_unavailable", 1
-
-
 T = TypeVar("T")
-WARN_AT = 0.8  # share of a budget at which the model is told to wrap up
 PAUSE_FIRST_S, PAUSE_MAX_S = 15.0, 120.0  # the run's pauses on an unavailable API: doubling
 COMPACT_TRIES = 3  # compactions after "prompt is too long" before the run gives up
 THINKING_SHOWN = 2000  # characters of a turn's thinking summary kept on its message event
@@ -307,28 +284,10 @@ class Agent:
 
     # --- guards --------------------------------------------------------------------------------
     def check_limits(self) -> None:
-        state = self.run.state
-        if state.stop_requested:
-            raise Stopped("stopped by the supervisor")
-        limits = state.limits
-        used = {
-            "max_steps": (state.steps, "steps"),
-            "max_usd": (state.spend.usd, "USD"),
-            "max_minutes": (self.minutes(), "minutes"),
-        }
-        shares = {k: v / limits[k] for k, (v, _) in used.items() if limits.get(k)}
-        for key, share in shares.items():
-            if share >= 1:
-                value, unit = used[key]
-                raise BudgetExhausted(f"budget exhausted: {value:g} of {limits[key]:g} {unit}")
-        if shares and max(shares.values()) >= WARN_AT and not state.warned_budget:
-            key = max(shares, key=lambda k: shares[k])
-            value, unit = used[key]
-            self.run.append("budget_warning", limit=key, used=value, of=limits[key])
-            self.note(
-                f"Budget: {value:.4g} of {limits[key]:g} {unit} used. Wrap up now: finish or "
-                "cancel the open todos, kill the servers you started and write your conclusion."
-            )
+        """The run's end if a stop or a budget says so; at 80 % of a budget, words to wrap up."""
+        warning = self.supervision.check()
+        if warning is not None:
+            self.note(warning)
 
     def track(self, block: dict[str, Any], result_text: str) -> str:
         """Remember a call and its result; "repeat" or "cycle" when they go round in circles."""
@@ -352,8 +311,13 @@ class Agent:
         """A message from the loop itself, put before the next model call."""
         self.run.append("message", role="user", content=[{"type": "text", "text": text}])
 
+    @property
+    def supervision(self) -> Supervision:
+        """The inbox and the budgets, as the fleet's controller checks them too."""
+        return Supervision(self.run, self.inbox, self.clock, self.session_start)
+
     def minutes(self) -> float:
-        return self.run.state.minutes_before + (self.clock() - self.session_start) / 60
+        return self.supervision.minutes()
 
     def disk_full_reason(self, err: BaseException) -> str:
         return (

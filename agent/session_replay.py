@@ -31,7 +31,8 @@ from pydantic import ValidationError
 
 from agent.brains.base import Brain
 from agent.brains.replay import DriftError, Faults, ReplayBrain, unified
-from agent.loop import Agent, RunEnded
+from agent.ends import RunEnded
+from agent.loop import Agent
 from agent.session import Limits, config_of, make_agent, make_brain, start
 from state.events import Event, read_events
 from state.run import Run

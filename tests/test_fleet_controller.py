@@ -401,3 +401,21 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
     while set(live(RAY_PROCESSES)) - ray_before and time.monotonic() < deadline:
         time.sleep(1)
     assert set(live(RAY_PROCESSES)) - ray_before == set()
+
+
+def test_the_controller_builds_no_loop_to_supervise() -> None:
+    """Issue 30.4: the controller checks the inbox and the budgets through agent.supervision, the
+    object the one-box loop uses too - it constructs no Agent and imports no loop."""
+    import ast
+
+    import agent.fleet_controller as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    calls = {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "Agent" not in calls and "agent.loop" not in imported
+    assert "Supervision" in calls
