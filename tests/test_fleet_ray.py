@@ -314,6 +314,17 @@ async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
         assert await fleet.clean_up(two, "box2", "t2") == (
             f"box2 (node {two[:12]}) is gone: its processes went with it"
         )
+        # a trial not back by its deadline (a wedged worker: this future never completes) is
+        # cancelled, failed with the reason, and its server killed on its node
+        late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pids.append(on_late := server(node_dir(tmp_path, one), "t3", node=one))
+        spec3 = TrialSpec("t3", plain_config(), {}, [])
+        fleet.pending[late] = Submitted(spec3, None, None, 1, on=one, box="box1", deadline=0.0)
+        sub3, out3 = await fleet.next_done("t3")
+        assert (sub3.spec.trial_id, out3.ok, out3.end) == ("t3", False, "failed")
+        assert out3.reason == "not back within 120 min (fleet.trial_timeout_min): cancelled"
+        assert f"killed the server group {on_late}" in out3.cleanup and gone(on_late)
+        assert late.cancelled() and late not in fleet.pending
         done = await fleet.close()
         assert done == {"t1": f"box1 (node {one[:12]}) killed the server group {on_one} "
                         "a trial still running left"}  # fmt: skip

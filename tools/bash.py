@@ -71,13 +71,6 @@ class Bash(Tool):
             )
         else:
             head = f"exit {res.exit_code} in {res.duration:.1f} s on {host.name}"
-        if decision.action == "sandbox":
-            head += (
-                f"; ran in the sandbox ({decision.reason}): the root is read-only beyond the "
-                f"workdir and the run folder, /tmp is private, processes outside are not "
-                f"visible; to run it outside, the supervisor can `agent allow "
-                f"{ctx.run.path.name} {decision.rule!r}`"
-            )
         shown, was_cut = cut(body, OUTPUT_LIMIT)
         data: dict[str, object] = {
             "exit_code": res.exit_code,
@@ -95,6 +88,13 @@ class Bash(Tool):
             head += f"; output cut, full text: {path}"
             if res.dropped:
                 head += f" ({res.dropped} bytes beyond the capture limit were dropped)"
+        if decision.action == "sandbox":  # after where the output is: the line may be cut there
+            head += (
+                f"; ran in the sandbox ({decision.reason}): the root is read-only beyond the "
+                f"workdir and the run folder, /tmp is private, processes outside are not "
+                f"visible; to run it outside, the supervisor can `agent allow "
+                f"{ctx.run.path.name} {decision.rule!r}`"
+            )
         text = head + ("\n" + shown if shown.strip() else "\n(no output)")
         return ToolResult(text=text.rstrip("\n"), is_error=res.timed_out, data=data)
 

@@ -30,6 +30,9 @@ class FleetConfig(BaseModel):
     max_trials: int = Field(default=3, ge=1, le=256)
     boxes: int = Field(default=3, ge=1, le=16)
     retries: int = Field(default=1, ge=0, le=3)  # a trial lost with its node runs again elsewhere
+    # a trial not back by then (a wedged node, a server no deadline of the benchmark caught) is
+    # cancelled, what it left on its node reaped, and failed: it never holds a box for the run
+    trial_timeout_min: float = Field(default=120, gt=0)
     object_store_mb: int = Field(default=100, ge=80)  # per simulated box (the lab)
 
     @field_validator("address")

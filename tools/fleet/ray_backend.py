@@ -27,12 +27,14 @@ import asyncio
 import contextlib
 import importlib
 import json
+import math
 import os
 import secrets
 import shutil
 import signal
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +108,7 @@ class Submitted:
     attempt: int
     on: str | None = None  # the node the trial reported it runs on, before its server starts
     box: str = ""  # that node's box
+    deadline: float = math.inf  # time.monotonic() by which it is back, or cancelled and failed
 
 
 def lab_env(token: str, temp: Path) -> dict[str, str]:
@@ -323,7 +326,8 @@ class RayFleet:
 
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
         stream = self._remote.options(**options).remote(spec, str(self.workdir))
-        sub = Submitted(spec, stream, node, attempt)
+        deadline = time.monotonic() + self.config.trial_timeout_min * 60
+        sub = Submitted(spec, stream, node, attempt, deadline=deadline)
         self.pending[asyncio.ensure_future(_follow(stream, sub, self.placed))] = sub
 
     async def wait(self, trial_id: str) -> tuple[Submitted, TrialOutcome]:
@@ -336,7 +340,17 @@ class RayFleet:
         waiting = [f for f, s in self.pending.items() if trial_id in (None, s.spec.trial_id)]
         if not waiting:
             raise FleetError(f"no trial {trial_id or 'at all'} in flight")
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            first = min(self.pending[f].deadline for f in waiting)
+            timeout = None if first == math.inf else max(0.0, first - time.monotonic())
+            done, _ = await asyncio.wait(
+                waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if done:
+                break
+            late = [f for f in waiting if self.pending[f].deadline <= time.monotonic()]
+            if late:
+                return await self.past_deadline(late[0])
         future = next(iter(done))
         sub = self.pending.pop(future)
         try:
@@ -347,6 +361,19 @@ class RayFleet:
             # its server outlived the worker (in a session of its own): killed on its node
             outcome.cleanup = await self.clean_up(sub.on, box, sub.spec.trial_id)
             return sub, outcome
+
+    async def past_deadline(self, future: asyncio.Future[Any]) -> tuple[Submitted, TrialOutcome]:
+        """A trial not back by its deadline: its task cancelled, what it left on its node killed
+        (its worker first), and failed with the reason - not lost: it does not run again."""
+        future.cancel()
+        sub = self.pending.pop(future)
+        with contextlib.suppress(Exception):  # a task already gone, or never placed
+            _ray().cancel(sub.ref, force=True)
+        minutes = self.config.trial_timeout_min
+        why = f"not back within {minutes:g} min (fleet.trial_timeout_min): cancelled"
+        out = TrialOutcome(sub.spec.trial_id, False, why, "failed", sub.on or "", sub.box)
+        out.cleanup = await self.clean_up(sub.on, sub.box, sub.spec.trial_id, stop_worker=True)
+        return sub, out
 
     async def clean_up(
         self, node: str | None, box: str, trial_id: str, stop_worker: bool = False
