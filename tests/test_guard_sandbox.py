@@ -35,8 +35,9 @@ import pytest
 
 from state.inbox import drain
 from tools.base import ToolBox, ToolContext
-from tools.bash import Bash, guarded
+from tools.bash import Bash
 from tools.domain.config import GuardConfig, HostConfig
+from tools.guarded import guarded
 from tools.hosts.base import listening_ports
 
 pytest_plugins = ["tests.ssh_fixtures"]
@@ -400,3 +401,38 @@ def test_the_lab_campaign_decides_the_same_with_the_sandbox_on_and_off(tmp_path:
         rec = json.loads((runs / "r" / "recommendation.json").read_text())
         decisions[sandbox] = (jobs, launches, rec["config"])
     assert decisions["true"] == decisions["false"]
+
+
+async def test_a_job_is_decided_as_bash_is_refused_or_confined(tmp_path: Path) -> None:
+    """start_job goes through the same decision as bash: what the rules do not allow runs in the
+    sandbox for the job's whole life (it outlives the call, not the sandbox), and what the deny
+    rules refuse does not start."""
+    from tools.base import ToolError
+    from tools.jobs import StartJob
+
+    outside = Path(tempfile.mkdtemp(prefix="guard-job-", dir="/var/tmp"))
+    (outside / "keep").write_text("canary")
+    work = tmp_path / "w"
+    ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
+    try:
+        work.mkdir(exist_ok=True)
+        jobs = ToolBox([StartJob()])
+        result, _ = await jobs.call(
+            ctx,
+            "start_job",
+            {"name": "wipe", "command": f"rm -rf {outside}; echo done > out.txt"},
+        )
+        assert not result.is_error, result.text
+        exit_file = Path(ctx.run.state.jobs["wipe"]["exit_file"])
+        deadline = time.monotonic() + 120
+        while not exit_file.exists():
+            assert time.monotonic() < deadline, "the job did not end within 120 s"
+            time.sleep(0.1)
+        assert (outside / "keep").read_text() == "canary", "the job ran unconfined"
+        assert (work / "out.txt").read_text() == "done\n", "the job could not write its workdir"
+        with pytest.raises(ToolError, match="refused by the destructive-command guard"):
+            await StartJob().run(ctx, StartJob.Input(name="root", command="rm -rf /"))
+        assert "root" not in ctx.run.state.jobs
+    finally:
+        await close_context(ctx)
+        shutil.rmtree(outside, ignore_errors=True)

@@ -91,6 +91,9 @@ async def test_stop_job_kills_a_job_that_ignores_sigterm(
     import tools.jobs
 
     tools.jobs.STOP_GRACE_S = 1.0
+    # allowed outright by a supervisor's rule: in the sandbox, the job's tree would go with bwrap
+    # at the first SIGTERM, trap or not (tests/test_guard_sandbox.py)
+    host_ctx.config.guard.allow = ["Bash(trap:*)"]
     try:
         cmd = "trap '' TERM; echo ready; sleep 60 & wait; sleep 60"
         await call(host_ctx, "start_job", name="stubborn", command=cmd)
@@ -103,6 +106,7 @@ async def test_stop_job_kills_a_job_that_ignores_sigterm(
         assert "already ended" in text
     finally:
         tools.jobs.STOP_GRACE_S = 10.0
+        host_ctx.config.guard.allow = []
 
 
 async def test_job_is_found_again_after_the_agent_restarts(host_ctx: ToolContext) -> None:

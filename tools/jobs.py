@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.guarded import guarded, refusal
 from tools.hosts import Host, HostError
 from tools.hosts.output import clean
 from tools.launched import job_record
@@ -46,19 +47,20 @@ class StartJob(Tool):
                 f"{running['host']}); check it with job_status, stop it with stop_job, or pick "
                 "another name"
             )
-        from tools.guard import check
-
-        reason = check(inp.command, list(ctx.config.guard.allow))
-        if reason:
-            raise ToolError(f"refused by the destructive-command guard: {reason}")
         host = host_for(ctx, inp.host)
+        try:  # decided as bash decides: outright, in the host's sandbox (its whole tree), or not
+            decision, command = await guarded(ctx, host, inp.command)
+        except HostError as err:
+            raise ToolError(str(err)) from None
+        if decision.action == "refuse":
+            raise ToolError(refusal(ctx, decision))
         try:
             log = await log_path(ctx, host, "job", name)
             exit_file = log + ".exit"
             q = shlex.quote
             # the wrapper records the exit status where job_status finds it, even after a restart
             wrapper = (
-                f"bash --norc --noprofile -c {q(inp.command)}; "
+                f"bash --norc --noprofile -c {q(command)}; "
                 f"echo $? > {q(exit_file)}.tmp && mv {q(exit_file)}.tmp {q(exit_file)}"
             )
             pid = await host.start_detached(wrapper, log)
