@@ -15,6 +15,7 @@ from tools.bench.metrics import compute_point, level_failed, mean_std, percentil
 from tools.bench.request_record import RequestRecord
 from tools.bench.results import build_result, save
 from tools.bench.schema import ClientInfo, Point, ServerRef, Workload
+from tools.bench.timescale import point_to_model_time, to_model_time
 
 
 def rec(start: float, ttft: float, itl: list[float], out: int, prompt: int = 100) -> RequestRecord:
@@ -217,3 +218,18 @@ def test_an_empty_level_dumps_zeros_and_nulls_where_it_did() -> None:
     assert flat["mean_ttft_ms"] == 0.0 and flat["p99_itl_ms"] == 0.0
     assert flat["output_throughput"] == 0.0 and flat["achieved_concurrency"] == 0.0
     assert flat["client_cpu_percent"] is None and flat["request_goodput"] is None
+
+
+def test_a_typed_point_in_model_time_is_the_flat_points_conversion() -> None:
+    # the sweep scales the typed Point (point_to_model_time); results, trials and the tests of
+    # timescale.py know the dict version (to_model_time): both give the same keys and values
+    records = [rec(0.0, 0.05, [0.01] * 9, out=10), rec(0.1, 0.06, [0.02] * 3, out=4)]
+    point = compute_point(records, 1.0, 2, 10, slo_ms={"ttft": 100}, cpu_seconds=0.01)
+    before = point.model_dump(exclude_unset=True)
+    scaled = point_to_model_time(point, 20.0)
+    assert scaled.model_dump(exclude_unset=True) == to_model_time(before, 20.0)
+    assert scaled.mean_ttft_ms == pytest.approx(20 * point.mean_ttft_ms)
+    assert scaled.output_throughput == pytest.approx(point.output_throughput / 20)
+    assert extra(scaled)["time_scale"] == 20.0 and "time_scale" not in extra(point)
+    assert point.model_dump(exclude_unset=True) == before  # the measured point is not changed
+    assert point_to_model_time(point, 1.0) is point
