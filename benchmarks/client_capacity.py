@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,7 +36,7 @@ from client_candidates import CANDIDATES  # noqa: E402
 
 from tools.bench.metrics import compute_point  # noqa: E402
 from tools.bench.random_prompts import bodies  # noqa: E402
-from tools.bench.schema import Workload  # noqa: E402
+from tools.bench.schema import Point, Workload  # noqa: E402
 from tools.bench.sweep import SweepSpec, discover_model, run_sweep  # noqa: E402
 
 
@@ -101,7 +100,7 @@ class Server:
         self.log.unlink(missing_ok=True)
 
 
-async def agent_level(url: str, c: int, n: int, max_tokens: int, processes: int) -> dict[str, Any]:
+async def agent_level(url: str, c: int, n: int, max_tokens: int, processes: int) -> Point:
     wl = Workload(
         model="",
         input_len=64,
@@ -110,10 +109,10 @@ async def agent_level(url: str, c: int, n: int, max_tokens: int, processes: int)
         warmup_requests=min(c, 10),
     )
     out = await run_sweep(SweepSpec(url=url, levels=[c], workload=wl, processes=processes))
-    return out.points[0]
+    return Point.model_validate(out.points[0])  # the sweep's outcome holds flat dicts
 
 
-async def candidate_level(name: str, url: str, c: int, n: int, max_tokens: int) -> dict[str, Any]:
+async def candidate_level(name: str, url: str, c: int, n: int, max_tokens: int) -> Point:
     reqs = bodies(n, 0, await discover_model(url, "", 10), 64, max_tokens)
     run = await CANDIDATES[name](f"{url}/v1/completions", reqs, c)
     return compute_point(run.records, run.duration, c, max_tokens, cpu_seconds=run.cpu_seconds)
@@ -197,15 +196,15 @@ def main() -> None:
                 row = {
                     "client": name,
                     "C": c,
-                    "output_throughput": p["output_throughput"],
+                    "output_throughput": p.output_throughput,
                     "ideal": ideal,
-                    "percent_ideal": 100 * p["output_throughput"] / ideal,
-                    "client_cpu_percent": p["client_cpu_percent"],
-                    "client_cpu_us_per_chunk": p["client_cpu_us_per_chunk"],
+                    "percent_ideal": 100 * p.output_throughput / ideal,
+                    "client_cpu_percent": p.client_cpu_percent,
+                    "client_cpu_us_per_chunk": (p.model_extra or {})["client_cpu_us_per_chunk"],
                     "server_cpu_percent": srv,
-                    "mean_ttft_ms": p["mean_ttft_ms"],
-                    "mean_itl_ms": p["mean_itl_ms"],
-                    "failed": p["failed"],
+                    "mean_ttft_ms": p.mean_ttft_ms,
+                    "mean_itl_ms": p.mean_itl_ms,
+                    "failed": p.failed,
                 }
                 rows.append(row)
                 print(
@@ -213,7 +212,7 @@ def main() -> None:
                     f"{row['percent_ideal']:>6.1f}% {row['client_cpu_percent'] or 0:>8.1f} "
                     f"{row['client_cpu_us_per_chunk'] or 0:>8.1f} {srv:>8.1f} "
                     f"{row['mean_ttft_ms']:>8.1f} {row['mean_itl_ms']:>7.2f}"
-                    + (f"  ({p['failed']} failed)" if p["failed"] else ""),
+                    + (f"  ({p.failed} failed)" if p.failed else ""),
                     flush=True,
                 )
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 from tools.bench import datasets
 from tools.bench.loadgen import LevelRun
 from tools.bench.multi_turn import turn_rows
-from tools.bench.schema import Workload
+from tools.bench.schema import Point, Workload
 from tools.bench.schema import level_name as level_name  # where readers of traffic look
 
 RATE_LEVEL_S = 10.0  # a rate level without --duration or a request count: this long
@@ -58,34 +58,30 @@ def add_samples(
     return used + len(warm) + len(measured)
 
 
-def traffic_keys(
-    point: dict[str, Any], rate: float | None, wl: Workload, run: LevelRun
-) -> dict[str, Any]:
+def traffic_keys(point: Point, rate: float | None, wl: Workload, run: LevelRun) -> Point:
     """The level's traffic keys: vLLM's request_rate and burstiness, and the achieved rate."""
     if rate is None:
         return point
     starts = sorted(r.start for r in run.records if r.start > 0)
     span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
-    point["request_rate"] = rate
-    point["burstiness"] = wl.burstiness
-    point["achieved_request_rate"] = (len(starts) - 1) / span if span > 0 else 0.0
-    return point
+    achieved = (len(starts) - 1) / span if span > 0 else 0.0
+    keys = {"request_rate": rate, "burstiness": wl.burstiness, "achieved_request_rate": achieved}
+    return point.model_copy(update=keys)
 
 
-def check_traffic(
-    point: dict[str, Any], rate: float | None, wl: Workload, n: int, notes: list[str]
-) -> None:
+def check_traffic(point: Point, rate: float | None, wl: Workload, n: int, notes: list[str]) -> None:
     """An open level that could not keep its rate; a timed closed level that ran out early."""
     if rate is not None:
-        achieved = point["achieved_request_rate"]
+        extra = point.model_extra or {}  # traffic_keys' and metrics' untyped keys
+        achieved = extra["achieved_request_rate"]
         if achieved < 0.95 * rate:
             notes.append(
                 f"rate {rate:g}/s: the client sent {achieved:.2f}/s (late by "
-                f"{point.get('mean_queue_ms', 0):.0f} ms on average): client-bound"
+                f"{extra.get('mean_queue_ms', 0):.0f} ms on average): client-bound"
             )
-    elif wl.duration_s is not None and point["num_prompts"] >= n:
+    elif wl.duration_s is not None and point.num_prompts >= n:
         notes.append(
-            f"C={point['max_concurrency']}: all {n} prepared requests finished before "
+            f"C={point.max_concurrency}: all {n} prepared requests finished before "
             f"{wl.duration_s:g} s: raise requests_per_level for a full-length level"
         )
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from tools.bench.deadlines import LEVEL_DEADLINE
 from tools.bench.request_record import RequestRecord
+from tools.bench.schema import Point
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -110,8 +111,12 @@ def compute_point(
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
     slo_ms: dict[str, float] | None = None,
     cpu_seconds: float | None = None,
-) -> dict[str, Any]:
-    """One level's flat metrics dict (the keys of a vLLM result, plus ours)."""
+) -> Point:
+    """One level's metrics as a `Point` (as vLLM's calculate_metrics returns BenchmarkMetrics):
+    the keys a vLLM result has, plus ours. The keys the tools read are its typed fields; the
+    rest are its extras, in the order below, as the result file holds them. Its fields set are
+    the keys computed here: `model_dump(exclude_unset=True)` is the flat dict, no defaults added
+    (a p99 not asked for stays absent there, 0.0 in the result file as before)."""
     ok = [r for r in records if r.success]
     dur = duration if duration > 0 else float("nan")
     out_lens = [r.output_tokens for r in ok]
@@ -175,7 +180,7 @@ def compute_point(
             "ttfts": [r.ttft for r in records],
         }
     )
-    return point
+    return Point.model_validate(point)
 
 
 def _good(ok: list[RequestRecord], slo_ms: dict[str, float] | None) -> int | None:

@@ -46,9 +46,9 @@ from tools.bench.openloop import arrivals
 from tools.bench.prefix import reset_cache, shared_prefix_text
 from tools.bench.prompt_length import PromptLength, calibrate
 from tools.bench.request_record import RequestRecord
-from tools.bench.schema import Workload
+from tools.bench.schema import Point, Workload
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
-from tools.bench.timescale import server_time_scale, to_model_time
+from tools.bench.timescale import point_to_model_time, server_time_scale
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
 # the parent's own backstop over a level's deadline (the level itself runs in a client process,
@@ -145,9 +145,59 @@ async def discover_model(url: str, model: str, timeout: float, total_s: float = 
         ) from None
 
 
+@dataclass
+class _Sweep:
+    """What every level of one sweep shares; `pool` and `used` change from level to level."""
+
+    spec: SweepSpec
+    obs: Observer
+    outcome: SweepOutcome
+    wl: Workload  # the spec's, with the model and the dataset's digest filled in
+    data: datasets.Dataset
+    seed: int
+    length: PromptLength
+    prefix: str
+    reset: str | None
+    scale: float  # the server's time scale: figures are converted to the modelled box's
+    slo: dict[str, float] | None  # in wall time (the clock the levels run on)
+    pool: ShardPool | None = None
+    used: int = 0  # dataset samples taken so far: each level takes the next ones
+
+
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
-    obs = observer or Observer()
+    """The levels in order (`_level` runs one); stops at a silent level or at Ctrl-C."""
     steps = _steps(spec)
+    sw = await _start(spec, observer or Observer())
+    procs = sw.outcome.processes  # the first level's client processes
+    auto = spec.processes is None and not sw.wl.multi_turn
+    max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
+    try:
+        for at, step in enumerate(steps):
+            point = await _level(sw, step, procs)
+            if _silent(point):
+                rest = steps[at + 1 :]
+                if rest:
+                    sw.outcome.notes.append(
+                        f"{point.name}: no request got a token before its deadlines; the "
+                        f"levels after it were not run ({', '.join(f'{r:g}' for r in rest)})"
+                    )
+                break
+            per_proc = (point.client_cpu_percent or 0.0) / max(procs, 1)
+            if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
+                procs = min(procs * 2, max_procs)  # more client cores for the next levels
+    except asyncio.CancelledError:
+        sw.outcome.interrupted = True  # Ctrl-C: the caller gets what was measured
+    finally:
+        _usage_note(sw.outcome, sw.length)
+        reuse_note(sw.outcome.notes, sw.data, sw.used)
+        if sw.pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(sw.pool.close())
+    return sw.outcome
+
+
+async def _start(spec: SweepSpec, obs: Observer) -> _Sweep:
+    """Before the first level: the dataset, the server's model and time scale, the prompts."""
     try:
         data = datasets.load(spec.workload.dataset)
     except datasets.DatasetError as err:
@@ -167,7 +217,6 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     seed = wl.seed if spec.prompt_seed is None else spec.prompt_seed
     outcome.prompts = {"seed": seed, **length.info(), "extra_body": spec.extra_body or {}}
     prefix = _prefix(wl, seed, length)
-    reset = spec.cache_reset_path or wl.cache_reset
     if prefix:
         outcome.prompts["shared_prefix_words"] = len(prefix.split())
     if data.samples:
@@ -179,99 +228,115 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
         )
     slo_ms = spec.slo_ms or wl.slo_ms or None  # in model time; the clock below is the wall's
     slo = {k: v / scale for k, v in slo_ms.items()} if slo_ms else None
-    max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
-    pool: ShardPool | None = None
-    used = 0  # dataset samples taken so far: each level takes the next ones
+    reset = spec.cache_reset_path or wl.cache_reset
+    return _Sweep(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
+
+
+async def _level(sw: _Sweep, step: float, procs: int) -> Point:
+    """One level: its client processes, its job, its attempt, its point recorded in the outcome
+    (model time) with the notes a reader must see."""
+    spec, wl, outcome = sw.spec, sw.wl, sw.outcome
+    if procs > 0 and (sw.pool is None or sw.pool.n != procs):
+        if sw.pool is not None:
+            await sw.pool.close()
+        sw.pool = ShardPool(procs)
+        await sw.pool.start()
+    rate = float(step) if spec.rates else None
+    n = requests_at_rate(step, wl) if rate is not None else requests_for(int(step), wl)
+    level = n if rate is not None else int(step)  # an open level: no cap but n
+    sw.obs.level_start(level, n)
+    job = _job(spec, wl, level, n, sw.seed, sw.length, sw.scale)
+    job["prefix"], job["prefix_tokens"] = sw.prefix, wl.shared_prefix
+    if sw.reset:
+        failed = await reset_cache(
+            spec.url, sw.reset, spec.connect_timeout_s, spec.deadlines.probe_s
+        )
+        if failed and failed not in outcome.notes:
+            outcome.notes.append(failed)
+    sw.used = add_samples(job, sw.data, wl, sw.seed, sw.used)
+    if rate is not None:
+        wall_rate = rate * sw.scale  # the target is in the modelled box's time
+        job["send_at"] = arrivals(n, wall_rate, wl.burstiness, f"{sw.seed}/{level}/arrivals")
+    job["level_s"] = _level_s(spec, wl, job, sw.scale)
+    run = await _attempt(sw, job, rate)
+    measured = compute_point(
+        run.records,
+        run.duration,
+        level,
+        wl.max_tokens,
+        spec.percentiles,
+        sw.slo,
+        run.cpu_seconds,
+    )
+    point = _model_point(measured, rate, wl, run, sw.scale, processes=max(procs, 1))
+    row = _record(sw, point)
+    outcome.processes = max(outcome.processes, procs)
+    _check(point, level, procs, outcome.notes)
+    check_traffic(point, rate, wl, n, outcome.notes)
+    sw.obs.level_end(level, row)
+    return point
+
+
+async def _attempt(sw: _Sweep, job: dict[str, Any], rate: float | None) -> LevelRun:
+    """The level's requests under its deadline. Returns what it measured, a level cut by the
+    deadline included (its unfinished requests failed). On Ctrl-C the requests that finished
+    are recorded as an `interrupted` point before the cancellation goes on."""
+    level, n = job["level"], job["num_prompts"]
+    run = LevelRun()
     try:
-        for at, step in enumerate(steps):
-            if procs > 0 and (pool is None or pool.n != procs):
-                if pool is not None:
-                    await pool.close()
-                pool = ShardPool(procs)
-                await pool.start()
-            rate = float(step) if spec.rates else None
-            n = requests_at_rate(step, wl) if rate is not None else requests_for(int(step), wl)
-            level = n if rate is not None else int(step)  # an open level: no cap but n
-            obs.level_start(level, n)
-            run = LevelRun()
-            job = _job(spec, wl, level, n, seed, length, scale)
-            job["prefix"], job["prefix_tokens"] = prefix, wl.shared_prefix
-            if reset:
-                failed = await reset_cache(spec.url, reset, spec.connect_timeout_s, probe_s)
-                if failed and failed not in outcome.notes:
-                    outcome.notes.append(failed)
-            used = add_samples(job, data, wl, seed, used)
-            if rate is not None:
-                wall_rate = rate * scale  # the target is in the modelled box's time
-                job["send_at"] = arrivals(n, wall_rate, wl.burstiness, f"{seed}/{level}/arrivals")
-            job["level_s"] = _level_s(spec, wl, job, scale)
-            try:
-                async with asyncio.timeout(job["level_s"] + LEVEL_GRACE_S):
-                    if pool is not None:
-                        await pool.run_level(job, functools.partial(obs.progress, level), run)
-                    else:
-                        plan = level_requests(job, 0, 1)
-                        await run_plan(job, plan, run, functools.partial(obs.progress, level))
-            except TimeoutError:  # the client process did not cut the level itself: we do
-                _cut(run, n if wl.duration_s is None else 0, job["level_s"])
-                if pool is not None:
-                    await pool.close()
-                    pool = None
-            except asyncio.CancelledError:
-                done = [r for r in run.done if r.error_kind != "cancelled"]
-                if done:  # the requests of this level that finished before Ctrl-C
-                    point = compute_point(
-                        done,
-                        run.duration,
-                        level,
-                        wl.max_tokens,
-                        spec.percentiles,
-                        slo,
-                        run.cpu_seconds or None,
-                    )
-                    point["interrupted"] = True
-                    point = to_model_time(traffic_keys(point, rate, wl, run), scale)
-                    outcome.points.append(point)
-                    obs.level_end(level, point)
-                raise
-            except ShardError as err:
-                raise BenchError(str(err)) from None
-            point = compute_point(
-                run.records,
+        async with asyncio.timeout(job["level_s"] + LEVEL_GRACE_S):
+            if sw.pool is not None:
+                await sw.pool.run_level(job, functools.partial(sw.obs.progress, level), run)
+            else:
+                plan = level_requests(job, 0, 1)
+                await run_plan(job, plan, run, functools.partial(sw.obs.progress, level))
+    except TimeoutError:  # the client process did not cut the level itself: we do
+        _cut(run, n if sw.wl.duration_s is None else 0, job["level_s"])
+        if sw.pool is not None:
+            await sw.pool.close()
+            sw.pool = None
+    except asyncio.CancelledError:
+        done = [r for r in run.done if r.error_kind != "cancelled"]
+        if done:  # the requests of this level that finished before Ctrl-C
+            measured = compute_point(
+                done,
                 run.duration,
                 level,
-                wl.max_tokens,
-                spec.percentiles,
-                slo,
-                run.cpu_seconds,
+                sw.wl.max_tokens,
+                sw.spec.percentiles,
+                sw.slo,
+                run.cpu_seconds or None,
             )
-            point["client_processes"] = max(procs, 1)
-            point = to_model_time(traffic_keys(point, rate, wl, run), scale)
-            outcome.points.append(point)
-            outcome.processes = max(outcome.processes, procs)
-            _check(point, level, procs, outcome.notes)
-            check_traffic(point, rate, wl, n, outcome.notes)
-            obs.level_end(level, point)
-            if _silent(point):
-                rest = steps[at + 1 :]
-                if rest:
-                    outcome.notes.append(
-                        f"{level_name(point)}: no request got a token before its deadlines; the "
-                        f"levels after it were not run ({', '.join(f'{r:g}' for r in rest)})"
-                    )
-                break
-            per_proc = (point.get("client_cpu_percent") or 0.0) / max(procs, 1)
-            if auto and per_proc > SATURATED_CPU_PERCENT and procs < max_procs:
-                procs = min(procs * 2, max_procs)  # more client cores for the next levels
-    except asyncio.CancelledError:
-        outcome.interrupted = True  # Ctrl-C: the caller gets what was measured
-    finally:
-        _usage_note(outcome, length)
-        reuse_note(outcome.notes, data, used)
-        if pool is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(pool.close())
-    return outcome
+            measured.interrupted = True
+            row = _record(sw, _model_point(measured, rate, sw.wl, run, sw.scale))
+            sw.obs.level_end(level, row)
+        raise
+    except ShardError as err:
+        raise BenchError(str(err)) from None
+    return run
+
+
+def _model_point(
+    point: Point,
+    rate: float | None,
+    wl: Workload,
+    run: LevelRun,
+    scale: float,
+    processes: int | None = None,
+) -> Point:
+    """The measured point with what the level adds (its client processes, its traffic keys),
+    in the modelled box's time."""
+    if processes is not None:
+        point = point.model_copy(update={"client_processes": processes})
+    return point_to_model_time(traffic_keys(point, rate, wl, run), scale)
+
+
+def _record(sw: _Sweep, point: Point) -> dict[str, Any]:
+    """The one place a level's Point becomes the outcome's flat dict (what results, the trial
+    outcome over Ray and the observers read): the keys measured, no defaults added."""
+    row = point.model_dump(exclude_unset=True)
+    sw.outcome.points.append(row)
+    return row
 
 
 def _check_multi_turn(spec: SweepSpec, data: datasets.Dataset) -> None:
@@ -359,11 +424,10 @@ def _level_s(spec: SweepSpec, wl: Workload, job: dict[str, Any], scale: float) -
     return full
 
 
-def _silent(point: dict[str, Any]) -> bool:
+def _silent(point: Point) -> bool:
     """Nothing of the level came: every request waited out a deadline with no token (or was not
     sent for it). Higher levels of the same server would wait the same way."""
-    errors = point["errors"]
-    return not point["completed"] and bool(errors) and set(errors) <= SILENT
+    return not point.completed and bool(point.errors) and set(point.errors) <= SILENT
 
 
 def _cut(run: LevelRun, n: int, level_s: float) -> None:
@@ -379,31 +443,31 @@ def _cut(run: LevelRun, n: int, level_s: float) -> None:
         run.records.append(rec)
 
 
-def _check(point: dict[str, Any], level: int, procs: int, notes: list[str]) -> None:
+def _check(point: Point, level: int, procs: int, notes: list[str]) -> None:
     """Notes a reader of the result must see: failures, a client-bound level, early EOS."""
-    name = level_name(point)
-    kinds = ", ".join(f"{k} x{v}" for k, v in point["errors"].items())
-    if point["level_failed"] and not point["completed"]:
+    name = point.name
+    kinds = ", ".join(f"{k} x{v}" for k, v in point.errors.items())
+    if point.level_failed and not point.completed:
         notes.append(f"{name}: every request failed ({kinds})")
-    elif point["level_failed"]:
+    elif point.level_failed:
         notes.append(
-            f"{name}: {point['failed']} of {point['num_prompts']} requests failed ({kinds}), "
+            f"{name}: {point.failed} of {point.num_prompts} requests failed ({kinds}), "
             f"more than {100 * FAILED_SHARE:g} %: a failed measurement"
         )
-    elif point["failed"]:
-        notes.append(f"{name}: {point['failed']} of {point['num_prompts']} requests failed")
-    cpu = point.get("client_cpu_percent")
+    elif point.failed:
+        notes.append(f"{name}: {point.failed} of {point.num_prompts} requests failed")
+    cpu = point.client_cpu_percent
     if cpu is not None and cpu / max(procs, 1) > 80:
         notes.append(
             f"{name}: the client used {cpu / max(procs, 1):.0f}% of a core per process; "
             "figures may be client-bound"
         )
-    if point["early_eos"]:
-        notes.append(f"{name}: {point['early_eos']} requests stopped before max_tokens (early EOS)")
-    closed = point.get("request_rate") == "inf"
-    if closed and not point["level_failed"] and point["achieved_concurrency"] < 0.8 * level:
+    if point.early_eos:
+        notes.append(f"{name}: {point.early_eos} requests stopped before max_tokens (early EOS)")
+    closed = (point.model_extra or {}).get("request_rate") == "inf"
+    if closed and not point.level_failed and point.achieved_concurrency < 0.8 * level:
         notes.append(
-            f"{name}: achieved concurrency {point['achieved_concurrency']:.1f} - the server "
+            f"{name}: achieved concurrency {point.achieved_concurrency:.1f} - the server "
             "admits fewer requests at once, or the level was too short to fill"
         )
 

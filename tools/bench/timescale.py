@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from tools.bench.schema import Point
+
 RATES = (
     "request_throughput",
     "output_throughput",
@@ -35,7 +37,19 @@ def to_model_time(point: dict[str, Any], scale: float) -> dict[str, Any]:
     """A point measured against a time-scaled server, in the modelled box's time."""
     if scale == 1.0:
         return point
-    out = dict(point)
+    return {**point, **_in_model_time(point, scale)}
+
+
+def point_to_model_time(point: Point, scale: float) -> Point:
+    """to_model_time for a typed Point: the same keys changed, its fields set kept."""
+    if scale == 1.0:
+        return point
+    return point.model_copy(update=_in_model_time(point.model_dump(exclude_unset=True), scale))
+
+
+def _in_model_time(point: dict[str, Any], scale: float) -> dict[str, Any]:
+    """The keys that change, in model time, and `time_scale` (added last)."""
+    out: dict[str, Any] = {}
     for key, value in point.items():
         if key == "ttfts" and isinstance(value, list):  # per request, in seconds
             out[key] = [v * scale for v in value]
