@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agent.report import gather, render_files
+from agent.report import gather, render_files, write_report
 from agent.report.deploy import PLACEHOLDER_IMAGE
 from state.events import read_events
 from tests.report_session import command_of, flags_of, write_session
@@ -151,33 +151,68 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def answers_models(script: Path, tmp_path: Path) -> dict[str, Any]:
+    """Run a launch script as a person would, on a port of ours (PORT), until the server answers
+    /v1/models (a deadline), then kill its process group; returns the answer."""
+    port = free_port()  # PORT overrides the recommended one, so parallel tests do not collide
+    env = dict(os.environ, PORT=str(port), SIM_GPU_DIR=str(tmp_path / "gpus"))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python`
+    log_path = tmp_path / f"{script.stem}.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(script)], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        deadline, answer = time.monotonic() + 90, None
+        while answer is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{script.name}: no answer on /v1/models: {log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
+                    answer = json.load(r)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        # exec: the script's process is the server itself, no shell left in between
+        argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"sim" in argv and not argv[0].endswith(b"bash"), argv
+        return answer
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_the_launch_script_starts_the_winner_on_the_lab(tmp_path: Path) -> None:
     folder = single(tmp_path / "run")
     render(folder)
     script = folder / "deploy" / "launch.sh"
     assert os.access(script, os.X_OK)
     assert script.read_text().splitlines()[3] == "set -euo pipefail"
-    port = free_port()  # PORT overrides the recommended one, so parallel tests do not collide
-    env = dict(os.environ, PORT=str(port), SIM_GPU_DIR=str(tmp_path / "gpus"))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python`
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(script)], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-    try:
-        deadline, answer = time.monotonic() + 90, None
-        while answer is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"no answer on /v1/models: {(tmp_path / 'server.log').read_text()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
-                    answer = json.load(r)
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.2)
-        assert answer["data"][0]["id"] == "moonshotai/Kimi-K2-Thinking"  # the winner's model
-        # exec: the script's process is the server itself, no shell left between
-        assert Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"sim"]
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        log.close()
+    answer = answers_models(script, tmp_path)
+    assert answer["data"][0]["id"] == "moonshotai/Kimi-K2-Thinking"  # the winner's model
+
+
+def test_nothing_to_deploy_writes_no_files(tmp_path: Path, make_run: Any) -> None:
+    run, _ = make_run()
+    write_report(run, "stopped")
+    assert (run.path / "report.md").is_file()
+    assert not (run.path / "deploy").exists()
+    assert "Deploy files" not in (run.path / "report.md").read_text()
+
+
+@pytest.mark.slow  # a whole small lab campaign (~1 min): .ci/run's slow stage
+def test_a_lab_run_ends_with_deploy_files_whose_scripts_start_its_servers(tmp_path: Path) -> None:
+    from tests.test_lab_campaign import SMALL, agent_run, check_run
+
+    (tmp_path / "agent.toml").write_text(SMALL.format(port=free_port()))
+    proc, run = agent_run(tmp_path, "--config", "agent.toml", timeout=400)
+    rec = check_run(proc, run)
+    deploy = run / "deploy"
+    assert f"launch script, compose and Kubernetes files: {deploy}" in proc.stdout + proc.stderr
+    policy = rec["policy"] if len(rec["policy"]) > 1 else []  # a policy: a server per range
+    wanted = [p["command"] for p in policy] or [rec["command"]]
+    scripts = sorted(deploy.glob("launch*.sh"))
+    assert len(scripts) == len(wanted)
+    services = yaml_json(deploy / "compose.yaml")["services"].values()
+    assert sorted(s["entrypoint"][:-2] for s in services) == sorted(map(shlex.split, wanted))
+    for script in scripts:  # each server of the recommendation starts from its script
+        assert answers_models(script, tmp_path)["data"]

@@ -135,14 +135,19 @@ def section(f: Figures) -> list[Block]:
         return []
     what = {"compose.yaml": "docker compose", "kubernetes.yaml": "Kubernetes Deployment + Service"}
     links = [
-        (f"{FOLDER}/{p.script(s)}", f"launch {s.label}" + (f" ({s.span})" if s.span else ""))
+        (f"{FOLDER}/{p.script(s)}", f"launches {s.label}" + (f", for {s.span}" if s.span else ""))
         for s in p.servers
     ]
     links += [(f"{FOLDER}/{n}", what[n]) for n in ("compose.yaml", "kubernetes.yaml")]
     links.append((f"{FOLDER}/README.md", "how to use them" + (" and route" if p.routing else "")))
     out: list[Block] = [Heading(2, "Deploy files"), Links(links)]
     if p.image == PLACEHOLDER_IMAGE:
-        out.append(Para(f"The {p.engine.name} engine names no container image: set `image`."))
+        out.append(
+            Para(
+                f"The {p.engine.name} engine profile names no container image: the compose and "
+                "Kubernetes files carry a placeholder image to replace."
+            )
+        )
     return out
 
 
