@@ -61,7 +61,7 @@ def render_files(f: Figures, out_dir: Path) -> list[Path]:
     """Write report.md, its chart, report.html and deploy/ (the winner's launch script, compose
     and Kubernetes files) into out_dir; returns the paths written."""
     blocks = build(f)
-    written = deploy.write(f, out_dir)
+    written = []
     for block in blocks:
         if isinstance(block, Image):
             write_atomic(out_dir / block.file, block.png)  # 0600 like the whole run folder
@@ -70,7 +70,7 @@ def render_files(f: Figures, out_dir: Path) -> list[Path]:
     for name, text in (("report.md", to_markdown(blocks)), ("report.html", to_html(blocks, title))):
         write_atomic(out_dir / name, text.encode())
         written.append(out_dir / name)
-    return written
+    return written + deploy.write(f, out_dir)  # last: a failure there leaves the report written
 
 
 def write_report(run: Run, status: str | None = None) -> None:
