@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from agent.report import deploy
 from agent.report.ablation import ablation
 from agent.report.figures import Figures, compute
 from agent.report.jobs import jobs
@@ -28,6 +29,7 @@ from state.run import Run
 SECTIONS = [
     incomplete,
     conclusion,
+    deploy.section,
     jobs,
     curves,
     pareto_section,
@@ -56,7 +58,8 @@ def build(f: Figures) -> list[Block]:
 
 
 def render_files(f: Figures, out_dir: Path) -> list[Path]:
-    """Write report.md, its chart and report.html into out_dir; returns the paths written."""
+    """Write report.md, its chart, report.html and deploy/ (the winner's launch script, compose
+    and Kubernetes files) into out_dir; returns the paths written."""
     blocks = build(f)
     written = []
     for block in blocks:
@@ -67,7 +70,7 @@ def render_files(f: Figures, out_dir: Path) -> list[Path]:
     for name, text in (("report.md", to_markdown(blocks)), ("report.html", to_html(blocks, title))):
         write_atomic(out_dir / name, text.encode())
         written.append(out_dir / name)
-    return written
+    return written + deploy.write(f, out_dir)  # last: a failure there leaves the report written
 
 
 def write_report(run: Run, status: str | None = None) -> None:

@@ -33,6 +33,11 @@ class Table:
 
 
 @dataclass
+class Links:
+    items: list[tuple[str, str]]  # (relative path, what it is), a bulleted list of links
+
+
+@dataclass
 class Code:
     text: str
 
@@ -44,7 +49,7 @@ class Image:
     alt: str
 
 
-Block = Heading | Para | Bullets | Table | Code | Image
+Block = Heading | Para | Bullets | Links | Table | Code | Image
 
 
 def to_markdown(blocks: list[Block]) -> str:
@@ -56,6 +61,8 @@ def to_markdown(blocks: list[Block]) -> str:
             out.append(b.text)
         elif isinstance(b, Bullets):
             out.append("\n".join(f"- {i}" for i in b.items))
+        elif isinstance(b, Links):
+            out.append("\n".join(f"- [`{href}`]({href}): {text}" for href, text in b.items))
         elif isinstance(b, Table):
             cells = [[_md_cell(c) for c in row] for row in [b.headers, *b.rows]]
             rule = ["---:" if i in b.right else "---" for i in range(len(b.headers))]
@@ -135,6 +142,13 @@ def to_html(blocks: list[Block], title: str) -> str:
             out.append(f"<p>{_inline(b.text)}</p>")
         elif isinstance(b, Bullets):
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Links):
+            items = (
+                f'<li><a href="{html.escape(href)}"><code>{html.escape(href)}</code></a>: '
+                f"{_inline(text)}</li>"
+                for href, text in b.items
+            )
+            out.append("<ul>" + "".join(items) + "</ul>")
         elif isinstance(b, Table):
             head = "".join(f"<th>{_inline(h)}</th>" for h in b.headers)
             rows = "".join(

@@ -45,6 +45,8 @@ def final_lines(run_path: Path, f: Figures | None) -> list[str]:
     html = run_path / "report.html"
     if html.is_file():
         lines.append(f"report: {html}  (and report.md beside it)")
+    if (run_path / "deploy").is_dir():  # agent/report/deploy.py
+        lines.append(f"launch script, compose and Kubernetes files: {run_path / 'deploy'}")
     if f is not None and f.winner is None and f.baseline is not None:
         lines.append(f"nothing to deploy: {unmeasured_text(f, why=False)}")
     servers = policy_servers(f) if f is not None else []

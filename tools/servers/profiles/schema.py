@@ -129,6 +129,7 @@ class Profile(Strict):
     port_flag: str = "--port"
     loopback: str = ""  # added unless the command sets --host (vLLM binds every interface)
     workers: list[str] = []  # worker process names (they may outlive the main process)
+    image: str = ""  # the engine's container image, for the run's deploy/ files ("": none known)
     readiness: Readiness = Readiness()
     prefix_cache: PrefixCache = PrefixCache()
     tokens: Tokens = Tokens()
