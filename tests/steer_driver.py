@@ -293,11 +293,14 @@ def wait_for(run_path: Path, predicate: Any, timeout: float = DEADLINE_S) -> lis
 
 
 def waiting_at_gate(events: list[dict[str, Any]], step: int) -> bool:
-    """The brain is in its turn `step` (waiting at the gate): `step` turns done and answered."""
+    """The brain is in its turn `step` (waiting at the gate): `step` turns done and answered.
+    Answered means every tool_use block of those turns has its result: a turn's message is
+    logged before its calls, so counting tool_call events would match in between (on a loaded
+    machine a glance landed there, before the turn's todowrite ran)."""
     turns = [e for e in events if e["type"] == "message" and e["role"] == "assistant"]
     results = [e for e in events if e["type"] == "tool_result"]
-    calls = [e for e in events if e["type"] == "tool_call"]
-    return len(turns) == step and len(results) == len(calls)
+    uses = [b for e in turns for b in e["content"] if b.get("type") == "tool_use"]
+    return len(turns) == step and len(results) == len(uses)
 
 
 if __name__ == "__main__":
