@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.view.watch import process_alive
 from state.events import epoch, read_events
 from state.inbox import send
+from state.lock import process_alive
 from tests.fake_messages_api import (
     Cut,
     Drop,

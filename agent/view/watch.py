@@ -27,7 +27,7 @@ from agent.view.fleet import FLEET_EVENTS, snapshot
 from agent.view.live import Board, event_line, render
 from state.events import Event, parse_lines
 from state.fleet import FleetState
-from state.lock import LOCK_NAME
+from state.lock import LOCK_NAME, process_alive
 
 HISTORY_LINES = 10  # event lines shown for what happened before watch started
 WRITER_CHECK_S = 2.0  # how often to ask whether the run's process is still there
@@ -60,23 +60,6 @@ def lock_holder_alive(run_path: Path) -> bool:
     except OSError:
         return False
     return text.isdigit() and process_alive(int(text))
-
-
-def process_alive(pid: int) -> bool:
-    """Running on this machine (a zombie waiting to be reaped has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 def writer_of(event: Event) -> int | None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from state.lock import process_alive
 from tools.domain.fleet_config import BOX, FleetConfig
 from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
 from tools.trial_outcome import LOST
@@ -169,22 +170,12 @@ def private_temp() -> Path:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
     for old in parent.iterdir():
-        if old.name.isdigit() and not _pid_alive(int(old.name)):
+        if old.name.isdigit() and not process_alive(int(old.name)):
             shutil.rmtree(old, ignore_errors=True)
     mine = parent / str(os.getpid())
     shutil.rmtree(mine, ignore_errors=True)  # a cluster this process started before
     mine.mkdir(mode=0o700)
     return mine
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LocalCluster:
