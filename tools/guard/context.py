@@ -20,6 +20,7 @@ ENGINE_MODULES = (
     "vllm.entrypoints.api_server",
     "llama_cpp.server",
     "sim",
+    "sim.pipeline",  # the drafter lab's stages (datagen, train, ...), run as start_job jobs
 )
 ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm")  # `vllm serve|bench`
 # words a pkill -f pattern may name: the engines and their worker processes (profiles' workers)
