@@ -171,7 +171,13 @@ def test_find_max_rate_brackets_the_highest_rate_meeting_the_slo(tmp_path: Path)
     search = result["rate_search"]
     assert search["slo_ms"] == {"ttft": 400.0} and result["workload"]["traffic"] == "rate"
     best, missed = search["max_rate"], search["missed_at"]
-    assert best is not None and missed is not None and best < missed <= best / 0.9 + 1e-9
+    assert best is not None and missed is not None and best < missed
+    # bracketed to 10 %, or stopped (saying so) at a rate in between that a loaded machine's
+    # client could not send: no evidence about the server there
+    stopped = search["client_bound_at"]
+    assert missed <= best / 0.9 + 1e-9 or (stopped is not None and best < stopped < missed)
+    if stopped is not None:
+        assert any("the client could not send" in n for n in result["notes"])
     assert search["probes"][:2] == [{"rate": 2.0, "met": True}, {"rate": 4.0, "met": True}]
     by_rate = {p["request_rate"]: p for p in result["points"]}
     assert sorted(by_rate) == [p["request_rate"] for p in result["points"]]  # sorted by rate

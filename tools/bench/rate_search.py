@@ -31,6 +31,7 @@ class RateSearch:
     outcome: SweepOutcome  # every probe's point, sorted by rate
     max_rate: float | None  # the highest rate that met the SLO (None: not even the lowest)
     missed_at: float | None  # the lowest rate that missed it (None: never missed)
+    client_bound_at: float | None = None  # the rate the client could not send (the search's end)
     probes: list[dict[str, Any]] = field(default_factory=list)  # {"rate", "met"} in probe order
 
     def summary(self, slo_ms: dict[str, float]) -> str:
@@ -46,7 +47,12 @@ class RateSearch:
         )
 
     def data(self) -> dict[str, Any]:
-        return {"max_rate": self.max_rate, "missed_at": self.missed_at, "probes": self.probes}
+        return {
+            "max_rate": self.max_rate,
+            "missed_at": self.missed_at,
+            "client_bound_at": self.client_bound_at,
+            "probes": self.probes,
+        }
 
 
 async def find_max_rate(
@@ -78,6 +84,7 @@ async def find_max_rate(
             break
         point = got.points[-1]
         if point.get("achieved_request_rate", 0.0) < CLIENT_BOUND * rate:
+            search.client_bound_at = rate
             search.outcome.notes.append(
                 f"rate {rate:g}/s: the client could not send at this rate - the search stops "
                 "here (no evidence about the server above it)"
