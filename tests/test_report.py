@@ -127,9 +127,10 @@ def test_ablation_failures_noise_reproduce_and_cost(full: Path) -> None:
     assert rows(md, "250", "## Noise floor") == [["250", "0.9 %"]]
     assert "agent bench --url http://127.0.0.1:30000 --concurrency 1,2,5,10,30,70,100,250" in md
     assert "agent replay" in md and "agent run --goal 'beat baseline' --config" in md
-    cost = {r[0]: r[1] for r in rows(md, "server launches") + rows(md, "model cost")}
+    model = "model API cost (the campaign's brain)"
+    cost = {r[0]: r[1] for r in rows(md, "server launches") + rows(md, model)}
     assert cost["server launches"] == "7 (1 failed to start)"
-    assert cost["model cost"] == "$0.41"
+    assert cost[model] == "$0.41"
     assert "At C=1,2,5,10,30,70,100 the difference is within the noise floor." in md
     assert "b008 (triton): 3 failed requests (C=10: 3)." in md
     assert "2 of 4 configurations were measured by one sweep only (triton, eagle)" in md

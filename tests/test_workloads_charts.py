@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.report.pareto import chart_files, gpus_used, pareto_front, per_user
+from agent.report.pareto import chart_files, pareto_front, per_user
 from tests.report_session import write_session
+from tools.bench.results import gpus_used
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -10,6 +10,10 @@ the mean of a configuration's sweeps), and writes recommendation.json in the run
      "policy": [{"from_concurrency", "to_concurrency", "config", "command"}],
      "crossover": [levels], ...}
 
+With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({level: $ per million
+output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
+policy range of the levels of its range; without one, neither key.
+
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
 router that sends each request to the server whose range holds the requests in flight
@@ -33,8 +37,9 @@ from state.atomic import write_json_atomic
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results as result_files
 from tools.bench.schema import BenchResult
-from tools.domain import stats
+from tools.domain import cost, stats
 from tools.domain.config import Config
+from tools.domain.cost import CostConfig
 from tools.domain.objective import describe_objective, objective_value
 from tools.domain.space import SearchError, SearchSpace, render_flags
 
@@ -143,6 +148,19 @@ class Recommend(Tool):
             "reason": inp.reason,
             "notes": notes,
         }
+        if config.cost is not None:  # what the deployed configuration costs to serve, per level
+            served = (mine, ours) if verdict in ("win", "baseline") else (base, theirs)
+            rec |= _serving(config.cost, served[0], served[1], common)
+            for p in policy:
+                measured = [
+                    x
+                    for x in _matching(results, _norm(p["config"], space), space)
+                    if _workload(x) == workload
+                ]
+                levels = _per_level(measured)
+                hi = p["to_concurrency"] or max(levels)
+                span = [c for c in sorted(levels) if p["from_concurrency"] <= c <= hi]
+                p |= _serving(config.cost, measured, levels, span)
         write_json_atomic(ctx.run.path / FILE, rec)
         return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
 
@@ -210,6 +228,19 @@ def _value(
             f"measured for both the configuration and the baseline (common: {common})"
         )
     return objective_value(subset, objective.kind, objective.level, slo_ok)
+
+
+def _serving(
+    price: CostConfig, measured: list[BenchResult], per_level: dict[int, float], levels: list[int]
+) -> dict[str, Any]:
+    """usd_per_hour (of the GPUs its command asks for, or of the box) and usd_per_mtok per level
+    (tools/domain/cost.py, the report's formula)."""
+    gpus = result_files.gpus_used(measured[-1])
+    priced = cost.per_level(price, gpus, {c: per_level[c] for c in levels})
+    return {
+        "usd_per_hour": round(price.hourly_usd(gpus), 4),
+        "usd_per_mtok": {str(c): round(v, 4) for c, v in priced.items()},
+    }
 
 
 def _slo_ok(results: list[BenchResult], objective: Any) -> dict[int, bool]:

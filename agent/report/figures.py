@@ -1,7 +1,8 @@
 """The figures of a run, computed once from what was measured (agent.report.measured) with the
 campaign statistics (tools/domain/stats.py): the baseline, the candidate and its standing against
-the baseline (geometric-mean ratio, noise floor, verdict), the winner, the per-level noise floors
-and the cost. The report's sections and the supervisor's view read these; none computes its own.
+the baseline (geometric-mean ratio, noise floor, verdict), the winner, the per-level noise floors,
+the cost of the campaign and, with a [cost] price, what each configuration costs to serve. The
+report's sections and the supervisor's view read these; none computes its own.
 
 The candidate is the configuration recommendation.json names (else the best geometric-mean ratio
 to the baseline among those measured on at least half its levels). It is the winner when it beats
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from agent.report.measured import Configuration, Measured, parse_ts
 from state.events import Event
 from tools.bench import results
+from tools.domain import cost as serving
 from tools.domain import stats
 
 NOISY_LEVEL = 0.10  # a per-level floor above this makes that level's ratios meaningless
@@ -36,6 +38,7 @@ class Figures:
     repeats: list[list[dict[int, float]]]
     kind: str
     level: int | None
+    price: serving.CostConfig | None = None  # [cost] as the run recorded it; None: not priced
 
     def ratio(self, c: Configuration) -> float | None:
         """c's geometric-mean ratio to the baseline (stats.geomean_ratio of the mean sweeps)."""
@@ -58,6 +61,14 @@ class Figures:
                 verdict = "within noise" if stats.within_noise(r, floor) else "below"
             out[level] = (r, verdict)
         return out
+
+    def usd_per_mtok(self, c: Configuration) -> dict[int, float]:
+        """$ per million output tokens at each level c served ({} without a price): the one
+        formula (tools/domain/cost.py) on the mean sweep every other figure reads, for the GPUs
+        its command asks for."""
+        if self.price is None:
+            return {}
+        return serving.per_level(self.price, results.gpus_used(c.runs[-1]), c.sweep)
 
     def screened(self, c: Configuration) -> bool:
         """Measured on fewer than half the baseline's levels: a screen, not a sweep."""
@@ -121,6 +132,7 @@ def compute(m: Measured) -> Figures:
         repeats=repeats,
         kind=kind,
         level=level,
+        price=serving.price_of(m.state.config.get("cost")),
     )
 
 

@@ -6,6 +6,8 @@ used by `agent bench --json` (PNG files beside the JSON) and the report (its own
 Per point: tokens/s per GPU = output_throughput / GPUs (the server command's --tp x --dp, 1 when
 unknown); tokens/s per user = output_throughput / achieved_concurrency (what one stream of the
 requests in flight received). The Pareto front joins the points no other point beats on both.
+With a [cost] price, a third chart: $ per million output tokens (tools/domain/cost.py) against
+median TPOT, its front the points no other beats on both (cheaper and quicker).
 """
 
 from __future__ import annotations
@@ -18,22 +20,13 @@ from agent.report.chart import DPI, OTHERS, colours
 from agent.report.figures import Figures
 from agent.report.outcome import chart_curves
 from agent.report.render import Block, Heading, Image, Para
-from tools.bench.confighash import normalize_command
 from tools.bench.level_traffic import level_name
+from tools.bench.results import gpus_used
 from tools.bench.schema import BenchResult
-from tools.domain.gpus import gpus_of
+from tools.domain.cost import CostConfig, usd_per_mtok
 
 LATENCY_FILE, PARETO_FILE = "report-latency.png", "report-pareto.png"  # in the report
-
-
-def gpus_used(result: BenchResult) -> int:
-    """GPUs a server used: as given (`agent bench --gpus`), else as its command's parallelism
-    flags ask (tools.domain.gpus, as the planner counts them), else 1."""
-    if result.server.gpus:
-        return result.server.gpus
-    if not result.server.command:
-        return 1
-    return gpus_of(normalize_command(result.server.command)["flags"])
+COST_FILE = "report-cost.png"  # with a [cost] price only
 
 
 def served(result: BenchResult) -> list[dict[str, Any]]:
@@ -136,6 +129,38 @@ def pareto_figure(curves: list[Curve], title: str = "Tokens/s per user vs tokens
     return _finish(fig, axes, title)
 
 
+def cost_figure(
+    curves: list[Curve], price: CostConfig, title: str = "Serving cost vs latency"
+) -> Any:
+    """$ per million output tokens (tools/domain/cost.py) against median TPOT, a point per level
+    (a point without a TPOT cannot be placed: left out); the front joins the points no other
+    beats on both - cheaper and quicker - lower being better on both axes."""
+    fig, axes = _figure(1)
+    ax = axes[0]
+    everything: list[tuple[float, float]] = []
+    for cv in curves:
+        placed = [
+            (float(p["median_tpot_ms"]), usd, p)
+            for p in cv.points
+            if (p.get("median_tpot_ms") or 0) > 0
+            if (usd := usd_per_mtok(price, cv.gpus, p["output_throughput"])) is not None
+        ]
+        everything += [(x, y) for x, y, _ in placed]
+        ax.scatter([x for x, _, _ in placed], [y for _, y, _ in placed], color=cv.colour,
+                   label=f"{cv.label} ({cv.gpus} GPU{'s' if cv.gpus > 1 else ''})",
+                   zorder=3)  # fmt: skip
+        for x, y, p in placed:
+            ax.annotate(level_name(p), (x, y), fontsize=7, alpha=0.7)
+    front = [(-x, -y) for x, y in pareto_front([(-x, -y) for x, y in everything])]
+    if front:
+        ax.plot([x for x, _ in front], [y for _, y in front], color="#000000", linewidth=1.4,
+                linestyle="-.", label="Pareto front", zorder=2)  # fmt: skip
+    ax.set_xlabel("median TPOT (ms per output token)")
+    dollars = f"$ per million output tokens ({price.describe()})"
+    ax.set_ylabel(dollars.replace("$", r"\$"))  # a bare $ starts matplotlib's mathtext
+    return _finish(fig, axes, title)
+
+
 def chart_files(series: list[tuple[str, BenchResult]]) -> list[tuple[str, bytes]]:
     """("latency" | "pareto", PNG) of the two charts of `agent bench --json`'s results ([] when
     nothing was served)."""
@@ -168,12 +193,22 @@ def section(f: Figures) -> list[Block]:
     )
     if any(p.get("request_goodput") is not None for cv in curves for p in cv.points):
         text += " Goodput counts the requests within the SLO."
-    return [
+    out: list[Block] = [
         Heading(2, "Latency, throughput and the Pareto front"),
         Para(text),
         Image(LATENCY_FILE, files[0][1], "latency vs throughput"),
         Image(PARETO_FILE, files[1][1], "tokens/s per user vs tokens/s per GPU"),
     ]
+    if f.price is not None:
+        out.append(
+            Para(
+                f"What a million output tokens cost to serve at {f.price.describe()} against "
+                "median TPOT: on the front, nothing is both cheaper and quicker (the table per "
+                "level is in Cost, below)."
+            )
+        )
+        out.append(Image(COST_FILE, png(cost_figure(curves, f.price)), "$ per Mtok vs latency"))
+    return out
 
 
 def _figure(panels: int) -> tuple[Any, list[Any]]:

@@ -1,4 +1,5 @@
-"""The report's closing sections: the setup, how to reproduce it, and what it cost."""
+"""The report's closing sections: the setup, how to reproduce it, what the campaign cost, and
+(with a [cost] price) what each configuration costs to serve."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from agent.report.measured import Configuration
 from agent.report.outcome import policy_servers
 from agent.report.render import Block, Bullets, Code, Heading, Para, Table
 from state.sweeps import count
+from tools.bench import results
+from tools.domain import cost as serving
 
 
 def setup(f: Figures) -> list[Block]:
@@ -85,6 +88,53 @@ def cost_section(f: Figures) -> list[Block]:
             "model tokens" if f.m.state.brain != "autopilot" else "model tokens (autopilot: none)",
             f"{c['input_tokens']:,.0f} in (cache included), {c['output_tokens']:,.0f} out",
         ],
-        ["model cost", f"${c['usd']:.2f}"],
+        ["model API cost (the campaign's brain)", f"${c['usd']:.2f}"],
+        ["serving cost", serving_line(f)],
     ]
-    return [Heading(2, "Cost"), Table(["what", "how much"], rows)]
+    return [Heading(2, "Cost"), Table(["what", "how much"], rows), *serving_table(f)]
+
+
+def serving_line(f: Figures) -> str:
+    """The hardware's price as configured, or the one line that says how to set one."""
+    if f.price is None:
+        return f"not priced: {serving.HINT}"
+    return f"{f.price.describe()}: $ per million output tokens of each configuration below"
+
+
+def serving_table(f: Figures) -> list[Block]:
+    """$ per million output tokens of every configuration measured at every level it served
+    (Figures.usd_per_mtok), the cheapest at each level in bold; nothing without a price."""
+    if f.price is None or not f.measured:
+        return []
+    shown = [c for c in f.ranked() if c.levels]
+    priced = {id(c): f.usd_per_mtok(c) for c in shown}
+    levels = sorted({lv for c in shown for lv in priced[id(c)]})
+    cheapest = {
+        lv: min(here, key=lambda c: priced[id(c)][lv])
+        for lv in levels
+        if len(here := [c for c in shown if lv in priced[id(c)]]) > 1
+    }
+    rows = []
+    for c in shown:
+        cells = []
+        for lv in levels:
+            v = priced[id(c)].get(lv)
+            text = "-" if v is None else usd(v)
+            cells.append(f"**{text}**" if cheapest.get(lv) is c else text)
+        name = c.name + (" (winner)" if c is f.winner else "")
+        rows.append([name, str(results.gpus_used(c.runs[-1])), *cells])
+    how = (
+        f"What each configuration costs to serve, in $ per million output tokens: its hourly price "
+        f"({f.price.describe()}"
+        + (" x its GPUs" if f.price.usd_per_gpu_hour is not None else "")
+        + ") over the output tokens it served in an hour at that level (the mean of its sweeps, "
+        "the tok/s of the tables above). The cheapest at each level is in bold; - : not measured "
+        "there. The model API cost above is the campaign's, not the server's."
+    )
+    headers = ["configuration", "GPUs", *(f"C={lv}" for lv in levels)]
+    return [Para(how), Table(headers, rows, right=set(range(1, len(headers))))]
+
+
+def usd(value: float) -> str:
+    """Three significant figures (at least): $0.0120, $4.50, $49.4, $1,234."""
+    return f"${value:,.0f}" if value >= 100 else f"${value:#.3g}"

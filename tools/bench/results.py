@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
-from tools.bench.confighash import config_hash, workload_key
+from tools.bench.confighash import config_hash, normalize_command, workload_key
 from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
+from tools.domain.gpus import gpus_of
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 _ID = re.compile(r"^b(\d+)")
@@ -226,6 +227,17 @@ def sweep_of(result: BenchResult) -> dict[int, float]:
         for p in result.points
         if not p.interrupted or p.level_failed
     }
+
+
+def gpus_used(result: BenchResult) -> int:
+    """GPUs a server used: as given (`agent bench --gpus`), else as its command's parallelism
+    flags ask (tools.domain.gpus, as the planner counts them), else 1. The per-GPU Pareto chart
+    and the $ per million tokens of a per-GPU price both divide or multiply by this."""
+    if result.server.gpus:
+        return result.server.gpus
+    if not result.server.command:
+        return 1
+    return gpus_of(normalize_command(result.server.command)["flags"])
 
 
 Shape = tuple[tuple[int, int], ...]  # (level, requests sent) of each level of a sweep

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from state.secrets import MASK, is_secret_word
+from tools.domain.cost import CostConfig
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.permission_rules import RuleError, parse_rule
 from tools.domain.pipeline import PipelineConfig
@@ -219,6 +220,7 @@ class Config(Strict):
     files: FilesConfig = FilesConfig()
     pipeline: PipelineConfig | None = None  # long jobs before the campaign (docs/pipeline.md)
     fleet: FleetConfig | None = None  # trials in parallel on a Ray cluster (docs/fleet.md)
+    cost: CostConfig | None = None  # the hardware's price: $ per million tokens in the report
     source: str = "built-in lab"  # where this config came from (not a TOML key users set)
 
     @model_validator(mode="after")
