@@ -10,6 +10,9 @@ the mean of a configuration's sweeps), and writes recommendation.json in the run
      "policy": [{"from_concurrency", "to_concurrency", "config", "command"}],
      "crossover": [levels], ...}
 
+plus "drift" when the baseline's own sweeps moved more than the noise floor (results.drift:
+how much, between which sweeps, and that only paired comparisons should count).
+
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
 router that sends each request to the server whose range holds the requests in flight
@@ -143,6 +146,10 @@ class Recommend(Tool):
             "reason": inp.reason,
             "notes": notes,
         }
+        # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
+        seen = result_files.drift(base, objective.kind, objective.level)
+        if seen is not None and seen.drift.beyond(vs.floor):
+            rec["drift"] = seen.record(vs.floor)
         write_json_atomic(ctx.run.path / FILE, rec)
         return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
 
@@ -343,6 +350,15 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
         + f"; noise floor {stats.percent(rec['noise_floor'])}"
     )
+    drift = rec.get("drift")
+    drifted = []
+    if drift is not None:
+        drifted = [
+            f"  drift: the baseline moved {drift['change']:+.1%} between its own sweeps "
+            f"({'+'.join(drift['from']['results'])} -> {'+'.join(drift['to']['results'])}; "
+            f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): the "
+            f"machine drifted; {result_files.DRIFT_NOTE}"
+        ]
     if verdict not in ("win", "baseline"):
         return "\n".join(
             [
@@ -351,6 +367,7 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
                 f"  asked: {rec['candidate']['command']}",
                 f"  {measured}",
                 f"  deploy: {rec['command']}",
+                *drifted,
                 *(f"  note: {n}" for n in rec["notes"]),
                 f"Written to {FILE} (verdict {verdict!r}; what was asked is under 'candidate').",
             ]
@@ -365,6 +382,7 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         lines.append(f"  policy {span}: {' '.join(render_flags(p['config'])) or '(no flags)'}")
     if rec["crossover"]:
         lines.append(f"  crossover at C={', '.join(map(str, rec['crossover']))}")
+    lines += drifted
     lines += [f"  note: {n}" for n in rec["notes"]]
     lines.append(f"Written to {FILE}.")
     return "\n".join(lines)
