@@ -356,8 +356,8 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         drifted = [
             f"  drift: the baseline moved {drift['change']:+.1%} between its own sweeps "
             f"({'+'.join(drift['from']['results'])} -> {'+'.join(drift['to']['results'])}; "
-            f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): the "
-            f"machine drifted; {result_files.DRIFT_NOTE}"
+            f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): "
+            f"{result_files.DRIFTED}"
         ]
     if verdict not in ("win", "baseline"):
         return "\n".join(
