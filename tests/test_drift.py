@@ -200,9 +200,9 @@ warmup_requests = 1
 def test_a_campaign_on_a_box_that_slows_down_reports_the_drift(tmp_path: Path) -> None:
     """The box runs at full speed until the baseline's A/A pair is measured, then at 30 % (set by
     the campaign's progress, not by a clock, so that a slow machine sees the same campaign): the box
-    runs at 40 %. The candidate looks worse, the baseline is measured again (more sweeps for the
-    floor, or its re-validation on a fresh launch at the end), and its sweeps - 2.5x apart - are a
-    drift that the report, the screen and recommendation.json name."""
+    runs at 25 %. The candidate looks worse, the baseline is measured again (more sweeps for the
+    floor, or its re-validation on a fresh launch at the end), and its sweeps - up to 4x apart -
+    are a drift that the report, the screen and recommendation.json name."""
     from tests.test_lab_campaign import free_port
 
     schedule = tmp_path / "drift.txt"
@@ -221,7 +221,7 @@ def test_a_campaign_on_a_box_that_slows_down_reports_the_drift(tmp_path: Path) -
         while child.poll() is None and switched is None:
             assert time.monotonic() < deadline, "the campaign did not reach its A/A pair"
             if aa_measured(tmp_path / "runs"):
-                schedule.write_text("0:0.4\n")
+                schedule.write_text("0:0.25\n")
                 switched = datetime.now(UTC)
             time.sleep(0.1)
         out, err = child.communicate(timeout=600)
@@ -234,7 +234,7 @@ def test_a_campaign_on_a_box_that_slows_down_reports_the_drift(tmp_path: Path) -
     rec = json.loads((run / "recommendation.json").read_text())
     assert rec["verdict"] == "baseline", rec  # the candidate measured on the slow box lost
     d = rec["drift"]
-    assert d["change"] < -0.4 and d["size"] > rec["noise_floor"]  # about -60 % and 1.5
+    assert d["change"] < -0.4 and d["size"] > rec["noise_floor"]  # about -70 % and 2.3
     # the two sweeps it names: one on the box at full speed, one after it slowed down
     assert d["from"]["results"][0].split("-")[1] in ("baseline", "noise")
     assert finished(d["from"]) < switched < finished(d["to"])

@@ -311,6 +311,11 @@ def _command(config: Config, flags: dict[str, Any], port: int | None = None) -> 
     return config.server.command + " " + shlex.join(words)
 
 
+def _names(ids: list[str]) -> str:
+    """Result ids as results.TimedSweep.names says them."""
+    return result_files.TimedSweep({}, tuple(ids), "").names
+
+
 def _show(flags: dict[str, Any]) -> str:
     return json.dumps(flags) if flags else "{} (no flags)"
 
@@ -355,7 +360,7 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
     if drift is not None:
         drifted = [
             f"  drift: the baseline moved {drift['change']:+.1%} between its own sweeps "
-            f"({'+'.join(drift['from']['results'])} -> {'+'.join(drift['to']['results'])}; "
+            f"({_names(drift['from']['results'])} -> {_names(drift['to']['results'])}; "
             f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): "
             f"{result_files.DRIFTED}"
         ]

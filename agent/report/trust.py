@@ -74,7 +74,7 @@ def drift_text(f: Figures) -> str | None:
     what = "geomean output tok/s" if len(d.levels) > 1 else "output tok/s"
 
     def sweep(t: results.TimedSweep, value: float) -> str:
-        return f"{value:,.1f} ({'+'.join(t.ids)}, finished {_clock(t.finished)})"
+        return f"{value:,.1f} ({t.names}, finished {_clock(t.finished)})"
 
     return (
         f"the baseline's {what} over C={where} went from {sweep(seen.earlier, d.earlier_value)} "

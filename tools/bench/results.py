@@ -252,6 +252,12 @@ class TimedSweep:
     ids: tuple[str, ...]
     finished: str
 
+    @property
+    def names(self) -> str:
+        """Its results for a reader: `b005`, or `b001-b004` for a sweep cut into calls."""
+        short = [i.split("-", 1)[0] for i in self.ids]
+        return short[0] if len(short) == 1 else f"{short[0]}-{short[-1]}"
+
 
 @dataclass(frozen=True)
 class SeenDrift:
