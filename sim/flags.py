@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sim import drift
 from sim import profile as profiles
 from sim.hardware import PROFILES
 
@@ -48,6 +49,8 @@ class ServerArgs:
     ideal_itl_ms: float | None = None
     hang_seconds: float | None = None
     log_interval: int = 40
+    drift: str | None = None  # a schedule of the box's speed (sim/drift.py)
+    drift_start: float | None = None  # UNIX time of the schedule's second 0 (default: our start)
     profile: str | None = None  # a profile file or shipped name (sim/profiles/): the box's physics
     extra: tuple[tuple[str, str | bool | None], ...] = ()  # the profile's own flags, as given
 
@@ -123,6 +126,12 @@ def build_parser(
     b("--ideal-itl-ms", type=float, help="ideal mode: fixed inter-token latency")
     b("--hang-seconds", type=float, help="real seconds a doomed start hangs before it fails")
     b("--log-interval", type=_positive(int), default=40, help="decode steps between log lines")
+    b(
+        "--drift",
+        help='the box slows or speeds up on a schedule: "0:1.0,60:0.5" (SECOND:SPEED '
+        "steps, SECOND~SPEED ramps; real seconds; @FILE: read from FILE, again when it changes)",
+    )
+    b("--drift-start", type=float, help="UNIX time of the drift's second 0 (default: this start)")
     b("--profile", help="the box's physics: a profile file or a shipped name (sim/profiles/)")
     if profile is not None and profile.flags:
         own = p.add_argument_group(f"flags of profile {profile.name}")
@@ -175,6 +184,15 @@ def check(args: ServerArgs) -> None:
     """The argument checks SGLang does before loading anything (ValueError in its log)."""
     if not 0 <= args.noise < 0.5:
         raise FlagError(f"--noise must be in [0, 0.5), got {args.noise}")
+    if args.drift is not None:
+        try:
+            drift.load(args.drift)
+        except drift.DriftError as err:
+            raise FlagError(str(err)) from None
+        if args.ideal:
+            raise FlagError("--drift slows the modelled engine: not with --ideal-ttft-ms/-itl-ms")
+    elif args.drift_start is not None:
+        raise FlagError("--drift-start needs --drift (the schedule it starts)")
     if args.load_seconds < 0:
         raise FlagError(f"--load-seconds must be >= 0, got {args.load_seconds}")
     if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:

@@ -85,6 +85,8 @@ def server_info(app: App) -> dict[str, Any]:
         "noise": args.noise,
         "ideal": args.ideal,
         "max_lag_ms": round(e.max_lag_ms, 3) if e is not None else 0.0,
+        "drift": args.drift,  # the injected schedule (sim/drift.py), and its speed now
+        "speed": round(e.speed(), 4) if e is not None else 1.0,
         "note": "throughputs measured by a client are time_scale times the modelled ones",
     }
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info.items()}

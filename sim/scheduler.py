@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 
 from sim import predictability
+from sim.drift import Live
 from sim.model import Model
 from sim.prefix_cache import PrefixCache, cacheable, page_keys
 
@@ -77,7 +78,15 @@ class Seq:
 
 
 class Engine:
-    def __init__(self, model: Model, time_scale: float, noise: float, seed: int) -> None:
+    def __init__(
+        self,
+        model: Model,
+        time_scale: float,
+        noise: float,
+        seed: int,
+        schedule: Live | None = None,
+        drift_start: float | None = None,
+    ) -> None:
         self.model = model
         self.scale = time_scale
         self.noise = noise
@@ -86,6 +95,11 @@ class Engine:
         self.drift = 1.0
         self.drift_until = 0.0
         self.t0 = time.perf_counter()
+        # the injected machine drift (--drift, sim/drift.py; not the noise's `drift` above): its
+        # clock is real seconds since drift_start, shared by every launch of a campaign
+        self.schedule = schedule
+        now = time.time()
+        self.schedule_offset_s = now - (drift_start if drift_start is not None else now)
         self.cursor = 0.0  # model ms at which the next iteration starts
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
@@ -113,7 +127,14 @@ class Engine:
         """Model time, ms."""
         return (time.perf_counter() - self.t0) * 1000.0 * self.scale
 
+    def speed(self) -> float:
+        """The injected drift's speed at the step starting now (1.0 without a schedule)."""
+        if self.schedule is None:
+            return 1.0
+        return self.schedule.speed(self.schedule_offset_s + self.cursor / self.scale / 1000.0)
+
     def _noisy(self, ms: float) -> float:
+        ms /= self.speed()  # a slower box takes longer over every step: less throughput
         if self.noise <= 0:
             return ms
         if self.cursor >= self.drift_until:

@@ -18,6 +18,7 @@ from pathlib import Path
 import uvicorn
 import uvloop
 
+from sim import drift
 from sim.api import App
 from sim.flags import FlagError, ServerArgs, parse_server_args
 from sim.model import Model
@@ -119,7 +120,15 @@ async def serve(
     seed: int,
     workers: list[subprocess.Popen[bytes]],
 ) -> None:
-    engine = None if args.ideal else Engine(model, args.time_scale, args.noise, seed)
+    schedule = drift.Live(args.drift, log) if args.drift is not None else None
+    if schedule is not None:
+        since = args.drift_start or "this start"
+        log(f"drift schedule {schedule.schedule.text()} (real seconds since {since})")
+    engine = (
+        None
+        if args.ideal
+        else Engine(model, args.time_scale, args.noise, seed, schedule, args.drift_start)
+    )
     app = App(args, model, engine)
     config = uvicorn.Config(
         app,

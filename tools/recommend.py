@@ -13,6 +13,8 @@ the mean of a configuration's sweeps), and writes recommendation.json in the run
 With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({level: $ per million
 output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
 policy range of the levels of its range; without one, neither key.
+plus "drift" when the baseline's own sweeps moved more than the noise floor (results.drift:
+how much, between which sweeps, and that only paired comparisons should count).
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
@@ -161,6 +163,10 @@ class Recommend(Tool):
                 hi = p["to_concurrency"] or max(levels)
                 span = [c for c in sorted(levels) if p["from_concurrency"] <= c <= hi]
                 p |= _serving(config.cost, measured, levels, span)
+        # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
+        seen = result_files.drift(base, objective.kind, objective.level)
+        if seen is not None and seen.drift.beyond(vs.floor):
+            rec["drift"] = seen.record(vs.floor)
         write_json_atomic(ctx.run.path / FILE, rec)
         return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
 
@@ -335,6 +341,11 @@ def _command(config: Config, flags: dict[str, Any], port: int | None = None) -> 
     return config.server.command + " " + shlex.join(words)
 
 
+def _names(ids: list[str]) -> str:
+    """Result ids as results.TimedSweep.names says them."""
+    return result_files.TimedSweep({}, tuple(ids), "").names
+
+
 def _show(flags: dict[str, Any]) -> str:
     return json.dumps(flags) if flags else "{} (no flags)"
 
@@ -374,6 +385,15 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
         + f"; noise floor {stats.percent(rec['noise_floor'])}"
     )
+    drift = rec.get("drift")
+    drifted = []
+    if drift is not None:
+        drifted = [
+            f"  drift: the baseline moved {drift['change']:+.1%} between its own sweeps "
+            f"({_names(drift['from']['results'])} -> {_names(drift['to']['results'])}; "
+            f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): "
+            f"{result_files.DRIFTED}"
+        ]
     if verdict not in ("win", "baseline"):
         return "\n".join(
             [
@@ -382,6 +402,7 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
                 f"  asked: {rec['candidate']['command']}",
                 f"  {measured}",
                 f"  deploy: {rec['command']}",
+                *drifted,
                 *(f"  note: {n}" for n in rec["notes"]),
                 f"Written to {FILE} (verdict {verdict!r}; what was asked is under 'candidate').",
             ]
@@ -396,6 +417,7 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         lines.append(f"  policy {span}: {' '.join(render_flags(p['config'])) or '(no flags)'}")
     if rec["crossover"]:
         lines.append(f"  crossover at C={', '.join(map(str, rec['crossover']))}")
+    lines += drifted
     lines += [f"  note: {n}" for n in rec["notes"]]
     lines.append(f"Written to {FILE}.")
     return "\n".join(lines)

@@ -21,13 +21,14 @@ from agent.report.outcome import all_configs, conclusion, curves
 from agent.report.pareto import section as pareto_section
 from agent.report.render import Block, Heading, Image, Para, to_html, to_markdown
 from agent.report.runbook import cost_section, reproduce, setup
-from agent.report.trust import caveats, failed, incomplete, noise
+from agent.report.trust import caveats, drift_warning, failed, incomplete, noise
 from state.atomic import write_atomic
 from state.events import Event, read_events
 from state.run import Run
 
 SECTIONS = [
     incomplete,
+    drift_warning,
     conclusion,
     deploy.section,
     jobs,

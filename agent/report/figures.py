@@ -10,7 +10,8 @@ the baseline beyond the noise floor - recommendation.json's verdict when there i
 baseline stays - unless it served no level at all (every request of every level failed): a
 configuration that was not measured is never the winner, and then there is none. The noise floor
 stated is the objective's over the levels of that comparison, the same number recommendation.json
-states.
+states. The drift is the baseline's own sweeps read as a drift series (results.drift), stated when
+they moved more than that floor, as recommendation.json states it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ class Figures:
     kind: str
     level: int | None
     price: serving.CostConfig | None = None  # [cost] as the run recorded it; None: not priced
+    drift: results.SeenDrift | None = None  # the baseline's largest move between its sweeps
+
+    @property
+    def drifted(self) -> results.SeenDrift | None:
+        """The drift when it is beyond the noise floor (else nothing is said of it)."""
+        seen = self.drift
+        return seen if seen is not None and seen.drift.beyond(self.floor) else None
 
     def ratio(self, c: Configuration) -> float | None:
         """c's geometric-mean ratio to the baseline (stats.geomean_ratio of the mean sweeps)."""
@@ -133,6 +141,7 @@ def compute(m: Measured) -> Figures:
         kind=kind,
         level=level,
         price=serving.price_of(m.state.config.get("cost")),
+        drift=results.drift(base.runs, kind, level) if base is not None else None,
     )
 
 

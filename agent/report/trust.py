@@ -6,6 +6,7 @@ from __future__ import annotations
 from agent.report.figures import NOISY_LEVEL, Figures
 from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Bullets, Heading, Para, Table
+from tools.bench import results
 from tools.domain import stats
 
 
@@ -62,6 +63,38 @@ def noise(f: Figures) -> list[Block]:
     return out
 
 
+def drift_text(f: Figures) -> str | None:
+    """The machine drifted: the baseline's own sweeps moved more than the noise floor - how much,
+    between which sweeps, and what that means for every unpaired ratio (None: it did not)."""
+    seen = f.drifted
+    if seen is None:
+        return None
+    d = seen.drift
+    where = ",".join(map(str, d.levels))
+    what = "geomean output tok/s" if len(d.levels) > 1 else "output tok/s"
+
+    def sweep(t: results.TimedSweep, value: float) -> str:
+        return f"{value:,.1f} ({t.names}, finished {_clock(t.finished)})"
+
+    return (
+        f"the baseline's {what} over C={where} went from {sweep(seen.earlier, d.earlier_value)} "
+        f"to {sweep(seen.later, d.later_value)}: {100 * d.change:+.1f} %; the faster of the two "
+        f"is {100 * d.size:.1f} % above the slower, more than the noise floor "
+        f"({stats.percent(f.floor)}). The machine drifted: {results.DRIFT_NOTE}."
+    )
+
+
+def _clock(ts: str) -> str:
+    """A result's `created` as the reader's clock (UTC, to the second)."""
+    return ts[11:19] + " UTC" if len(ts) >= 19 else ts or "?"
+
+
+def drift_warning(f: Figures) -> list[Block]:
+    """Near the top, after `incomplete`: a drift undermines every conclusion below it."""
+    text = drift_text(f)
+    return [] if text is None else [Para(f"**Drift:** {text[0].upper()}{text[1:]}")]
+
+
 def incomplete(f: Figures) -> list[Block]:
     """Above everything else: a report of a run that did not finish must not read as final."""
     if f.m.status == "running":
@@ -92,6 +125,12 @@ def caveats(f: Figures) -> list[Block]:
         missing = sorted(set(base.levels) - set(win.levels))
         if missing:
             items.append(f"The winner was not measured at C={','.join(map(str, missing))}.")
+    if f.drifted is not None:
+        size = f.drifted.drift.size
+        items.append(
+            f"The machine drifted ({100 * size:.1f} % between the baseline's own sweeps, above "
+            "the noise floor): only paired comparisons should count (see the warning at the top)."
+        )
     items += _noise_caveats(f)
     if any(not ok for c in f.m.configs for ok in c.from_file):
         items.append("Some result files are missing (a replayed session): figures are the events'.")

@@ -10,6 +10,7 @@ from pathlib import Path
 from agent.report import gather
 from agent.report.figures import Figures
 from agent.report.outcome import policy_servers, routing_rule, unmeasured_text
+from agent.report.trust import drift_text
 from agent.view.words import named
 from state.events import Event
 from tools.domain import stats
@@ -42,6 +43,9 @@ def final_lines(run_path: Path, f: Figures | None) -> list[str]:
     to deploy (recommendation.json's, else the winner's launch) - or why there is nothing to
     deploy although benchmarks ran."""
     lines = []
+    drift = drift_text(f) if f is not None else None
+    if drift is not None:  # before the command: it says how far to trust it
+        lines.append(f"drift: {drift}")
     html = run_path / "report.html"
     if html.is_file():
         lines.append(f"report: {html}  (and report.md beside it)")

@@ -9,6 +9,7 @@ import os
 import platform
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tools.bench.confighash import config_hash, normalize_command, workload_key
 from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
 from tools.domain.gpus import gpus_of
+from tools.domain import stats
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 _ID = re.compile(r"^b(\d+)")
@@ -250,23 +252,91 @@ def repeats(measured: list[BenchResult]) -> list[list[dict[int, float]]]:
     sweep (more of it is ramp-up and drain), so only like pairs with like: their difference is
     noise. compare, recommend, the report and the view all pass their results through here, so
     the same sweeps meet the same formula (the autopilot pairs its full sweeps the same way)."""
+    return [[t.sweep for t in group] for group in _like_groups(measured)]
+
+
+@dataclass(frozen=True)
+class TimedSweep:
+    """One sweep of a drift series: its figures, its result ids, and when it finished (the
+    `created` of its last result)."""
+
+    sweep: dict[int, float]
+    ids: tuple[str, ...]
+    finished: str
+
+    @property
+    def names(self) -> str:
+        """Its results for a reader: `b005`, or `b001-b004` for a sweep cut into calls."""
+        short = [i.split("-", 1)[0] for i in self.ids]
+        return short[0] if len(short) == 1 else f"{short[0]}-{short[-1]}"
+
+
+@dataclass(frozen=True)
+class SeenDrift:
+    """stats.drift over one configuration's series, with the two sweeps it names."""
+
+    drift: stats.Drift
+    earlier: TimedSweep
+    later: TimedSweep
+
+    def record(self, floor: float | None) -> dict[str, Any]:
+        """As recommendation.json states it."""
+        d = self.drift
+        return {
+            "change": round(d.change, 5),
+            "size": round(d.size, 5),
+            "noise_floor": None if floor is None else round(floor, 5),
+            "levels": list(d.levels),
+            "from": {"results": list(self.earlier.ids), "finished": self.earlier.finished,
+                     "value": round(d.earlier_value, 3)},
+            "to": {"results": list(self.later.ids), "finished": self.later.finished,
+                   "value": round(d.later_value, 3)},
+            "note": f"the baseline moved more than the noise floor: {DRIFTED}",
+        }  # fmt: skip
+
+
+DRIFT_NOTE = (
+    "a ratio between sweeps taken at different times measures the machine as much as the "
+    "configuration - only paired comparisons (measured alternately) should count"
+)
+DRIFTED = f"the machine drifted; {DRIFT_NOTE}"
+
+
+def drift(
+    runs: list[BenchResult], kind: str = "geomean", level: int | None = None
+) -> SeenDrift | None:
+    """The largest move between the sweeps of one configuration's results (the baseline's, as a
+    drift series; stats.drift): its sweeps measured alike, the shape swept most often."""
+    groups = _like_groups(runs)
+    if not groups:
+        return None
+    series = max(groups, key=len)
+    found = stats.drift([t.sweep for t in series], kind, level)
+    if found is None:
+        return None
+    return SeenDrift(found, series[found.earlier], series[found.later])
+
+
+def _like_groups(measured: list[BenchResult]) -> list[list[TimedSweep]]:
     by_config: dict[str, list[BenchResult]] = {}
     for r in measured:
         key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
         by_config.setdefault(key, []).append(r)
-    groups: dict[tuple[str, Shape], list[dict[int, float]]] = {}
+    groups: dict[tuple[str, Shape], list[TimedSweep]] = {}
     for key, rs in by_config.items():
-        for sweep, shape in _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))):
+        for sweep, shape, parts in _sweeps(sorted(rs, key=lambda r: (r.created, _number(r.id)))):
             if sweep:  # a result cut short everywhere measured nothing
-                groups.setdefault((key, shape), []).append(sweep)
+                timed = TimedSweep(sweep, tuple(r.id for r in parts), parts[-1].created)
+                groups.setdefault((key, shape), []).append(timed)
     return list(groups.values())
 
 
-def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape]]:
-    """Each sweep with its shape. One sweep per result, except that consecutive results under the
-    same label that measured other levels are one sweep split into calls by groups of levels (as
-    the autopilot measures). A result that measured a level again is a new sweep."""
-    out: list[tuple[dict[int, float], Shape]] = []
+def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape, list[BenchResult]]]:
+    """Each sweep with its shape and its results. One sweep per result, except that consecutive
+    results under the same label that measured other levels are one sweep split into calls by
+    groups of levels (as the autopilot measures). A result that measured a level again is a new
+    sweep."""
+    out: list[tuple[dict[int, float], Shape, list[BenchResult]]] = []
     last_label = None
     for r in ordered:
         sweep = sweep_of(r)
@@ -275,9 +345,10 @@ def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape]]:
         )
         if r.label and r.label == last_label and not set(sweep) & set(out[-1][0]):
             merged = {**out[-1][0], **sweep}
-            out[-1] = (dict(sorted(merged.items())), tuple(sorted((*out[-1][1], *shape))))
+            shapes = tuple(sorted((*out[-1][1], *shape)))
+            out[-1] = (dict(sorted(merged.items())), shapes, [*out[-1][2], r])
         else:
-            out.append((sweep, tuple(sorted(shape))))
+            out.append((sweep, tuple(sorted(shape)), [r]))
         last_label = r.label
     return out
 

@@ -19,6 +19,14 @@ with the number of repeats and says nothing about how often such a gap happens; 
     independent level noises average down by sqrt(n). The other objectives read one level.
 Both are never below NOISE_MIN: two sweeps never agree better than that, a smaller figure is luck.
 Without any repeated configuration the floor is unknown (None), and is printed as such.
+
+Drift. The baseline swept at different times is a drift series: the box under it may have
+changed (another tenant, thermals, a load that lifted). `drift` finds the two sweeps of a series
+that differ most on the objective (geometric mean over the levels both served, or the objective's
+level) and states it as the faster over the slower; it is beyond the floor when the baseline
+against itself would "beat" the baseline by the rule every candidate meets (`beats`). Then a
+ratio between sweeps taken at different times measures the machine as much as the configuration:
+only paired comparisons (measured alternately, close in time) should count.
 """
 
 from __future__ import annotations
@@ -164,6 +172,50 @@ def versus(
     if kind == "level" and level is not None:
         return Versus(ratios.get(level), floor, tuple(levels))
     return Versus(geomean_ratio(candidate, baseline), floor, tuple(levels))
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The two sweeps of one configuration's series (indexes, in the order measured) that differ
+    most on the objective, and each one's value over the levels both served."""
+
+    earlier: int
+    later: int
+    earlier_value: float
+    later_value: float
+    levels: tuple[int, ...]
+
+    @property
+    def change(self) -> float:
+        """later / earlier - 1: how the box moved, signed (-0.3: 30 % slower later)."""
+        return self.later_value / self.earlier_value - 1
+
+    @property
+    def size(self) -> float:
+        """The faster over the slower, minus 1: what is compared with the floor."""
+        values = (self.earlier_value, self.later_value)
+        return max(values) / min(values) - 1
+
+    def beyond(self, floor: float | None) -> bool:
+        """More than the noise floor: the configuration against itself would be a win."""
+        return beats(1 + self.size, floor)
+
+
+def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = None) -> Drift | None:
+    """The largest move of a configuration's sweeps (see the module doc); None: fewer than two
+    sweeps with a level served by both."""
+    found: Drift | None = None
+    for i, j in itertools.combinations(range(len(series)), 2):
+        a, b = series[i], series[j]
+        levels = [c for c in sorted(set(a) & set(b)) if a[c] > 0 and b[c] > 0]
+        if kind == "level" and level is not None:
+            levels = [c for c in levels if c == level]
+        if not levels:
+            continue
+        d = Drift(i, j, geomean(a[c] for c in levels), geomean(b[c] for c in levels), tuple(levels))
+        if found is None or d.size > found.size:
+            found = d
+    return found
 
 
 class Slo(Protocol):
