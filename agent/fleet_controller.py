@@ -52,7 +52,7 @@ from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Submitted
-from tools.fleet.trial import TrialEnd, TrialOutcome, TrialSpec, reap
+from tools.fleet.trial import TrialEnd, TrialOutcome, TrialSpec, launchable, reap
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
 from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
@@ -191,7 +191,8 @@ class FleetCampaign:
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.in_flight[trial], self.attempts[trial] = step, attempt
-        spec = TrialSpec(trial, self.config, dict(step.config), self.groups(step), self.seed(trial))
+        config = launchable(self.config)  # checked before the cluster started (fleet_run)
+        spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
             "trial_started",
             trial=trial,
@@ -320,28 +321,8 @@ class FleetCampaign:
         self.unfinished = []
 
     async def reap_left(self, trial: str) -> str:
-        """The server a trial of an earlier session left, killed where its pid file is
-        (tools/fleet/trial.reap). A local cluster (the lab) died with the controller that
-        started it, but its nodes' folders are on this machine: reaped here. A joined cluster
-        outlives the controller: a clean-up task on each node alive (RayFleet.clean_up, with
-        the trial's worker first); the node that ran it answers."""
-        config = self.fleet.config
-        if config.address == "local":
-            root = fleet_workdir(self.run)
-            folders = (
-                [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
-            )
-            for folder in folders:
-                left = await reap(folder, trial)
-                if left.get("pid"):
-                    return f"killed the server group {left['pid']} it left"
-            return "nothing left of it here"
-        clean_up = getattr(self.fleet, "clean_up", None)
-        if clean_up is None:
-            return "not cleaned up: this backend cannot run a task on a node"
-        texts = [await clean_up(node, box, trial, True) for node, box in self.fleet.nodes().items()]
-        killed = [t for t in texts if "killed" in t]
-        return "; ".join(killed) or "no node had anything left of it"
+        """The server a trial of an earlier session left, killed (`reap_left`)."""
+        return await reap_left(self.run, self.fleet, trial)
 
     async def interrupt(self, reason: str) -> None:
         """A stop or a budget: the trials in flight cancelled and their servers killed (the
@@ -396,6 +377,46 @@ class FleetCampaign:
                     print(f"fleet: {block['name']}: {result.text.splitlines()[0]}", file=sys.stderr)
         await self.write_todos("report", done=True)
         return 0
+
+
+async def reap_left(run: Run, fleet: Any, trial: str) -> str:
+    """The server a trial of an earlier session of `run` left, killed where its pid file is
+    (tools/fleet/trial.reap); what was done, in words. A local cluster (the lab) died with the
+    controller that started it, but its nodes' folders are on this machine: reaped here, with
+    or without a cluster. A joined cluster outlives the controller: a clean-up task on each node
+    alive (RayFleet.clean_up, with the trial's worker first; `fleet` connected); the node that
+    ran it answers. The autopilot's resume and a model's (agent/fleet_model.py) both use it."""
+    if fleet.config.address == "local":
+        root = fleet_workdir(run)
+        folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+        for folder in folders:
+            left = await reap(folder, trial)
+            if left.get("pid"):
+                return f"killed the server group {left['pid']} it left"
+        return "nothing left of it here"
+    clean_up = getattr(fleet, "clean_up", None)
+    if clean_up is None:
+        return "not cleaned up: this backend cannot run a task on a node"
+    texts = [await clean_up(node, box, trial, True) for node, box in fleet.nodes().items()]
+    killed = [t for t in texts if "killed" in t]
+    return "; ".join(killed) or "no node had anything left of it"
+
+
+async def reap_unnamed(run: Run, named: set[str]) -> dict[str, str]:
+    """The lab's trials whose pid files are still in the run's node folders on this machine but
+    that the log does not name (`named`: the trials it has): a model's run_trial call whose
+    events the turn's buffer held when the controller was killed (agent/tool_batch.py). What each
+    left, killed (tools/fleet/trial.reap); trial -> what was done."""
+    root = fleet_workdir(run)
+    files = sorted([*root.glob("*.json"), *root.glob("*/*.json")]) if root.is_dir() else []
+    done = {}
+    for pidfile in files:
+        if pidfile.stem in named:
+            continue
+        left = await reap(pidfile.parent, pidfile.stem)
+        pid = left.get("pid")
+        done[pidfile.stem] = f"killed the server group {pid} it left" if pid else "no server left"
+    return done
 
 
 def secured(run: Run, fleet: Any) -> str:

@@ -43,10 +43,12 @@ from typing import Any
 from state.lock import process_alive
 from tools.domain.fleet_config import BOX, FleetConfig
 from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
+from tools.hosts.local import holding
 from tools.trial_outcome import LOST
 
 BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
+REAP_CLUSTER_S = 10.0  # a dead controller's cluster: its processes SIGKILLed until none is left
 LOOPBACK = "127.0.0.1"  # the lab's node address: what every process of it binds
 DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"
 
@@ -159,10 +161,11 @@ class LabEnv:
         raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
-def private_temp() -> Path:
+def private_temp(killed: list[int] | None = None) -> Path:
     """The lab cluster's own temp folder (Ray's session folders are 0777 inside):
     <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
-    socket paths must be. The folders of controllers that died (SIGKILL) are removed here."""
+    socket paths must be. The clusters of controllers that died (SIGKILL) are killed here
+    (`reap_cluster`; their pids added to `killed`) and their folders removed."""
     parent = Path(tempfile.gettempdir()) / f"campaign-ray-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
         parent.mkdir(mode=0o700)
@@ -171,11 +174,31 @@ def private_temp() -> Path:
         raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
     for old in parent.iterdir():
         if old.name.isdigit() and not process_alive(int(old.name)):
+            (killed if killed is not None else []).extend(reap_cluster(old))
             shutil.rmtree(old, ignore_errors=True)
     mine = parent / str(os.getpid())
     shutil.rmtree(mine, ignore_errors=True)  # a cluster this process started before
     mine.mkdir(mode=0o700)
     return mine
+
+
+def reap_cluster(temp: Path) -> list[int]:
+    """Every process of a lab cluster whose controller died (SIGKILL: no shutdown ran), killed:
+    its GCS, raylets, workers and Ray's agents - and the servers its trials started - all carry
+    its temp folder in their environment (RAY_TMPDIR, `lab_env`). Left alone, the agents notice
+    only minutes later and the servers never do. The pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + REAP_CLUSTER_S
+    while time.monotonic() < deadline:
+        left = [p for p in holding("RAY_TMPDIR", str(temp)) if p != os.getpid()]
+        if not left:
+            break
+        for pid in left:  # a raylet that dies may start nothing more; a worker may be new
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += [p for p in left if p not in killed]
+        time.sleep(0.05)
+    return killed
 
 
 class LocalCluster:
@@ -186,7 +209,8 @@ class LocalCluster:
     def __init__(self, boxes: int, object_store_mb: int = 100, workdir: Path | None = None) -> None:
         self.workdir = workdir
         self.cluster: Any = None
-        self.temp = private_temp()
+        self.reaped: list[int] = []  # processes of dead controllers' clusters, killed first
+        self.temp = private_temp(self.reaped)
         self.token = secrets.token_urlsafe(32)
         self.env = LabEnv(lab_env(self.token, self.temp))
         try:
