@@ -422,10 +422,15 @@ async def reap_unnamed(run: Run, named: set[str]) -> dict[str, str]:
 def secured(run: Run, fleet: Any) -> str:
     """Once the fleet is connected: the token of a cluster it started is scrubbed from all the
     run writes (it is never written, and stays so), and the line on the cluster's
-    authentication is said on the terminal (and in fleet_started); that line."""
+    authentication is said on the terminal (and in fleet_started); that line. The processes of
+    dead controllers' lab clusters killed as this one started are said too (reap_cluster)."""
     token = getattr(fleet, "token", None)
     if token:
         run.scrub.values = [*run.scrub.values, token]
+    reaped = getattr(getattr(fleet, "local", None), "reaped", None)
+    if reaped:
+        words = f"killed {len(reaped)} processes of a dead controller's cluster"
+        print(f"fleet: {words}", file=sys.stderr)
     auth = str(getattr(fleet, "auth", "") or "")
     if auth:
         print(f"fleet: {auth}", file=sys.stderr)

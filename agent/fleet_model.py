@@ -68,11 +68,7 @@ async def _main(agent: Agent, fleet: RayFleet, boxes: int | None, recovering: bo
                 await settle(agent, fleet)
             from agent.recover import recover
 
-            lines = await recover(agent.ctx)  # the cut run_trial calls answered
-            reaped = fleet.local.reaped if fleet.local is not None else []
-            if reaped:
-                lines.insert(0, f"killed {len(reaped)} processes of a dead controller's cluster")
-            for line in lines:
+            for line in await recover(agent.ctx):  # the cut run_trial calls answered
                 print(f"run {agent.run.id}: {line}", file=sys.stderr)
         nodes, slots = fleet.nodes(), fleet.slots()
         auth = secured(agent.run, fleet)

@@ -620,3 +620,99 @@ async def test_a_trial_launches_the_command_with_its_secret_given_back_from_the_
     launched = [spec.config.server.command for spec, _, _ in fleet.submitted]
     assert launched == ["MY_TOKEN=s3cret-value-1 true"] * 2
     assert config.server.command == "MY_TOKEN=[redacted] true"  # the run's own config unchanged
+
+
+class LabFleet(FakeFleet):
+    """FakeFleet as RayFleet's lab: connected, closed, two boxes (a resumed run's backend)."""
+
+    def __init__(self, config: FleetConfig) -> None:
+        super().__init__()
+        self.config, self.local, self.auth, self.token = config, None, "", None
+        self.connected = False
+
+    def connect(self, boxes: int | None = None) -> None:
+        self.connected = True
+
+    def nodes(self) -> dict[str, str]:
+        return {"node-box1": "box1", "node-box2": "box2"}
+
+    def slots(self) -> int:
+        return 2
+
+    async def close(self) -> dict[str, str]:
+        return {}
+
+
+def test_a_crashed_model_fleet_run_is_reaped_then_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Ray: the log a model's fleet run leaves when it is killed while two run_trial
+    calls run - the first call's events written, the second's still in the turn's buffer - and
+    both trials' servers up on their boxes. `agent resume` kills both servers (before a cluster
+    starts), ends the logged trial as interrupted and names the other by its pid file, answers
+    both calls, and the model's loop goes on: its next trial is T03."""
+    from agent import fleet_run
+    from agent.cli.runner import resume_campaign
+    from agent.fleet_controller import fleet_workdir
+    from agent.session import Limits, start
+    from tests.test_fleet_ray import gone, server
+    from tools.fleet.trial import node_dir
+
+    fleet_config = FleetConfig(address="local", boxes=2)
+    config = tiny(tmp_path).model_copy(update={"fleet": fleet_config})
+    model = "claude-sonnet-4-6"
+    run = start("beat baseline", config, model, tmp_path / "runs", "c", Limits(), fleet="ray")
+    run.append("fleet_started", engine="ray", nodes=LabFleet(fleet_config).nodes(), slots=2)
+    uses = [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": "run_trial", "input": {"label": n}}
+        for i, n in enumerate(("base", "fa3"))
+    ]
+    run.append("message", role="assistant", content=[{"type": "text", "text": "Two."}, *uses])
+    run.append("tool_call", id="toolu_0", name="run_trial", input={"label": "base"})
+    run.append("trial_started", trial="base-T01", purpose="run_trial", why="base", flags={},
+               levels=[1, 8], attempt=1)  # fmt: skip
+    root = fleet_workdir(run)
+    base = server(node_dir(root, "node-box1"), "base-T01", node="node-box1", worker=1)
+    fa3 = server(node_dir(root, "node-box2"), "fa3-T02", node="node-box2", worker=1)
+    run.close()
+
+    again = {"type": "tool_use", "id": "toolu_2", "name": "run_trial", "input": {"label": "base"}}
+    api = FakeMessagesAPI([reply(2, "tool_use", again), reply(3, "end_turn")])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    fleets: list[LabFleet] = []
+
+    def new_fleet(config: FleetConfig, *_args: Any) -> LabFleet:
+        fleets.append(LabFleet(config))
+        return fleets[-1]
+
+    monkeypatch.setattr(fleet_run, "RayFleet", new_fleet)
+    try:
+        assert resume_campaign(tmp_path / "runs" / "c") == 0
+    finally:
+        api.close()
+        for pid in (base, fa3):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    assert gone(base) and gone(fa3) and not list(root.glob("*/*.json"))
+    log = [json.loads(line) for line in (tmp_path / "runs/c/events.jsonl").read_text().splitlines()]
+    after = [e for e in log if e["seq"] > next(e["seq"] for e in log if e["type"] == "run_resumed")]
+    assert [(e["type"], e.get("trial") or e.get("id")) for e in after[:4]] == [
+        ("trial_ended", "base-T01"),
+        ("trial_reaped", "fa3-T02"),
+        ("tool_result", "toolu_0"),
+        ("tool_result", "toolu_1"),
+    ]
+    assert after[0]["end"] == "interrupted" and after[0]["interrupted"] and not after[0]["ok"]
+    assert after[0]["cleanup"] == f"killed the server group {base} it left"
+    assert after[1]["cleanup"] == f"killed the server group {fa3} it left"
+    assert all(e["is_error"] and e["data"] == {"interrupted": True} for e in after[2:4])
+    started = [e["trial"] for e in log if e["type"] == "trial_started"]
+    assert started == ["base-T01", "base-T03"] and fleets[0].connected
+    ended = [e["trial"] for e in log if e["type"] == "trial_ended"]
+    assert ended == ["base-T01", "base-T03"]
+    assert log[-1]["type"] == "run_finished" and log[-1]["exit_code"] == 0
+    # the model was told its two calls were cut (results first), then the fleet's boxes
+    sent = api.bodies[0]["messages"][-1]["content"]
+    assert [b.get("tool_use_id") for b in sent] == ["toolu_0", "toolu_1", None]
+    assert sent[2]["text"].startswith("The fleet: 2 boxes (box1, box2)")
