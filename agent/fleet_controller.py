@@ -52,7 +52,14 @@ from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Submitted
-from tools.fleet.trial import TrialEnd, TrialOutcome, TrialSpec, launchable, reap
+from tools.fleet.trial import (
+    TrialEnd,
+    TrialOutcome,
+    TrialSpec,
+    launchable,
+    reap,
+    reap_unnamed,
+)
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
 from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
@@ -402,20 +409,27 @@ async def reap_left(run: Run, fleet: Any, trial: str) -> str:
     return "; ".join(killed) or "no node had anything left of it"
 
 
-async def reap_unnamed(run: Run, named: set[str]) -> dict[str, str]:
-    """The lab's trials whose pid files are still in the run's node folders on this machine but
-    that the log does not name (`named`: the trials it has): a model's run_trial call whose
-    events the turn's buffer held when the controller was killed (agent/tool_batch.py). What each
-    left, killed (tools/fleet/trial.reap); trial -> what was done."""
+async def reap_unnamed_left(run: Run, fleet: Any, named: set[str]) -> dict[str, str]:
+    """The trials whose pid files are still in the run's node folders but that the log does not
+    name (`named`: the trials it has): a model's run_trial call whose events the turn's buffer
+    held when the controller was killed (agent/tool_batch.py). What each left, killed
+    (tools/fleet/trial.reap_unnamed): in the lab's folders on this machine, or by a task on each
+    node of a joined cluster (RayFleet.clean_up_unnamed; `fleet` connected). Trial -> words."""
+    if fleet.config.address != "local":
+        clean_up = getattr(fleet, "clean_up_unnamed", None)
+        if clean_up is None:
+            return {}
+        done, failed = await clean_up(named)
+        for line in failed:
+            print(f"fleet: {line}", file=sys.stderr)
+        return dict(done)
     root = fleet_workdir(run)
-    files = sorted([*root.glob("*.json"), *root.glob("*/*.json")]) if root.is_dir() else []
+    folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
     done = {}
-    for pidfile in files:
-        if pidfile.stem in named:
-            continue
-        left = await reap(pidfile.parent, pidfile.stem)
-        pid = left.get("pid")
-        done[pidfile.stem] = f"killed the server group {pid} it left" if pid else "no server left"
+    for folder in folders:
+        for trial, left in (await reap_unnamed(folder, named)).items():
+            pid = left.get("pid")
+            done[trial] = f"killed the server group {pid} it left" if pid else "no server left"
     return done
 
 

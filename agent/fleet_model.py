@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agent.fleet_controller import reap_left, reap_unnamed, secured
+from agent.fleet_controller import reap_left, reap_unnamed_left, secured
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import make_agent, make_brain, wrap_up
@@ -103,11 +103,11 @@ async def settle(agent: Agent, fleet: RayFleet) -> None:
             attempt=trial.attempt,
         )
         print(f"run {run.id}: trial {trial.name}: {RESUMED}; {cleanup}", file=sys.stderr)
-    if fleet.config.address != "local" or run.state.fleet is None:
+    if run.state.fleet is None:
         return
     # a call still waiting for the ones before it to finish kept its events in the turn's
     # buffer, and the kill lost them: its trial ran all the same, and its pid file names it
     known = {t.name for t in run.state.fleet.lost} | {e.trial.name for e in run.state.fleet.ended}
-    for name, cleanup in (await reap_unnamed(run, known)).items():
+    for name, cleanup in (await reap_unnamed_left(run, fleet, known)).items():
         run.append("trial_reaped", trial=name, reason=UNNAMED, cleanup=cleanup)
         print(f"run {run.id}: trial {name}: {UNNAMED}; {cleanup}", file=sys.stderr)

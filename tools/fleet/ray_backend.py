@@ -42,7 +42,7 @@ from typing import Any
 
 from state.lock import process_alive
 from tools.domain.fleet_config import BOX, FleetConfig
-from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
+from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, reap_unnamed, run_trial
 from tools.hosts.local import holding
 from tools.trial_outcome import LOST
 
@@ -101,6 +101,14 @@ def _reap_task(workdir: str, trial_id: str, stop_worker: bool) -> dict[str, Any]
     node, box = _here()
     left = asyncio.run(reap(node_dir(Path(workdir), node), trial_id, stop_worker))
     return {**left, "by_node": node, "by_box": box}
+
+
+def _reap_unnamed_task(workdir: str, named: list[str]) -> dict[str, Any]:
+    """Pinned to a node: the trials its folder has pid files of but the log does not name,
+    reaped there (tools/fleet/trial.reap_unnamed); with the node and box that did it."""
+    node, box = _here()
+    left = asyncio.run(reap_unnamed(node_dir(Path(workdir), node), set(named)))
+    return {"left": left, "by_node": node, "by_box": box}
 
 
 @dataclass
@@ -289,6 +297,7 @@ class RayFleet:
             raise FleetError(f"cannot reach the Ray cluster at {where}: {err}") from None
         self._remote = ray.remote(_trial_task)
         self._reaper = ray.remote(_reap_task)
+        self._unnamed_reaper = ray.remote(_reap_unnamed_task)
         self.auth = self._auth(address)
 
     @property
@@ -425,6 +434,33 @@ class RayFleet:
         if left.get("worker"):
             return f"{by}: no server to kill (the trial had not started one)"
         return f"{by}: nothing left (the trial had cleaned up)"
+
+    async def clean_up_unnamed(self, named: set[str]) -> tuple[dict[str, str], list[str]]:
+        """On each node alive, a task that reaps the trials its folder has pid files of but
+        `named` (the run's log) does not: a trial a killed controller placed and never recorded.
+        (trial -> what was done, naming the node; a line per node that could not look)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        done: dict[str, str] = {}
+        failed: list[str] = []
+        for node, box in self.nodes().items():
+            pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+            options = {"num_cpus": 0, "max_retries": 0, "scheduling_strategy": pinned}
+            ref = self._unnamed_reaper.options(**options).remote(str(self.workdir), sorted(named))
+            where = f"{box} (node {node[:12]})"
+            try:
+                got: dict[str, Any] = await asyncio.wait_for(_await(ref), REAP_TIMEOUT_S)
+            except TimeoutError:
+                failed.append(f"could not look on {where}: no answer in {REAP_TIMEOUT_S:.0f} s")
+                continue
+            except Exception as err:  # the node died meanwhile, unschedulable, ...
+                failed.append(f"could not look on {where}: {_ray_reason(err)}")
+                continue
+            for trial, left in got["left"].items():
+                pid = left.get("pid")
+                what = f"killed the server group {pid} it left" if pid else "no server left"
+                done[trial] = f"{where}: {what}"
+        return done, failed
 
     def _alive(self) -> set[str]:
         return {n["NodeID"] for n in _ray().nodes() if n["Alive"]}

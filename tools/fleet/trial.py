@@ -234,6 +234,19 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
     return info
 
 
+async def reap_unnamed(workdir: Path, named: set[str]) -> dict[str, dict[str, Any]]:
+    """`reap` of every trial whose pid file is in `workdir` (a node's folder) but not in `named`
+    (the trials the run's log has): a trial whose own events a killed controller never wrote.
+    Its Ray worker first (it may still be running, on a cluster that outlived the controller).
+    Trial -> what `reap` found."""
+    files = sorted(workdir.glob("*.json")) if workdir.is_dir() else []
+    left = {}
+    for pidfile in files:
+        if pidfile.stem not in named:
+            left[pidfile.stem] = await reap(workdir, pidfile.stem, stop_worker=True)
+    return left
+
+
 def _group_of(pid: int) -> int:
     try:
         return os.getpgid(pid)
