@@ -9,9 +9,11 @@ Events as on one box, plus `fleet_started {engine, nodes, slots, auth}` and each
 `agent resume` of such a run (agent/fleet_run.resume_fleet_campaign) reaps before it goes on:
 each trial the dead session left in flight has what it started killed where its pid file is
 (agent/fleet_controller.reap_left: the lab's node folders on this machine, a task on each node
-of a joined cluster) and is recorded as ended, interrupted, with that clean-up; the dead lab
-cluster's own processes are killed as the new one starts (tools/fleet/ray_backend.reap_cluster);
-then the cut tool calls are answered (agent/recover.py) and the loop goes on.
+of a joined cluster) and is recorded as ended, interrupted, with that clean-up; a trial only its
+pid file names (its call's events were in the turn's buffer: agent/tool_batch.py) is reaped too
+(`trial_reaped`); the dead lab cluster's own processes are killed as the new one starts
+(tools/fleet/ray_backend.reap_cluster); then the cut tool calls are answered (agent/recover.py)
+and the loop goes on.
 """
 
 from __future__ import annotations
