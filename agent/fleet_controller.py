@@ -52,7 +52,14 @@ from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Submitted
-from tools.fleet.trial import TrialEnd, TrialOutcome, TrialSpec, reap
+from tools.fleet.trial import (
+    TrialEnd,
+    TrialOutcome,
+    TrialSpec,
+    launchable,
+    reap,
+    reap_unnamed,
+)
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
 from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
@@ -191,7 +198,8 @@ class FleetCampaign:
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.in_flight[trial], self.attempts[trial] = step, attempt
-        spec = TrialSpec(trial, self.config, dict(step.config), self.groups(step), self.seed(trial))
+        config = launchable(self.config)  # checked before the cluster started (fleet_run)
+        spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
             "trial_started",
             trial=trial,
@@ -320,28 +328,8 @@ class FleetCampaign:
         self.unfinished = []
 
     async def reap_left(self, trial: str) -> str:
-        """The server a trial of an earlier session left, killed where its pid file is
-        (tools/fleet/trial.reap). A local cluster (the lab) died with the controller that
-        started it, but its nodes' folders are on this machine: reaped here. A joined cluster
-        outlives the controller: a clean-up task on each node alive (RayFleet.clean_up, with
-        the trial's worker first); the node that ran it answers."""
-        config = self.fleet.config
-        if config.address == "local":
-            root = fleet_workdir(self.run)
-            folders = (
-                [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
-            )
-            for folder in folders:
-                left = await reap(folder, trial)
-                if left.get("pid"):
-                    return f"killed the server group {left['pid']} it left"
-            return "nothing left of it here"
-        clean_up = getattr(self.fleet, "clean_up", None)
-        if clean_up is None:
-            return "not cleaned up: this backend cannot run a task on a node"
-        texts = [await clean_up(node, box, trial, True) for node, box in self.fleet.nodes().items()]
-        killed = [t for t in texts if "killed" in t]
-        return "; ".join(killed) or "no node had anything left of it"
+        """The server a trial of an earlier session left, killed (`reap_left`)."""
+        return await reap_left(self.run, self.fleet, trial)
 
     async def interrupt(self, reason: str) -> None:
         """A stop or a budget: the trials in flight cancelled and their servers killed (the
@@ -398,13 +386,65 @@ class FleetCampaign:
         return 0
 
 
+async def reap_left(run: Run, fleet: Any, trial: str) -> str:
+    """The server a trial of an earlier session of `run` left, killed where its pid file is
+    (tools/fleet/trial.reap); what was done, in words. A local cluster (the lab) died with the
+    controller that started it, but its nodes' folders are on this machine: reaped here, with
+    or without a cluster. A joined cluster outlives the controller: a clean-up task on each node
+    alive (RayFleet.clean_up, with the trial's worker first; `fleet` connected); the node that
+    ran it answers. The autopilot's resume and a model's (agent/fleet_model.py) both use it."""
+    if fleet.config.address == "local":
+        root = fleet_workdir(run)
+        folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+        for folder in folders:
+            left = await reap(folder, trial)
+            if left.get("pid"):
+                return f"killed the server group {left['pid']} it left"
+        return "nothing left of it here"
+    clean_up = getattr(fleet, "clean_up", None)
+    if clean_up is None:
+        return "not cleaned up: this backend cannot run a task on a node"
+    texts = [await clean_up(node, box, trial, True) for node, box in fleet.nodes().items()]
+    killed = [t for t in texts if "killed" in t]
+    return "; ".join(killed) or "no node had anything left of it"
+
+
+async def reap_unnamed_left(run: Run, fleet: Any, named: set[str]) -> dict[str, str]:
+    """The trials whose pid files are still in the run's node folders but that the log does not
+    name (`named`: the trials it has): a model's run_trial call whose events the turn's buffer
+    held when the controller was killed (agent/tool_batch.py). What each left, killed
+    (tools/fleet/trial.reap_unnamed): in the lab's folders on this machine, or by a task on each
+    node of a joined cluster (RayFleet.clean_up_unnamed; `fleet` connected). Trial -> words."""
+    if fleet.config.address != "local":
+        clean_up = getattr(fleet, "clean_up_unnamed", None)
+        if clean_up is None:
+            return {}
+        done, failed = await clean_up(named)
+        for line in failed:
+            print(f"fleet: {line}", file=sys.stderr)
+        return dict(done)
+    root = fleet_workdir(run)
+    folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
+    done = {}
+    for folder in folders:
+        for trial, left in (await reap_unnamed(folder, named)).items():
+            pid = left.get("pid")
+            done[trial] = f"killed the server group {pid} it left" if pid else "no server left"
+    return done
+
+
 def secured(run: Run, fleet: Any) -> str:
     """Once the fleet is connected: the token of a cluster it started is scrubbed from all the
     run writes (it is never written, and stays so), and the line on the cluster's
-    authentication is said on the terminal (and in fleet_started); that line."""
+    authentication is said on the terminal (and in fleet_started); that line. The processes of
+    dead controllers' lab clusters killed as this one started are said too (reap_cluster)."""
     token = getattr(fleet, "token", None)
     if token:
         run.scrub.values = [*run.scrub.values, token]
+    reaped = getattr(getattr(fleet, "local", None), "reaped", None)
+    if reaped:
+        words = f"killed {len(reaped)} processes of a dead controller's cluster"
+        print(f"fleet: {words}", file=sys.stderr)
     auth = str(getattr(fleet, "auth", "") or "")
     if auth:
         print(f"fleet: {auth}", file=sys.stderr)

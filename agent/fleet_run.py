@@ -22,11 +22,13 @@ from agent.session import AUTOPILOT, Limits, config_of, start
 from agent.view.live import terminal_view
 from state.events import read_events
 from state.run import Run
+from state.secrets import UnresolvedSecret
 from tools.base import ToolError
 from tools.domain.config import Config, UsageError
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.goal_slo import with_goal_slo
 from tools.fleet.ray_backend import FleetError, Placed, RayFleet
+from tools.fleet.trial import launchable
 from tools.start_server import refuse_public_bind
 
 
@@ -98,7 +100,7 @@ def run_fleet_campaign(
     of N simulated boxes; the autopilot plans in batches, a model with run_trial
     (agent/fleet_model.py)."""
     config = with_goal_slo(config, goal)  # as run_campaign: the goal's SLO, the objective
-    loopback_only(config)
+    launch_checked(config)
     fleet_config = config.fleet or FleetConfig()
     if boxes is None and config.fleet is None and config.source == "built-in lab":
         boxes = fleet_config.boxes  # the lab without [fleet]: its own simulated boxes
@@ -125,13 +127,16 @@ def run_fleet_campaign(
         run.close()
 
 
-def loopback_only(config: Config) -> None:
-    """The one-box rule on the fleet, before a cluster or a run folder exists: a configured
+def launch_checked(config: Config) -> None:
+    """The one-box rules on the fleet, before a cluster or a run folder exists: a configured
     command that serves on every interface is refused unless server.allow_public_bind (each
-    trial's command is checked again on its node, flags included). One line, exit 2."""
+    trial's command is checked again on its node, flags included); a resumed run's command
+    whose secret the environment cannot give back is refused (tools/fleet/trial.launchable).
+    One line, exit 2."""
     try:
         refuse_public_bind(config.server.command, config.server.allow_public_bind)
-    except ToolError as err:
+        launchable(config)
+    except (ToolError, UnresolvedSecret) as err:
         raise UsageError(str(err)) from None
 
 
@@ -148,15 +153,25 @@ def fleet_of(run: Run) -> str | None:
 
 def resume_fleet_campaign(run: Run) -> int:
     """`agent resume` of a fleet run: the cluster its recorded [fleet] names started (or joined)
-    again, the History rebuilt from the log, the trials left unfinished placed again, and on to
-    the conclusion. The caller has logged run_resumed and closes the run."""
+    again. The autopilot's: the History rebuilt from the log, the trials left unfinished placed
+    again, and on to the conclusion. A model's: what the dead session left reaped, its cut
+    calls answered, and the loop goes on (agent/fleet_model.py). The caller has logged
+    run_resumed and closes the run."""
     config = config_of(run)
-    loopback_only(config)
+    launch_checked(config)
     fleet_config = config.fleet or FleetConfig()
     boxes = fleet_config.boxes if fleet_config.address == "local" else None
+    print(f"run {run.id}: resuming on the fleet ({boxes or fleet_config.address})", file=sys.stderr)
+    if run.state.model != AUTOPILOT:
+        from agent.fleet_model import drive_on_fleet
+
+        fleet = RayFleet(fleet_config, fleet_workdir(run), None)  # as run_fleet_campaign's
+        try:
+            return drive_on_fleet(run, config, fleet, boxes, recovering=True)
+        except FleetError as err:
+            raise UsageError(str(err)) from None
     events = read_events(run.events_path).events
     fleet = RayFleet(fleet_config, fleet_workdir(run), placed_in(run))
-    print(f"run {run.id}: resuming on the fleet ({boxes or fleet_config.address})", file=sys.stderr)
     try:
         with shown(run):
             return asyncio.run(run_fleet(run, config, fleet, boxes, events))

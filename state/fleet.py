@@ -8,7 +8,8 @@ Events: `fleet_started {nodes: {node: box}, slots}` (again on each session of th
 `trial_started {trial, purpose, why, flags, levels, attempt}`, `trial_placed {trial, node, box}`
 (where a trial runs, as soon as the backend knows: optional - without it a trial's box is known
 when it ends), `trial_ended {trial, node, box, ok, reason, seconds, ...}`, `trial_retried
-{trial, reason, avoid}`; `run_finished` closes the session.
+{trial, reason, avoid}`, `trial_reaped {trial, reason, cleanup}` (a trial only its pid file
+named, on resume); `run_finished` closes the session.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class FleetState:
     ended: list[Ended] = field(default_factory=list)
     lost: list[Trial] = field(default_factory=list)  # in flight when its session ended
     retried: list[tuple[str, str]] = field(default_factory=list)  # (trial, why), in order
+    reaped: list[str] = field(default_factory=list)  # trials known only by what they left
     sessions: list[Session] = field(default_factory=list)
     baseline: dict[str, Any] = field(default_factory=dict)  # the flags of the first baseline
     placed: bool = False  # the backend reports placements (trial_placed, or box on start)
@@ -161,6 +163,10 @@ class FleetState:
         if found is not None:
             self.lost.remove(found)
         return found
+
+    def _on_trial_reaped(self, e: Event, at: float) -> None:
+        """A trial a killed session ran whose own events the kill lost: what it left, killed."""
+        self.reaped.append(str(e.get("trial", "")))
 
     def _on_trial_retried(self, e: Event, at: float) -> None:
         name = str(e.get("trial", ""))

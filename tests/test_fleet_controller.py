@@ -393,13 +393,10 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
     rec = json.loads((run / "recommendation.json").read_text())
     assert rec["value"] > 0 and rec["baseline_value"] > 0
     assert log[-1]["type"] == "run_finished" and log[-1]["status"] == "finished"
-    # nothing left: no simulator of the run's boxes, no Ray process of either cluster. The
-    # killed controller's cluster lost its raylets and GCS with it (Ray's reaper); its per-node
-    # agents (ray::DashboardAgent, ray::RuntimeEnvAgent) notice on their own, within minutes
+    # nothing left: no simulator of the run's boxes, no Ray process of either cluster - the
+    # killed controller's was killed by its mark as the resumed one started (reap_cluster), not
+    # left for its per-node agents to notice on their own, minutes later
     assert with_env(str(run / "fleet")) == []
-    deadline = time.monotonic() + 180
-    while set(live(RAY_PROCESSES)) - ray_before and time.monotonic() < deadline:
-        time.sleep(1)
     assert set(live(RAY_PROCESSES)) - ray_before == set()
 
 

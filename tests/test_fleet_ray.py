@@ -301,6 +301,12 @@ async def test_clean_up_runs_on_the_trials_node_and_a_lost_node_is_named_gone(
         assert await fleet.clean_up(two, "box2", "t1") == (
             f"box2 (node {two[:12]}): nothing left (the trial had cleaned up)"
         )
+        # a trial the log never named (a killed model run's call held in the turn's buffer):
+        # found by its pid file on the node that ran it; the log's trials are left alone
+        pids.append(unnamed := server(node_dir(tmp_path, two), "t9", node=two))
+        done, failed = await fleet.clean_up_unnamed({"t1"})
+        assert failed == [] and done == {"t9": f"{by}: killed the server group {unnamed} it left"}
+        assert gone(unnamed) and not gone(on_one)
         # close(): a trial in flight on box1 (its worker a process that is no Ray worker, so it
         # stays) - its server is killed by a task on box1 before the cluster goes
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

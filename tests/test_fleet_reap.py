@@ -10,15 +10,17 @@ import asyncio
 import json
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import alive, plain_config
 from tools.domain.fleet_config import FleetConfig
-from tools.fleet.ray_backend import RayFleet, Submitted
+from tools.fleet.ray_backend import RayFleet, Submitted, private_temp
 from tools.fleet.trial import TrialSpec, node_dir, reap, start_detached
 
 
@@ -160,3 +162,40 @@ async def test_a_gone_node_is_named_and_no_task_is_sent_to_it(
     _, out = await fleet.next_done()  # no _reaper: a task would fail with AttributeError
     assert (out.node, out.box) == (node, "box2")
     assert out.cleanup == f"box2 (node {'f' * 12}) is gone: its processes went with it"
+
+
+def test_a_dead_controllers_lab_cluster_is_killed_before_a_new_one_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 24.5: a controller SIGKILLed leaves its lab cluster (GCS, raylets, Ray's agents) and
+    its trials' servers running, each with the cluster's temp folder in its environment; the
+    next lab cluster (`agent resume`, or any run) kills them all by that mark and removes the
+    folder. A live controller's cluster, and anything not marked, is left alone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    parent = tmp_path / f"campaign-ray-{os.getuid()}"
+    parent.mkdir(mode=0o700)
+    gone_controller = subprocess.Popen(["true"])
+    gone_controller.wait()
+    dead = parent / str(gone_controller.pid)  # its folder, named by its pid, outlived it
+    dead.mkdir()
+    holder = subprocess.Popen(["sleep", "60"])  # a live controller
+    procs.append(holder)
+    living = parent / str(holder.pid)
+    living.mkdir()
+
+    def marked(folder: Path, **popen: Any) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "RAY_TMPDIR": str(folder)}
+        procs.append(subprocess.Popen(["sleep", "60"], env=env, **popen))
+        return procs[-1]
+
+    raylet = marked(dead)
+    server = marked(dead, start_new_session=True)  # a trial's server: a session of its own
+    other = marked(living)
+    bystander = subprocess.Popen(["sleep", "60"])
+    procs.append(bystander)
+    killed: list[int] = []
+    mine = private_temp(killed)
+    assert sorted(killed) == sorted([raylet.pid, server.pid])
+    assert raylet.wait(timeout=5) == -9 and server.wait(timeout=5) == -9
+    assert other.poll() is None and bystander.poll() is None
+    assert not dead.exists() and living.exists() and mine == parent / str(os.getpid())

@@ -7,9 +7,11 @@ real SDK against a local fake Messages API - on a local Ray cluster of three box
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -454,3 +456,263 @@ async def test_a_stop_while_a_trial_runs_records_it_as_interrupted(
     log = trial_events(run)
     assert [e["type"] for e in log] == ["trial_started", "trial_ended"]
     assert log[1]["trial"] == "fa3-T01" and log[1]["interrupted"] and not log[1]["ok"]
+
+
+@pytest.mark.ray
+def test_a_killed_model_fleet_run_is_reaped_and_goes_on_when_resumed(tmp_path: Path) -> None:
+    """Issue 24.5: `agent run --fleet ray --boxes 2` by Claude (the real SDK against the fake
+    API) is SIGKILLed while its two trials' servers are up; `agent resume` kills what the dead
+    run left - the trials' servers and its lab cluster - records both trials as interrupted,
+    answers the cut calls and goes on with the model's next turn to the end. Nothing of the
+    first run is left (by process group and by port), no event is lost or doubled."""
+    from tests.conftest import group_alive
+    from tests.test_fleet_ray import descendants, listening
+
+    (tmp_path / "agent.toml").write_text(TINY.replace('command = "true"\n', ""))
+    long = {"concurrency": [1], "requests_per_level": 400}  # busy for as long as the test looks
+    first = [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": "run_trial", "input": {"label": n} | long}
+        for i, n in enumerate(("base", "fa3"))
+    ]
+    first[1]["input"]["flags"] = {"--attention-backend": "fa3"}
+    again = {"type": "tool_use", "id": "toolu_2", "name": "run_trial", "input": {"label": "base"}}
+    api = FakeMessagesAPI(
+        [
+            reply(1, "tool_use", {"type": "text", "text": "The baseline and fa3 at once."}, *first),
+            reply(2, "tool_use", {"type": "text", "text": "Cut off: the baseline again."}, again),
+            reply(3, "end_turn", {"type": "text", "text": "Measured the baseline."}),
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env |= {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    env["AGENT_LAB_TIME_SCALE"] = "50"
+    ray_before = set(live(RAY_PROCESSES))
+    agent = [sys.executable, "-m", "agent.cli"]
+    argv = [*agent, "run", "--goal", "beat baseline", "--config", "agent.toml"]
+    argv += ["--runs-dir", "runs", "--run-id", "claude", "--fleet", "ray", "--boxes", "2"]
+    argv += ["--model", "claude-sonnet-4-6"]
+    run = tmp_path / "runs" / "claude"
+    child = subprocess.Popen(  # a session of its own: its cluster's group is the run's
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    servers: dict[str, int] = {}  # trial -> its server's group
+    held: set[tuple[str, int, int]] = set()  # (address, pid, pgid) the first run listened on
+    try:
+        deadline = time.monotonic() + 150
+        while len(servers) < 2 and child.poll() is None and time.monotonic() < deadline:
+            for pidfile in (run / "fleet").glob("*/*.json"):  # <node id>/<trial>.json
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    servers[pidfile.stem] = int(json.loads(pidfile.read_text())["pid"])
+            time.sleep(0.05)
+        while child.poll() is None and time.monotonic() < deadline:  # both simulators listen
+            tree = descendants(child.pid) | {p for g in servers.values() for p in group_of(g)}
+            held = {(a, pid, pgid_of(pid)) for a, _, pid in listening() if pid in tree}
+            if set(servers.values()) <= {pgid for _, _, pgid in held}:
+                break
+            time.sleep(0.2)
+        child.send_signal(signal.SIGKILL)
+        _, err = child.communicate(timeout=30)
+        resumed = None
+        if len(servers) == 2:
+            resumed = subprocess.run(
+                [*agent, "resume", "claude", "--runs-dir", "runs"],
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+                start_new_session=True,
+            )  # fmt: skip
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate(timeout=30)
+        api.close()
+    assert len(servers) == 2, "the two trials' servers were not seen up: " + err[-2000:]
+    assert resumed is not None and resumed.returncode == 0, resumed and resumed.stderr[-3000:]
+
+    # nothing of the first run left: its servers' groups, every group and port it listened on
+    assert all(not group_alive(g) for g in servers.values())
+    assert {pgid for _, _, pgid in held} >= set(servers.values())
+    assert [(a, pid) for a, pid, pgid in held if group_alive(pgid)] == []
+    now = {(a, pid) for a, _, pid in listening()}
+    assert {(a, pid) for a, pid, _ in held} & now == set()
+    assert with_env(str(run / "fleet")) == []
+    assert set(live(RAY_PROCESSES)) - ray_before == set()  # no waiting for Ray to notice
+
+    log = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    started = [e["trial"] for e in log if e["type"] == "trial_started"]
+    ended = {e["trial"]: e for e in log if e["type"] == "trial_ended"}
+    reaped = {e["trial"]: e for e in log if e["type"] == "trial_reaped"}
+    assert len(started) == len(set(started)) and set(started) == set(ended)
+    assert sum(e["type"] == "trial_ended" for e in log) == len(started)  # one end each
+    # the cut trials: the one whose call was written ended as interrupted; the one whose call's
+    # events the turn's buffer held (agent/tool_batch.py) found by its pid file; each names the
+    # server group it killed
+    assert set(servers) == {t for t in ended if t != started[-1]} | set(reaped)
+    for trial, group in servers.items():
+        if trial in ended:
+            assert ended[trial]["end"] == "interrupted" and ended[trial]["interrupted"]
+        words = (ended.get(trial) or reaped[trial])["cleanup"]
+        assert words == f"killed the server group {group} it left"
+    assert not list((run / "fleet").glob("*/*.json"))  # no pid file left
+    third = started[-1]
+    assert third == "base-T03" and ended[third]["ok"]  # numbered on from the log
+    results = {e["id"]: e for e in log if e["type"] == "tool_result"}
+    assert sorted(results) == ["toolu_0", "toolu_1", "toolu_2"]
+    assert sum(e["type"] == "tool_result" for e in log) == 3
+    assert results["toolu_0"]["is_error"] and results["toolu_0"]["data"] == {"interrupted": True}
+    assert not results["toolu_2"]["is_error"]
+    kinds = [e["type"] for e in log]
+    assert kinds.count("run_resumed") == 1 and kinds.count("fleet_started") == 2
+    assert log[-1]["type"] == "run_finished" and log[-1]["exit_code"] == 0
+    # the model was told its two calls were cut, then saw the third's result
+    cut = [b for b in api.bodies[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [b["tool_use_id"] for b in cut] == ["toolu_0", "toolu_1"]
+    assert all(b.get("is_error") for b in cut)
+    assert "interrupted: the run's controller ended" in resumed.stderr
+
+
+def pgid_of(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return 0
+
+
+def group_of(pgid: int) -> set[int]:
+    """The live members of a process group."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.add(int(entry.name))
+    return members
+
+
+async def test_a_trial_launches_the_command_with_its_secret_given_back_from_the_environment(
+    make_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run's config keeps a secret by reference (`NAME=[redacted]`): a trial, as
+    start_server on one box, launches it with the value from the agent's environment - both the
+    model's run_trial and the autopilot's controller. Without the variable: one line, no box."""
+    (tmp_path / "agent.toml").write_text(TINY.replace('"true"', '"MY_TOKEN=[redacted] true"'))
+    config = load_config(tmp_path / "agent.toml")
+    monkeypatch.delenv("MY_TOKEN", raising=False)
+    fleet = FakeFleet()
+    run, _ = make_run(config)
+    agent = make_agent(run, ScriptedBrain([]), config, fleet=fleet)
+    result, _ = await agent.tools.call(agent.ctx, "run_trial", {"label": "base"})
+    assert result.is_error and "\n" not in result.text and "set MY_TOKEN" in result.text
+    assert fleet.submitted == []
+
+    monkeypatch.setenv("MY_TOKEN", "s3cret-value-1")
+    result, _ = await agent.tools.call(agent.ctx, "run_trial", {"label": "base"})
+    assert not result.is_error, result.text
+    controller = FleetCampaign(run, config, fleet)  # type: ignore[arg-type]
+    await controller.start(Experiment(config={}, levels=(1,), purpose="baseline", why="first"))
+    launched = [spec.config.server.command for spec, _, _ in fleet.submitted]
+    assert launched == ["MY_TOKEN=s3cret-value-1 true"] * 2
+    assert config.server.command == "MY_TOKEN=[redacted] true"  # the run's own config unchanged
+
+
+class LabFleet(FakeFleet):
+    """FakeFleet as RayFleet's lab: connected, closed, two boxes (a resumed run's backend)."""
+
+    def __init__(self, config: FleetConfig) -> None:
+        super().__init__()
+        self.config, self.local, self.auth, self.token = config, None, "", None
+        self.connected = False
+
+    def connect(self, boxes: int | None = None) -> None:
+        self.connected = True
+
+    def nodes(self) -> dict[str, str]:
+        return {"node-box1": "box1", "node-box2": "box2"}
+
+    def slots(self) -> int:
+        return 2
+
+    async def close(self) -> dict[str, str]:
+        return {}
+
+
+def test_a_crashed_model_fleet_run_is_reaped_then_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Ray: the log a model's fleet run leaves when it is killed while two run_trial
+    calls run - the first call's events written, the second's still in the turn's buffer - and
+    both trials' servers up on their boxes. `agent resume` kills both servers (before a cluster
+    starts), ends the logged trial as interrupted and names the other by its pid file, answers
+    both calls, and the model's loop goes on: its next trial is T03."""
+    from agent import fleet_run
+    from agent.cli.runner import resume_campaign
+    from agent.fleet_controller import fleet_workdir
+    from agent.session import Limits, start
+    from tests.test_fleet_ray import gone, server
+    from tools.fleet.trial import node_dir
+
+    fleet_config = FleetConfig(address="local", boxes=2)
+    config = tiny(tmp_path).model_copy(update={"fleet": fleet_config})
+    model = "claude-sonnet-4-6"
+    run = start("beat baseline", config, model, tmp_path / "runs", "c", Limits(), fleet="ray")
+    run.append("fleet_started", engine="ray", nodes=LabFleet(fleet_config).nodes(), slots=2)
+    uses = [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": "run_trial", "input": {"label": n}}
+        for i, n in enumerate(("base", "fa3"))
+    ]
+    run.append("message", role="assistant", content=[{"type": "text", "text": "Two."}, *uses])
+    run.append("tool_call", id="toolu_0", name="run_trial", input={"label": "base"})
+    run.append("trial_started", trial="base-T01", purpose="run_trial", why="base", flags={},
+               levels=[1, 8], attempt=1)  # fmt: skip
+    root = fleet_workdir(run)
+    base = server(node_dir(root, "node-box1"), "base-T01", node="node-box1", worker=1)
+    fa3 = server(node_dir(root, "node-box2"), "fa3-T02", node="node-box2", worker=1)
+    run.close()
+
+    again = {"type": "tool_use", "id": "toolu_2", "name": "run_trial", "input": {"label": "base"}}
+    api = FakeMessagesAPI([reply(2, "tool_use", again), reply(3, "end_turn")])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    fleets: list[LabFleet] = []
+
+    def new_fleet(config: FleetConfig, *_args: Any) -> LabFleet:
+        fleets.append(LabFleet(config))
+        return fleets[-1]
+
+    monkeypatch.setattr(fleet_run, "RayFleet", new_fleet)
+    try:
+        assert resume_campaign(tmp_path / "runs" / "c") == 0
+    finally:
+        api.close()
+        for pid in (base, fa3):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    assert gone(base) and gone(fa3) and not list(root.glob("*/*.json"))
+    log = [json.loads(line) for line in (tmp_path / "runs/c/events.jsonl").read_text().splitlines()]
+    after = [e for e in log if e["seq"] > next(e["seq"] for e in log if e["type"] == "run_resumed")]
+    assert [(e["type"], e.get("trial") or e.get("id")) for e in after[:4]] == [
+        ("trial_ended", "base-T01"),
+        ("trial_reaped", "fa3-T02"),
+        ("tool_result", "toolu_0"),
+        ("tool_result", "toolu_1"),
+    ]
+    assert after[0]["end"] == "interrupted" and after[0]["interrupted"] and not after[0]["ok"]
+    assert after[0]["cleanup"] == f"killed the server group {base} it left"
+    assert after[1]["cleanup"] == f"killed the server group {fa3} it left"
+    assert all(e["is_error"] and e["data"] == {"interrupted": True} for e in after[2:4])
+    started = [e["trial"] for e in log if e["type"] == "trial_started"]
+    assert started == ["base-T01", "base-T03"] and fleets[0].connected
+    ended = [e["trial"] for e in log if e["type"] == "trial_ended"]
+    assert ended == ["base-T01", "base-T03"]
+    assert log[-1]["type"] == "run_finished" and log[-1]["exit_code"] == 0
+    # the model was told its two calls were cut (results first), then the fleet's boxes
+    sent = api.bodies[0]["messages"][-1]["content"]
+    assert [b.get("tool_use_id") for b in sent] == ["toolu_0", "toolu_1", None]
+    assert sent[2]["text"].startswith("The fleet: 2 boxes (box1, box2)")

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from typing import Any
 
 from pydantic import Field
 
-from state.fleet import try_name
+from state.fleet import first_name, try_name
+from state.secrets import UnresolvedSecret
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench.random_prompts import sweep_seed
-from tools.fleet.trial import TrialOutcome, TrialSpec
+from tools.fleet.trial import TrialOutcome, TrialSpec, launchable
 from tools.log_paths import check_name
 from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, _workload
 from tools.servers.profiles import ProfileError, engine_for
@@ -62,8 +64,9 @@ class RunTrial(Tool):
         if bad:
             raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
         try:  # a bad flag or a public --host is the caller's error: said before a box is taken
-            command = build_command(ctx.config.server.command, inp.flags, engine_for(ctx.config), 1)
-        except ProfileError as err:
+            config = launchable(ctx.config)  # a resumed run's secrets, from the environment
+            command = build_command(config.server.command, inp.flags, engine_for(config), 1)
+        except (ProfileError, UnresolvedSecret) as err:
             raise ToolError(str(err)) from None
         refuse_public_bind(command, ctx.config.server.allow_public_bind)
         label = check_name("trial", inp.label) if inp.label else "trial"
@@ -85,7 +88,7 @@ class RunTrial(Tool):
                 attempt=attempt,
             )
             seed = sweep_seed(ctx.config.bench.seed, ctx.run.id, trial)
-            fleet.submit(TrialSpec(trial, ctx.config, flags, groups, seed), avoid, attempt)
+            fleet.submit(TrialSpec(trial, config, flags, groups, seed), avoid, attempt)
             try:
                 sub, out = await fleet.wait(trial)
             except asyncio.CancelledError:  # a stop or a budget: its server goes with the fleet
@@ -111,9 +114,21 @@ class RunTrial(Tool):
             avoid, attempt = out.node or sub.node, attempt + 1
 
 
+NUMBERED = re.compile(r"-T(\d+)$")  # <label>-T07: the run's seventh trial
+
+
 def _counter(ctx: ToolContext) -> Any:
-    """The run's trial numbers (the context's extras are shared by the calls of a run)."""
-    return ctx.extras.setdefault("run_trial", itertools.count(1))
+    """The run's trial numbers (the context's extras are shared by the calls of a run), going on
+    from the trials the log has: a resumed run's first trial is not named as an earlier one."""
+    if "run_trial" not in ctx.extras:
+        fleet = ctx.run.state.fleet
+        trials: list[str] = []
+        if fleet is not None:
+            trials = [*fleet.running, *(t.name for t in fleet.lost), *fleet.reaped]
+            trials += [e.trial.name for e in fleet.ended]
+        numbers = [int(m.group(1)) for t in trials if (m := NUMBERED.search(first_name(t)))]
+        ctx.extras["run_trial"] = itertools.count(max(numbers, default=0) + 1)
+    return ctx.extras["run_trial"]
 
 
 def answer(

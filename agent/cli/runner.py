@@ -10,7 +10,6 @@ from typing import Any
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import (
-    AUTOPILOT,
     Limits,
     config_of,
     make_agent,
@@ -56,12 +55,6 @@ def resume_campaign(path: Path) -> int:
     from agent.fleet_run import fleet_of, resume_fleet_campaign
 
     fleet = fleet_of(run)
-    if fleet and run.state.model != AUTOPILOT:
-        run.close()
-        raise RunError(
-            f"run {run.id} ran {run.state.model} on a fleet: resuming a model's fleet run is "
-            "not supported yet (start a new run)"
-        )
     if run.log.repaired:
         print(f"run {run.id}: {run.log.repaired}", file=sys.stderr)
     try:
@@ -73,7 +66,8 @@ def resume_campaign(path: Path) -> int:
             raise
         print(f"run {run.id}: disk full ({err}): free space, then resume again", file=sys.stderr)
         return 1
-    if fleet:  # `agent run --fleet`: its controller rebuilds the campaign from the log
+    if fleet:  # `agent run --fleet`: the autopilot's controller rebuilds the campaign from the
+        # log; a model's loop goes on once what the dead session left is reaped
         try:
             return resume_fleet_campaign(run)
         finally:

@@ -42,11 +42,13 @@ from typing import Any
 
 from state.lock import process_alive
 from tools.domain.fleet_config import BOX, FleetConfig
-from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, run_trial
+from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, reap_unnamed, run_trial
+from tools.hosts.local import holding
 from tools.trial_outcome import LOST
 
 BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
+REAP_CLUSTER_S = 10.0  # a dead controller's cluster: its processes SIGKILLed until none is left
 LOOPBACK = "127.0.0.1"  # the lab's node address: what every process of it binds
 DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"
 
@@ -99,6 +101,14 @@ def _reap_task(workdir: str, trial_id: str, stop_worker: bool) -> dict[str, Any]
     node, box = _here()
     left = asyncio.run(reap(node_dir(Path(workdir), node), trial_id, stop_worker))
     return {**left, "by_node": node, "by_box": box}
+
+
+def _reap_unnamed_task(workdir: str, named: list[str]) -> dict[str, Any]:
+    """Pinned to a node: the trials its folder has pid files of but the log does not name,
+    reaped there (tools/fleet/trial.reap_unnamed); with the node and box that did it."""
+    node, box = _here()
+    left = asyncio.run(reap_unnamed(node_dir(Path(workdir), node), set(named)))
+    return {"left": left, "by_node": node, "by_box": box}
 
 
 @dataclass
@@ -159,10 +169,11 @@ class LabEnv:
         raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
-def private_temp() -> Path:
+def private_temp(killed: list[int] | None = None) -> Path:
     """The lab cluster's own temp folder (Ray's session folders are 0777 inside):
     <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
-    socket paths must be. The folders of controllers that died (SIGKILL) are removed here."""
+    socket paths must be. The clusters of controllers that died (SIGKILL) are killed here
+    (`reap_cluster`; their pids added to `killed`) and their folders removed."""
     parent = Path(tempfile.gettempdir()) / f"campaign-ray-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
         parent.mkdir(mode=0o700)
@@ -171,11 +182,31 @@ def private_temp() -> Path:
         raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
     for old in parent.iterdir():
         if old.name.isdigit() and not process_alive(int(old.name)):
+            (killed if killed is not None else []).extend(reap_cluster(old))
             shutil.rmtree(old, ignore_errors=True)
     mine = parent / str(os.getpid())
     shutil.rmtree(mine, ignore_errors=True)  # a cluster this process started before
     mine.mkdir(mode=0o700)
     return mine
+
+
+def reap_cluster(temp: Path) -> list[int]:
+    """Every process of a lab cluster whose controller died (SIGKILL: no shutdown ran), killed:
+    its GCS, raylets, workers and Ray's agents - and the servers its trials started - all carry
+    its temp folder in their environment (RAY_TMPDIR, `lab_env`). Left alone, the agents notice
+    only minutes later and the servers never do. The pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + REAP_CLUSTER_S
+    while time.monotonic() < deadline:
+        left = [p for p in holding("RAY_TMPDIR", str(temp)) if p != os.getpid()]
+        if not left:
+            break
+        for pid in left:  # a raylet that dies may start nothing more; a worker may be new
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += [p for p in left if p not in killed]
+        time.sleep(0.05)
+    return killed
 
 
 class LocalCluster:
@@ -186,7 +217,8 @@ class LocalCluster:
     def __init__(self, boxes: int, object_store_mb: int = 100, workdir: Path | None = None) -> None:
         self.workdir = workdir
         self.cluster: Any = None
-        self.temp = private_temp()
+        self.reaped: list[int] = []  # processes of dead controllers' clusters, killed first
+        self.temp = private_temp(self.reaped)
         self.token = secrets.token_urlsafe(32)
         self.env = LabEnv(lab_env(self.token, self.temp))
         try:
@@ -265,6 +297,7 @@ class RayFleet:
             raise FleetError(f"cannot reach the Ray cluster at {where}: {err}") from None
         self._remote = ray.remote(_trial_task)
         self._reaper = ray.remote(_reap_task)
+        self._unnamed_reaper = ray.remote(_reap_unnamed_task)
         self.auth = self._auth(address)
 
     @property
@@ -401,6 +434,33 @@ class RayFleet:
         if left.get("worker"):
             return f"{by}: no server to kill (the trial had not started one)"
         return f"{by}: nothing left (the trial had cleaned up)"
+
+    async def clean_up_unnamed(self, named: set[str]) -> tuple[dict[str, str], list[str]]:
+        """On each node alive, a task that reaps the trials its folder has pid files of but
+        `named` (the run's log) does not: a trial a killed controller placed and never recorded.
+        (trial -> what was done, naming the node; a line per node that could not look)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        done: dict[str, str] = {}
+        failed: list[str] = []
+        for node, box in self.nodes().items():
+            pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+            options = {"num_cpus": 0, "max_retries": 0, "scheduling_strategy": pinned}
+            ref = self._unnamed_reaper.options(**options).remote(str(self.workdir), sorted(named))
+            where = f"{box} (node {node[:12]})"
+            try:
+                got: dict[str, Any] = await asyncio.wait_for(_await(ref), REAP_TIMEOUT_S)
+            except TimeoutError:
+                failed.append(f"could not look on {where}: no answer in {REAP_TIMEOUT_S:.0f} s")
+                continue
+            except Exception as err:  # the node died meanwhile, unschedulable, ...
+                failed.append(f"could not look on {where}: {_ray_reason(err)}")
+                continue
+            for trial, left in got["left"].items():
+                pid = left.get("pid")
+                what = f"killed the server group {pid} it left" if pid else "no server left"
+                done[trial] = f"{where}: {what}"
+        return done, failed
 
     def _alive(self) -> set[str]:
         return {n["NodeID"] for n in _ray().nodes() if n["Alive"]}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from state.secrets import resolve
 from tools.base import ToolError
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
@@ -46,6 +47,18 @@ class TrialSpec:
     flags: dict[str, Any]
     groups: list[tuple[list[int], Workload]]  # levels measured together, and their workload
     prompt_seed: int | None = None
+
+
+def launchable(config: Config) -> Config:
+    """The run's config as its trials launch it: each secret of the server command that the log
+    keeps by reference (`NAME=[redacted]`: a resumed run's config) given its value from this
+    process's environment - the controller's, as start_server resolves it on one box. Raises
+    state.secrets.UnresolvedSecret (one line) when the environment cannot give it back."""
+    command = resolve(config.server.command)
+    if command == config.server.command:
+        return config
+    server = config.server.model_copy(update={"command": command})
+    return config.model_copy(update={"server": server})
 
 
 # How a trial ended, as a type (the human reason is its own field): measured; its server did not
@@ -219,6 +232,19 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
         info |= {"pid": groups[0], "unnamed": True}
     pidfile.unlink(missing_ok=True)
     return info
+
+
+async def reap_unnamed(workdir: Path, named: set[str]) -> dict[str, dict[str, Any]]:
+    """`reap` of every trial whose pid file is in `workdir` (a node's folder) but not in `named`
+    (the trials the run's log has): a trial whose own events a killed controller never wrote.
+    Its Ray worker first (it may still be running, on a cluster that outlived the controller).
+    Trial -> what `reap` found."""
+    files = sorted(workdir.glob("*.json")) if workdir.is_dir() else []
+    left = {}
+    for pidfile in files:
+        if pidfile.stem not in named:
+            left[pidfile.stem] = await reap(workdir, pidfile.stem, stop_worker=True)
+    return left
 
 
 def _group_of(pid: int) -> int:

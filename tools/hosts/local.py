@@ -174,7 +174,13 @@ def _marked(token: str, pgid: int) -> list[int]:
     """Live processes whose environment holds CALL_MARK=token (this user's: others' environ
     cannot be read, and the command could not have started them), but for the members of
     group `pgid`: killed, maybe not gone yet."""
-    mark = f"{CALL_MARK}={token}".encode()
+    return holding(CALL_MARK, token, pgid)
+
+
+def holding(variable: str, value: str, but_group: int = 0) -> list[int]:
+    """Live processes of this user whose environment has `variable=value` exactly (a mark their
+    starter set, inherited by all they start), but for the members of group `but_group`."""
+    mark = f"{variable}={value}".encode()
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -183,8 +189,10 @@ def _marked(token: str, pgid: int) -> list[int]:
                 stat = Path(entry.path, "stat").read_bytes()
             except OSError:
                 continue
-            group = int(stat[stat.rindex(b")") + 2 :].split()[2])
-            if mark in environ.split(b"\0") and group != pgid:
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if fields[0] == b"Z":  # a zombie's environ reads empty: it is gone for our purposes
+                continue
+            if mark in environ.split(b"\0") and int(fields[2]) != but_group:
                 pids.append(int(entry.name))
     return sorted(pids)
 
