@@ -12,8 +12,9 @@ the mean of a configuration's sweeps), and writes recommendation.json in the run
 
 With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({level: $ per million
 output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
-policy range of the levels of its range; without one, neither key. And "drift" when the baseline's own sweeps moved more than the noise floor (results.drift:
-how much, between which sweeps, and that only paired comparisons should count).
+policy range of the levels of its range; without one, neither key. And "drift" when the
+baseline's own sweeps moved more than the noise floor (results.drift: how much, between which
+sweeps, and that only paired comparisons should count).
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a

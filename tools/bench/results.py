@@ -20,8 +20,8 @@ from state.events import utc_now
 from tools.bench.confighash import config_hash, normalize_command, workload_key
 from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
-from tools.domain.gpus import gpus_of
 from tools.domain import stats
+from tools.domain.gpus import gpus_of
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 _ID = re.compile(r"^b(\d+)")
