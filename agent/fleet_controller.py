@@ -37,7 +37,7 @@ from agent.brains.autopilot.brain import (
     Campaign,
     groups,
 )
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import History, purpose_of
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish
@@ -81,11 +81,14 @@ class FleetBackend(Protocol):
 
 
 def experiment_of(event: dict[str, Any]) -> Experiment:
-    """The experiment a `trial_started` event placed."""
+    """The experiment a `trial_started` event placed (ValueError: a purpose the planner has not)."""
+    purpose = purpose_of(str(event.get("purpose") or ""))
+    if purpose is None:
+        raise ValueError(f"trial {event.get('trial')}: unknown purpose {event.get('purpose')!r}")
     return Experiment(
         config=dict(event.get("flags") or {}),
         levels=tuple(int(c) for c in event.get("levels") or ()),
-        purpose=str(event.get("purpose") or ""),
+        purpose=purpose,
         why=str(event.get("why") or ""),
         fresh=bool(event.get("fresh", False)),
     )

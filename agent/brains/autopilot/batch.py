@@ -34,11 +34,7 @@ import math
 
 from agent.brains.autopilot.history import History, Measurement
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
-
-FIRST = ("baseline", "noise")  # everything after them reads the noise floor
-SERIAL = ("validate",)  # the leader may change with each one
-PARTIAL = ("screen", "challenger", "surrogate")  # a few levels, from the current best
-MOVES_BEST = ("confirm", "repeat")  # a full sweep that may move the best
+from agent.brains.autopilot.steps import FIRST, MOVES_BEST, PARTIAL, SERIAL
 
 
 def pending(
