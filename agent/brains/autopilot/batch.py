@@ -73,18 +73,6 @@ def reused_launch(h: History, e: Experiment) -> int | None:
     return found[-1] if found else None
 
 
-def record_trial(h: History, e: Experiment, got: dict[int, float] | str) -> None:
-    """A finished trial into the history as the fleet controller counts it: a failed launch
-    (`got` is the reason), or a measurement on reused_launch's launch or a new one."""
-    if isinstance(got, str):
-        h.launched(e.config, ok=False, reason=got)
-        return
-    launch = reused_launch(h, e)
-    if launch is None:
-        launch = h.launched(e.config)
-    h.measured(e.config, launch, got, e.purpose)
-
-
 def same(a: Experiment, b: Experiment, h: History) -> bool:
     return a.purpose == b.purpose and h.key(a.config) == h.key(b.config)
 
