@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.brains.autopilot import directives
-from agent.brains.autopilot.batch import plan_batch, reused_launch
+from agent.brains.autopilot.ask_tell import AskTell, Broken, Measured, NotStarted, Sweep
 from agent.brains.autopilot.brain import (
     FLOOR_SCREEN,
     FLOOR_SWEEP,
@@ -37,10 +37,10 @@ from agent.brains.autopilot.brain import (
     Campaign,
     groups,
 )
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import purpose_of
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
-from agent.brains.autopilot.planner import Experiment, Finish
+from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
 from agent.interrupts import Interrupts, reason_now
@@ -88,11 +88,14 @@ class FleetBackend(Protocol):
 
 
 def experiment_of(event: dict[str, Any]) -> Experiment:
-    """The experiment a `trial_started` event placed."""
+    """The experiment a `trial_started` event placed (ValueError: a purpose the planner has not)."""
+    purpose = purpose_of(str(event.get("purpose") or ""))
+    if purpose is None:
+        raise ValueError(f"trial {event.get('trial')}: unknown purpose {event.get('purpose')!r}")
     return Experiment(
         config=dict(event.get("flags") or {}),
         levels=tuple(int(c) for c in event.get("levels") or ()),
-        purpose=str(event.get("purpose") or ""),
+        purpose=purpose,
         why=str(event.get("why") or ""),
         fresh=bool(event.get("fresh", False)),
     )
@@ -114,8 +117,10 @@ class FleetCampaign:
         self.tools = ToolBox(all_tools())
         self.supervision = Supervision(run)  # the inbox and the budgets, as one box checks them
         self.interrupts = Interrupts()
-        self.refresh()  # self.campaign, self.planner
-        self.h = History(self.campaign.space)
+        self.campaign = Campaign(run.state, config, run.path)
+        self.search = AskTell(self.campaign.planner)  # the planner asked, the History told
+        self.h = self.search.history
+        self.answer()
         self.in_flight: dict[str, Experiment] = {}
         self.attempts: dict[str, int] = {}  # trial in flight -> its attempt
         self.trials = 0
@@ -138,17 +143,17 @@ class FleetCampaign:
             while True:
                 self.supervise()
                 free = slots - len(self.in_flight)
-                steps = plan_batch(self.planner, self.h, list(self.in_flight.values()), free)
+                steps = self.search.suggest_batch(list(self.in_flight.values()), free)
                 if steps and isinstance(steps[0], Finish):
                     return await self.conclude(steps[0])
                 started = [await self.start(s) for s in steps if isinstance(s, Experiment)]
                 self.narrate(started)
                 if not self.in_flight:  # nothing to wait for and nothing to start: conclude
-                    return await self.conclude(self.planner.finish(self.h))
+                    return await self.conclude(self.search.conclusion())
                 await self.collect()
         except RunEnded as end:  # `agent stop`, a budget: the status and exit code of one box
             await self.interrupt(str(end))
-            await self.conclude(self.planner.finish(self.h))
+            await self.conclude(self.search.conclusion())
             self.status, self.reason = end.status, str(end)
             return end.exit_code
 
@@ -165,10 +170,18 @@ class FleetCampaign:
 
     def refresh(self) -> None:
         """The planner under the directives in force and the budget warning, built as the
-        one-box autopilot builds it each turn (Campaign); new supervisor messages answered as
-        its narration answers them ("Supervisor #N: ...")."""
+        one-box autopilot builds it each turn (Campaign), asked from now on."""
         self.campaign = Campaign(self.run.state, self.config, self.run.path)
-        self.planner = self.campaign.planner
+        self.search.planner = self.campaign.planner
+        self.answer()
+
+    @property
+    def planner(self) -> Planner:
+        return self.search.planner
+
+    def answer(self) -> None:
+        """New supervisor messages answered as the one-box narration answers them
+        ("Supervisor #N: ...")."""
         answered = directives.acknowledged(self.run.state.messages)
         said = [
             {"type": "text", "text": f"Supervisor #{seq}: {reply}."}
@@ -267,24 +280,18 @@ class FleetCampaign:
     ) -> None:
         """A trial that came back, into the History: from its outcome and the `benchmark`
         events recorded for it - live, and on a resume from the log (rebuild)."""
-        h = self.h
-        if end != "measured" and not events:
-            started = end != "not_started"
-            tried = h.launched(step.config, ok=started, reason="" if started else reason)
-            if started:  # it started but could not be measured (or was lost twice)
-                h.broke(tried, reason)
+        if end != "measured" and not events:  # it did not start, or started and was not measured
+            failed = NotStarted(reason) if end == "not_started" else Broken(reason)
+            self.search.tell(step, failed)
             return
-        reused = reused_launch(h, step)
-        launch = h.launched(step.config) if reused is None else reused
         slo = slo_of(self.config)
-        for i, event in enumerate(events):  # this trial's sweep, one event per group of levels
+        sweeps = []
+        for event in events:  # this trial's sweep, one event per group of levels
             per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
             ok_at = slo_ok_of(event, self.run.path, slo) if slo is not None else None
-            ids = (str(event["id"]),)
-            if i == 0:
-                h.measured(step.config, launch, per, str(event.get("label") or ""), ok_at, ids)
-            else:
-                h.measured_more(per, ok_at, ids)
+            sweeps.append(Sweep(per, ok_at, (str(event["id"]),)))
+        label = str(events[0].get("label") or "") if events else ""
+        self.search.tell(step, Measured(tuple(sweeps), label))
 
     def rebuild(self, events: list[dict[str, Any]]) -> None:
         """A resumed run's History from its log: each trial learned (learn) at its trial_ended

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
@@ -89,9 +90,9 @@ class Lab:
 
 def autopilot(lab: Lab, seed: int) -> Outcome:
     levels = lab.levels
-    planner = Planner(lab.space, Settings(levels=levels, objective=Objective()))
+    search = AskTell(Planner(lab.space, Settings(levels=levels, objective=Objective())))
     noise = Noise(level=lab.noise, screen=lab.noise * 1.5, launch=0.005)
-    h, finish = simulate(planner, lab.truth, seed=seed, noise=noise)
+    h, finish = simulate(search, lab.truth, seed=seed, noise=noise)
     ok = None
     if len(finish.policy) >= 2:
         low, high = finish.policy[0].config, finish.policy[-1].config

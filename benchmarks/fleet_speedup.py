@@ -17,11 +17,12 @@ own trials one after another on one box (estimated from the one-box run's time o
 its median trial time per purpose). Target (issue 15): 3 boxes at most 0.6x the one-box wall
 time. Figures go to docs/fleet.md.
 
-`--offline SEEDS`: the same controller loop (plan_batch, agent/brains/autopilot/batch.py) with no
-cluster, against the simulator's truth (1.5 % noise), trials taking their typical lab times (a
-screen 9 s, a challenger's screen 4 s, a full sweep 25 s, +-10 %) and no CPU contention: the
-critical path of the planning alone, per seed - the batch that screens ahead of a confirmation
-(now) beside the one that held the free boxes (before), in one run - and the median ratio.
+`--offline SEEDS`: the same controller loop (AskTell's suggest_batch and tell,
+agent/brains/autopilot/ask_tell.py) with no cluster, against the simulator's truth (1.5 % noise),
+trials taking their typical lab times (a screen 9 s, a challenger's screen 4 s, a full sweep
+25 s, +-10 %) and no CPU contention: the critical path of the planning alone, per seed - the batch
+that screens ahead of a confirmation (now) beside the one that held the free boxes (before), in
+one run - and the median ratio.
 """
 
 from __future__ import annotations
@@ -127,9 +128,8 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
     """The batched campaign on `boxes` slots, trials ending when their modelled time is up."""
     import random
 
-    from agent.brains.autopilot.batch import plan_batch, record_trial
+    from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Sweep
     from agent.brains.autopilot.engine_limits import engine_check
-    from agent.brains.autopilot.history import History
     from agent.brains.autopilot.offline import sim_truth
     from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
     from sim.space import DEFAULT_LEVELS, default_space
@@ -138,13 +138,13 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
 
     space = SearchSpace.parse(default_space(), check=engine_check("sim"))
     planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
-    h, rng = History(space), random.Random(seed)
+    search, rng = AskTell(planner), random.Random(seed)
     truth, optimum = sim_truth(), lab_truth.optimum(default_space())[1]
     now, trials, serial = 0.0, 0, 0.0
     flight = list[tuple[float, int, Experiment]]()
     while True:
         free = boxes - len(flight)
-        steps = plan_batch(planner, h, [e for _, _, e in flight], free, screen_ahead)
+        steps = search.suggest_batch([e for _, _, e in flight], free, screen_ahead)
         if steps and isinstance(steps[0], Finish):
             best = steps[0].best
             share = lab_truth.config_value(best) / optimum if best else 0.0
@@ -158,9 +158,10 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
         flight.sort(key=lambda f: f[:2])
         now, _, e = flight.pop(0)
         got = truth(e.config, e.levels)
-        if not isinstance(got, str):
-            got = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
-        record_trial(h, e, got)
+        if isinstance(got, str):
+            search.tell(e, NotStarted(got))
+        else:
+            search.tell(e, Measured((Sweep({c: v * rng.gauss(1, 0.015) for c, v in got.items()}),)))
 
 
 def modelled(step: Any) -> float:

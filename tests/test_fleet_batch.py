@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.brains.autopilot.batch import plan_batch, predicted, record_trial
+from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Sweep
+from agent.brains.autopilot.batch import plan_batch, predicted
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Launch, Measurement
 from agent.brains.autopilot.offline import sim_truth
@@ -32,11 +33,13 @@ def planner() -> Planner:
 
 def measure(h: History, e: Experiment, rng: random.Random) -> None:
     """A trial as the fleet controller records it: a launch unless it measures a launched
-    configuration again (reused_launch), the truth with 1.5 % noise."""
+    configuration again (reused_launch), the truth with 1.5 % noise: told through AskTell."""
     got = TRUTH(e.config, e.levels)
-    if not isinstance(got, str):
-        got = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
-    record_trial(h, e, got)
+    search = AskTell(planner(), h)
+    if isinstance(got, str):
+        search.tell(e, NotStarted(got))
+    else:
+        search.tell(e, Measured((Sweep({c: v * rng.gauss(1, 0.015) for c, v in got.items()}),)))
 
 
 Call = tuple[list[Experiment], list[Experiment], str]  # (in flight, started, the best's key)

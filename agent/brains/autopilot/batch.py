@@ -34,11 +34,7 @@ import math
 
 from agent.brains.autopilot.history import History, Measurement
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
-
-FIRST = ("baseline", "noise")  # everything after them reads the noise floor
-SERIAL = ("validate",)  # the leader may change with each one
-PARTIAL = ("screen", "challenger", "surrogate")  # a few levels, from the current best
-MOVES_BEST = ("confirm", "repeat")  # a full sweep that may move the best
+from agent.brains.autopilot.steps import FIRST, MOVES_BEST, PARTIAL, SERIAL
 
 
 def pending(
@@ -75,18 +71,6 @@ def reused_launch(h: History, e: Experiment) -> int | None:
     key = h.key(e.config)
     found = [i for i, launch in enumerate(h.launches) if launch.ok and h.key(launch.config) == key]
     return found[-1] if found else None
-
-
-def record_trial(h: History, e: Experiment, got: dict[int, float] | str) -> None:
-    """A finished trial into the history as the fleet controller counts it: a failed launch
-    (`got` is the reason), or a measurement on reused_launch's launch or a new one."""
-    if isinstance(got, str):
-        h.launched(e.config, ok=False, reason=got)
-        return
-    launch = reused_launch(h, e)
-    if launch is None:
-        launch = h.launched(e.config)
-    h.measured(e.config, launch, got, e.purpose)
 
 
 def same(a: Experiment, b: Experiment, h: History) -> bool:

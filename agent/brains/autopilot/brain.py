@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
+from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.observe import (
@@ -90,6 +91,7 @@ class Campaign:
         )
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
+        self.search = AskTell(self.planner, self.h)  # told through the run's events (observe)
         self.blocks: list[dict[str, Any]] = []
         self.calls = 0
 
@@ -127,7 +129,7 @@ class Campaign:
                 return self.done("end_turn")
             self.write_todos(final)
         else:
-            step = self.planner.decide(self.h)
+            step = self.search.suggest()
             if isinstance(step, Finish):
                 self.finish(step)
             else:
@@ -146,7 +148,7 @@ class Campaign:
         self.call("kill_server", {})
 
     def experiment(self, step: Experiment) -> None:
-        h, key = self.h, self.h.key(step.config)
+        h = self.h
         self.write_todos(todos(self.planner, h, stage_of(step, h)))
         last = self.state.last_results
         crash = next(
@@ -162,7 +164,7 @@ class Campaign:
                 f"The benchmark failed: {(str(failed.get('text', '')).splitlines() or [''])[0]} - "
                 "measuring again (a second failure on this server relaunches it)."
             )
-        launch = h.running_key() != key or (step.fresh and not h.running_fresh())
+        launch = self.search.needs_launch(step)
         if launch:
             self.say(narrate.launch(self.space, step, len(h.launches) + 1))
             start: dict[str, Any] = {"name": self.server, "flags": dict(step.config)}

@@ -152,5 +152,5 @@ def _effects(r: Reading) -> dict[tuple[str, str, str], float]:
 
 
 def _proposed(r: Reading, config: Flags) -> bool:
-    """A launch the surrogate proposed: its screen's label says so."""
-    return any(m.label.startswith("surrogate") for m in r.h.of(config))
+    """A launch the surrogate proposed: its screen says so."""
+    return any(m.purpose == "surrogate" for m in r.h.of(config))

@@ -10,10 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from tools.domain import stats
 from tools.domain.objective import objective_value
 from tools.domain.space import Flags, SearchSpace
+
+# What an experiment is for (steps.Experiment.purpose), the first word of its measurement's label:
+# the baseline, its A/A sweep (noise), a screen of a neighbour, a full sweep of a promising screen
+# (confirm), a family tuned per level (challenger), the surrogate's screen, a full sweep again
+# inside the noise (repeat), a fresh launch of the winner (validate). batch.py groups them.
+Purpose = Literal[
+    "baseline", "noise", "screen", "confirm", "challenger", "surrogate", "repeat", "validate"
+]
+PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
+
+
+def purpose_of(word: str) -> Purpose | None:
+    """The purpose a label's first word (or a recorded event's `purpose`) names; None for a label
+    that names none (a benchmark measured by hand)."""
+    for purpose in PURPOSES:
+        if word == purpose:
+            return purpose
+    return None
 
 
 @dataclass(frozen=True)
@@ -61,9 +80,9 @@ class Measurement:
     ids: tuple[str, ...] = ()  # the benchmark results it was read from
 
     @property
-    def purpose(self) -> str:
-        """The label's first word: baseline, noise, screen, confirm, challenger, validate."""
-        return self.label.split("-", 1)[0]
+    def purpose(self) -> Purpose | None:
+        """The purpose its label's first word names (None: a label of no purpose)."""
+        return purpose_of(self.label.split("-", 1)[0])
 
 
 @dataclass

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Started, Sweep
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Finish, Planner
 from tools.domain.space import Flags
@@ -84,37 +85,37 @@ def sim_slo(
 
 
 def simulate(
-    planner: Planner,
+    planner: Planner | AskTell,
     truth: Truth,
     seed: int = 0,
     noise: Noise = Noise(),
     max_steps: int = 1000,
     slo: Slo | None = None,
 ) -> tuple[History, Finish]:
-    """Run the planner to its conclusion; the History says what it cost."""
+    """Run the planner to its conclusion on one box, asked and told through AskTell; the History
+    says what it cost."""
     rng = random.Random(seed)
-    h = History(planner.space)
+    search = planner if isinstance(planner, AskTell) else AskTell(planner)
+    levels = search.planner.settings.levels
     offsets: dict[int, float] = {}
     for _ in range(max_steps):
-        step = planner.decide(h)
+        step = search.suggest()
         if isinstance(step, Finish):
-            return h, step
-        key = h.key(step.config)
-        if h.running_key() != key or (step.fresh and not h.running_fresh()):
-            outcome = truth(step.config, planner.settings.levels)
+            return search.history, step
+        if search.needs_launch(step):
+            outcome = truth(step.config, levels)
             if isinstance(outcome, str):
-                h.launched(step.config, ok=False, reason=outcome, serving=True)
+                search.tell(step, NotStarted(outcome))
                 continue
-            h.launched(step.config, serving=True)
-            assert h.running is not None
-            offsets[h.running] = rng.gauss(0, noise.launch)
-        assert h.running is not None
+            offsets[search.tell(step, Started())] = rng.gauss(0, noise.launch)
+        launch = search.history.running  # the server up now, told measured next
+        assert launch is not None
         sigma = noise.level if step.full else noise.screen
         exact = truth(step.config, step.levels)
         assert not isinstance(exact, str)
-        per = {c: v * (1 + offsets[h.running] + rng.gauss(0, sigma)) for c, v in exact.items()}
+        per = {c: v * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()}
         ok = slo(step.config, step.levels) if slo is not None else None
-        h.measured(step.config, h.running, per, step.purpose, ok)
+        search.tell(step, Measured((Sweep(per, ok),)))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")
 
 

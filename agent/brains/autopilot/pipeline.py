@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from agent.brains.autopilot.observe import tool_exchanges
 from agent.brains.base import Turn
@@ -51,11 +51,16 @@ def attempts(state: RunState, stage: str) -> list[Attempt]:
     return sorted(found, key=lambda a: a.seq)
 
 
+# what the pipeline does next: start a stage, poll its job, apply its fix, start a killed job
+# again (retry), give up (failed), or hand over to the campaign (done)
+Action = Literal["start", "poll", "fix", "retry", "failed", "done"]
+
+
 @dataclass(frozen=True)
 class Where:
-    """Where the pipeline stands: `action` is start, poll, fix, retry, failed or done."""
+    """Where the pipeline stands: the next `action` on stage `index`."""
 
-    action: str
+    action: Action
     index: int = 0
     attempt: Attempt | None = None
     tries: int = 0

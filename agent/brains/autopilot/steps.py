@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from agent.brains.autopilot.history import Objective
+from agent.brains.autopilot.history import Objective, Purpose
 from tools.domain.space import Flags
 
 
@@ -27,18 +27,25 @@ class Settings:
         return self.screen_levels or spread(self.levels)
 
 
+# the purposes' groups, as the fleet's batch planner (batch.py) orders them
+FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
+SERIAL: tuple[Purpose, ...] = ("validate",)  # the leader may change with each one
+PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate")  # a few levels, from the best
+MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
+
+
 @dataclass(frozen=True)
 class Experiment:
     config: Flags
     levels: tuple[int, ...]
-    purpose: str  # baseline | noise | screen | confirm | challenger | surrogate | repeat | validate
+    purpose: Purpose
     why: str
     fresh: bool = False  # on a launch not measured yet, even if this config is running
     base: Flags | None = None  # what it is compared against
 
     @property
     def full(self) -> bool:
-        return self.purpose not in ("screen", "challenger", "surrogate")
+        return self.purpose not in PARTIAL
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from agent.brains.autopilot import screening
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import History, Purpose
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 from agent.brains.autopilot.reading import gated
 
 ORDER = ("cleanup", "baseline", "noise", "explore", "family", "validate", "report")
-STAGE = {
+STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of no purpose)
     "baseline": "baseline",
     "noise": "noise",
     "screen": "explore",

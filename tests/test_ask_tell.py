@@ -1,0 +1,128 @@
+"""Ask and tell (agent/brains/autopilot/ask_tell.py, issue 30.4): the coordinators - the one-box
+brain, the fleet controller, the offline study and the fleet model - ask the planner for the next
+experiments and tell it outcomes only through AskTell; a tell records through the History's writer
+exactly what the outcome says; asking changes nothing."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from agent.brains.autopilot.ask_tell import (
+    AskTell,
+    Broken,
+    Measured,
+    NotStarted,
+    Started,
+    Sweep,
+)
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.offline import sim_truth, simulate
+from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+from sim.space import DEFAULT_LEVELS, default_space
+from tools.domain.space import SearchSpace
+
+ROOT = Path(__file__).resolve().parent.parent
+COORDINATORS = [
+    ROOT / "agent" / "brains" / "autopilot" / "brain.py",
+    ROOT / "agent" / "brains" / "autopilot" / "offline.py",
+    ROOT / "agent" / "fleet_controller.py",
+    ROOT / "benchmarks" / "efficiency.py",
+    ROOT / "benchmarks" / "fleet_speedup.py",
+]
+# what only AskTell calls: the planner's decisions, the batch planner, the History's writer
+INSIDE = {"decide", "next_step", "plan_batch", "reused_launch", "record_trial"}
+WRITERS = {"launched", "measured", "measured_more", "broke", "serving_nothing"}
+LEVELS = tuple(DEFAULT_LEVELS)
+SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
+BASE = SPACE.baseline
+FA3 = SPACE.complete({**BASE, "--attention-backend": "fa3"})
+
+
+def reaches_in(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each call that reaches past AskTell into the planner or the History."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in INSIDE | WRITERS:
+                found.append((node.lineno, name))
+    return found
+
+
+def test_the_coordinators_ask_and_tell_only_through_ask_tell() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {name}()"
+        for path in COORDINATORS
+        for line, name in reaches_in(path.read_text())
+    ]
+    assert not offenders, "ask and tell through AskTell:\n" + "\n".join(offenders)
+
+
+def test_the_scan_sees_a_coordinator_reach_in() -> None:
+    code = (
+        "s = planner.decide(h)\nb = plan_batch(p, h, [], 2)\nh.launched(c)\nok = search.suggest()\n"
+    )
+    assert reaches_in(code) == [(1, "decide"), (2, "plan_batch"), (3, "launched")]
+
+
+def search() -> AskTell:
+    return AskTell(Planner(SPACE, Settings(levels=LEVELS)))
+
+
+def test_asking_changes_nothing_and_gives_the_same_answer() -> None:
+    s = search()
+    first = s.suggest()
+    assert isinstance(first, Experiment) and first.purpose == "baseline"
+    assert s.suggest() == first and s.suggest_batch([], 3) == s.suggest_batch([], 3)
+    assert s.history.launches == [] and s.history.measurements == []
+
+
+def test_each_outcome_is_recorded_as_it_says() -> None:
+    s = search()
+    screen = Experiment(FA3, (1, 8), "screen", "a neighbour", fresh=True)  # a launch each time
+    assert s.tell(screen, NotStarted("refused: no fa3 here")) == 0
+    assert s.history.crashed()[SPACE.key(FA3)][1] == "refused: no fa3 here"
+    assert s.tell(screen, Broken("the benchmark never answered")) == 1
+    assert s.history.launches[1].ok and s.history.broken == {1: "the benchmark never answered"}
+    # a sweep in two groups of levels is one measurement, its ids in order, its purpose its label
+    two = Measured((Sweep({8: 400.0}, {8: True}, ("r1",)), Sweep({1: 90.0}, {1: False}, ("r2",))))
+    assert s.tell(screen, two) == 2
+    m = s.history.measurements[-1]
+    assert (m.per_level, m.slo_ok, m.ids, m.label) == (
+        {1: 90.0, 8: 400.0},
+        {1: False, 8: True},
+        ("r1", "r2"),
+        "screen",
+    )
+
+
+def test_a_measurement_is_on_the_server_up_or_the_launch_it_measures_again() -> None:
+    s = search()
+    screen = Experiment(FA3, (1, 8), "screen", "a neighbour", fresh=True)
+    confirm = Experiment(FA3, LEVELS, "confirm", "it may win")
+    validate = Experiment(FA3, LEVELS, "validate", "again, fresh", fresh=True)
+    # one box: started, measured on it; the confirmation measures the same server again
+    assert s.needs_launch(screen)
+    up = s.tell(screen, Started())
+    assert s.history.running == up and not s.needs_launch(screen)  # up and not measured yet
+    assert s.tell(screen, Measured((Sweep({1: 90.0, 8: 400.0}),))) == up
+    assert not s.needs_launch(confirm) and s.needs_launch(validate)  # fresh: a new server
+    assert s.tell(confirm, Measured((Sweep(dict.fromkeys(LEVELS, 1.0)),), "confirm-L01")) == up
+    # a fleet (no server up): a confirmation reuses the launch, a fresh one is a launch
+    s.history.serving_nothing()
+    assert s.tell(confirm, Measured((Sweep(dict.fromkeys(LEVELS, 1.0)),))) == up
+    assert s.tell(validate, Measured((Sweep(dict.fromkeys(LEVELS, 1.0)),))) == up + 1
+    assert [m.launch for m in s.history.measurements] == [up, up, up, up + 1]
+    assert s.history.measurements[1].label == "confirm-L01"
+
+
+def test_a_campaign_asked_and_told_concludes_as_simulate_does() -> None:
+    """simulate through a given AskTell and through a bare planner: the same History and end."""
+    s = search()
+    h, finish = simulate(s, sim_truth(), seed=3)
+    h2, finish2 = simulate(Planner(SPACE, Settings(levels=LEVELS)), sim_truth(), seed=3)
+    assert h is s.history and isinstance(finish, Finish) and finish == finish2
+    assert h.measurements == h2.measurements and h.launches == h2.launches
+    assert s.suggest() == finish and s.conclusion().best == finish.best
