@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tools.base import ToolError
+from tools.bench.deadlines import Deadlines
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
@@ -161,6 +162,7 @@ async def run_trial(
                 prompt_seed=spec.prompt_seed,
                 extra_body=engine.extra_body,
                 tokenize_path=engine.tokenize_path,
+                deadlines=Deadlines.from_job(config.bench.deadlines.given()),
             )
             got = await run_sweep(sweep, Observer())
             out.points += got.points
