@@ -201,3 +201,21 @@ async def test_run_benchmark_runs_under_the_configs_deadlines(
     result = json.loads(next((ctx.run.path / "results").glob("*.json")).read_text())
     assert result["points"][0]["errors"] == {"ttft_timeout": 2}
     assert result["client"]["deadlines"] == {**DEFAULTS, "first_token_s": 0.5}
+
+
+def test_a_fleet_trials_result_records_the_configs_deadlines(tmp_path: Path) -> None:
+    # the trial runs its sweep under the run's config (tools/fleet/trial.py); its result says so
+    from tools.bench.schema import Workload
+    from tools.fleet.trial import TrialOutcome
+    from tools.trial_outcome import record_outcome
+
+    config = load_config(write_config(tmp_path, "floor_s = 60\nlevel_s = 900"))
+    ctx = ToolContext(run=Run.create(tmp_path / "runs", "r1"), config=config)
+    point = {"max_concurrency": 1, "num_prompts": 2, "completed": 2, "output_throughput": 9.0}
+    out = TrialOutcome(
+        "t1", ok=True, end="measured", node="n1", box="box1", command="sim", port=8000,
+        model="m", points=[point], started=1.0, ended=2.0,
+    )  # fmt: skip
+    ((_, data),) = record_outcome(ctx, out, {}, [([1], Workload(max_tokens=8))], "t1")
+    result = json.loads(Path(data["path"]).read_text())
+    assert result["client"]["deadlines"] == {**DEFAULTS, "floor_s": 60.0, "level_s": 900.0}
