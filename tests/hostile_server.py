@@ -4,7 +4,9 @@ tests/test_bench_deadlines*.py and benchmarks/chaos.py.
 
 `mode` (a completion's behaviour; settable while it runs):
   ok            a whole stream: max_tokens token events, usage, [DONE] (chunked)
-  slow_ok       the same, each token `gap_s` apart
+  slow_ok       the same, each token `gap_s` apart (the first `quick` completions at full speed:
+                a level that shows its pace, then slows down)
+  slow_first    SSE headers, then `first_s` of nothing, then a whole stream (a long queue)
   trickle_head  the status line, then one header byte every `gap_s`, never the blank line
   keepalive     SSE headers, then `: keepalive` comments every `gap_s`, forever
   past_max      token events every `gap_s`, forever (past max_tokens, never finishing)
@@ -60,6 +62,8 @@ class HostileServer:
     models: str = "ok"
     info: str = "none"
     die_after: int | None = None
+    quick: int = 0  # slow_ok: completions served at full speed first
+    first_s: float = 0.0  # slow_first: seconds before the first token
     port: int = 0
     completions: int = 0  # completions started
     server: asyncio.Server | None = None
@@ -164,7 +168,7 @@ class HostileServer:
         return True
 
     async def _complete(self, max_tokens: int, w: asyncio.StreamWriter) -> bool:
-        mode, gap = self.mode, self.gap_s
+        mode, gap, nth = self.mode, self.gap_s, self.completions
         if mode == "silent":
             await asyncio.sleep(3600)
             return False
@@ -194,6 +198,9 @@ class HostileServer:
                 await w.drain()
                 await asyncio.sleep(gap)
         w.write(SSE_HEAD)
+        if mode == "slow_first":
+            await w.drain()
+            await asyncio.sleep(self.first_s)
         if mode == "keepalive":
             while True:
                 w.write(chunk(b": keepalive\n\n"))
@@ -217,7 +224,7 @@ class HostileServer:
                 return False
             last = "length" if i == max_tokens - 1 else None
             w.write(chunk(token(i, last)))
-            if mode == "slow_ok":
+            if mode == "slow_ok" and nth > self.quick:
                 await w.drain()
                 await asyncio.sleep(gap)
             if i == 0 and mode == "junk_json":

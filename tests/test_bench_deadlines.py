@@ -263,3 +263,6 @@ async def test_the_stream_checks_hold_wherever_the_reads_cut(events: bytes, kind
 def test_a_deadline_must_be_positive() -> None:
     with pytest.raises(ValueError, match="deadline head_s must be a positive number, got 0"):
         Deadlines(head_s=0)
+    for bad in (float("inf"), float("nan"), True):  # unbounded, no number, a TOML boolean
+        with pytest.raises(ValueError, match="deadline level_s must be a positive number"):
+            Deadlines(level_s=bad)

@@ -310,10 +310,17 @@ async def test_wait_survives_a_dropped_connection(
     host = asyncssh_server.host_config("box", port=proxy.port, workdir=str(tmp_path / "work"))
     ctx = await make_sim_ctx(tmp_path, host)
     try:
-        start = asyncio.create_task(call(ctx, "start_server", flags={"--load-seconds": 1.5}))
-        while not ctx.run.state.servers:  # launched: now the wait for readiness is on
+        start = asyncio.create_task(call(ctx, "start_server", flags={"--load-seconds": 3}))
+        # the cut lands while the model loads (3 s), so during the wait for readiness: the log
+        # says so, not a sleep (a loaded machine reaches the launch late, the load not sooner)
+        log, text, deadline = None, "", time.monotonic() + 60
+        while "Load weight begin" not in text and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)
+            if ctx.run.state.servers:  # launched: the host is this machine, so is its log
+                log = Path(ctx.run.state.servers["server"]["log"]).expanduser()
+                text = log.read_text(errors="replace") if log.exists() else ""
+        assert "Load weight begin" in text and "fired up" not in text, text
+        assert not start.done()
         proxy.cut()
         text, is_error, _ = await asyncio.wait_for(start, 60)
         assert not is_error, text

@@ -153,7 +153,8 @@ def stream(url: str, path: str, body: dict[str, object]) -> list[dict[str, objec
 
 
 def test_health_goes_503_then_200(tmp_path: Path, sims: list[Sim]) -> None:
-    sim = launch(tmp_path, "--load-seconds", "1.5")
+    # 3 s of load: the first look lands in it even when a loaded machine notices the bind late
+    sim = launch(tmp_path, "--load-seconds", "3")
     sims.append(sim)
     sim.port = int(sim.wait_for(r"bound http://[^:]+:(\d+)").group(1))
     seen = []

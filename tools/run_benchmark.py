@@ -21,6 +21,7 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results, workload_options
+from tools.bench.deadlines import Deadlines
 from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
@@ -167,6 +168,7 @@ class RunBenchmark(Tool):
                     prompt_seed=prompt_seed,
                     extra_body=engine.extra_body if engine else None,
                     tokenize_path=engine.tokenize_path if engine else "/tokenize",
+                    deadlines=Deadlines.from_job(bench.deadlines.given()),  # [bench.deadlines]
                 )
                 client.connect_timeout_s, client.stall_timeout_s = (
                     spec.connect_timeout_s,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools.base import ToolContext
 from tools.bench import results
+from tools.bench.deadlines import Deadlines
 from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.benchmark_outcome import record
 from tools.servers.profiles import engine_for
@@ -61,6 +62,7 @@ def record_outcome(
     )
     by_level = {int(p["max_concurrency"]): p for p in out.points}
     results_dir = ctx.run.path / "results"
+    deadlines = Deadlines.from_job(ctx.config.bench.deadlines.given()).to_job()  # the trial's
     for levels, workload in groups:
         points = [by_level[c] for c in levels if c in by_level]
         if not points:
@@ -69,7 +71,7 @@ def record_outcome(
             result_id=results.new_id(results_dir, out.trial_id),
             server=server,
             workload=workload.model_copy(update={"model": out.model}),
-            client=ClientInfo(where="controller", host=out.box),
+            client=ClientInfo(where="controller", host=out.box, deadlines=deadlines),
             levels=levels,
             points=points,
             label=label,

@@ -6,6 +6,9 @@
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
                 [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
                 [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
+                [--deadline-head S] [--deadline-first-token S] [--deadline-pace TOK_S]
+                [--deadline-floor S] [--deadline-slack X] [--deadline-level S]
+                [--deadline-probe S]
 
 A progress bar per level, a table at the end; --json writes the result (docs/benchmark.md: the
 points carry vLLM `bench serve`'s flat keys). Exit codes: 0 measured, 1 the server could not be
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent.report.pareto import chart_files
 from state.atomic import write_json_atomic
 from tools.bench import results, workload_options
+from tools.bench.deadlines import DeadlineError, Deadlines
 from tools.bench.level_traffic import level_name, requests_at_rate
 from tools.bench.rate_search import START_RATE, find_max_rate
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
@@ -79,6 +84,41 @@ def processes_arg(text: str) -> int | None:
     if n < 0:
         raise argparse.ArgumentTypeError("--processes must be >= 0")
     return n
+
+
+# the client's deadlines a user tunes (tools/bench/deadlines.py `Deadlines`, field -> flag), as
+# [bench.deadlines] sets them for a run: flag, metavar, unit, what it bounds
+DEADLINE_FLAGS = {
+    "head_s": ("--deadline-head", "S", "s", "response head: first byte to end of headers"),
+    "first_token_s": ("--deadline-first-token", "S", "s", "send to first token"),
+    "pace_tok_s": ("--deadline-pace", "TOK_S", "tok/s", "the slowest pace of one stream that "
+                   "a request's total deadline allows: first token + max_tokens / pace"),
+    "floor_s": ("--deadline-floor", "S", "s", "no request's total deadline is shorter"),
+    "slack": ("--deadline-slack", "X", "", "a request's total once the level's pace is known: "
+              "X x max_tokens x its seconds per token"),
+    "level_s": ("--deadline-level", "S", "s", "a whole level (connections, warm-up, requests)"),
+    "probe_s": ("--deadline-probe", "S", "s", "each probe: /v1/models, /server_info, ..."),
+}  # fmt: skip
+
+
+def _default(name: str, unit: str) -> str:
+    value = getattr(Deadlines(), name)
+    return "derived from the level's shape" if value is None else f"{value:g} {unit}".strip()
+
+
+def deadlines_arg(args: argparse.Namespace) -> Deadlines:
+    """The deadlines in force: the flags given over the client's defaults. A bad value is one
+    line naming its flag (DeadlineError)."""
+    given = {}
+    for name, (flag, _, unit, _) in DEADLINE_FLAGS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if not 0 < value < math.inf:  # nan fails both
+            of = {"s": " of seconds", "tok/s": " of tokens per second"}.get(unit, "")
+            raise DeadlineError(f"{flag} must be a positive number{of}, got {value:g}")
+        given[name] = value
+    return Deadlines(**given)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -161,6 +201,15 @@ def parser() -> argparse.ArgumentParser:
         default=300.0,
         help="fail a request that receives nothing for this long (default 300 s)",
     )
+    for name, (flag, metavar, unit, what) in DEADLINE_FLAGS.items():
+        ap.add_argument(
+            flag,
+            dest=name,
+            type=float,
+            default=None,
+            metavar=metavar,
+            help=f"deadline: {what} (default {_default(name, unit)})",
+        )
     ap.add_argument("--label", default="", help="a name for the result")
     ap.add_argument(
         "--gpus",
@@ -224,6 +273,11 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        deadlines = deadlines_arg(args)
+    except DeadlineError as err:
+        print(f"agent bench: {err}", file=sys.stderr)
+        return 2
     console = Console(stderr=False)
     if args.request_rate is None and args.concurrency is None and not args.find_max_rate:
         args.concurrency = levels_arg(DEFAULT_LEVELS)
@@ -276,6 +330,7 @@ def main(argv: list[str]) -> int:
         processes=args.processes,
         connect_timeout_s=args.connect_timeout,
         stall_timeout_s=args.stall_timeout,
+        deadlines=deadlines,
     )
     columns = (
         TextColumn("{task.description:<22}"),
@@ -303,11 +358,15 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("agent bench: interrupted before the first level finished", file=sys.stderr)
         return 130
-    return _report(console, args, workload, outcome)
+    return _report(console, args, workload, outcome, deadlines)
 
 
 def _report(
-    console: Console, args: argparse.Namespace, workload: Workload, outcome: SweepOutcome
+    console: Console,
+    args: argparse.Namespace,
+    workload: Workload,
+    outcome: SweepOutcome,
+    deadlines: Deadlines,
 ) -> int:
     workload.model, workload.dataset_digest = outcome.model, outcome.dataset_digest
     client = ClientInfo(
@@ -315,6 +374,7 @@ def _report(
         event_loop="uvloop" if outcome.processes else "asyncio",
         connect_timeout_s=args.connect_timeout,
         stall_timeout_s=args.stall_timeout,
+        deadlines=deadlines.to_job(),  # the values in force, defaults included
     )
     result = results.build_result(
         result_id=results.slug(args.label) or "bench",

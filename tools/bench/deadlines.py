@@ -58,7 +58,8 @@ class Deadlines:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if value is not None and not (isinstance(value, int | float) and value > 0):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not (ok and 0 < value < math.inf):  # inf: never bounded
                 raise DeadlineError(f"deadline {name} must be a positive number, got {value!r}")
 
     @classmethod

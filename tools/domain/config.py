@@ -104,6 +104,28 @@ class ServerConfig(Strict):
         return engine
 
 
+# a deadline in seconds (or the slack, a factor): a finite number above 0; true, "30" and inf are
+# refused, as a typo that would leave a wait unbounded or the TOML's boolean taken for 1 s
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+
+
+class BenchDeadlines(Strict):
+    """[bench.deadlines]: the benchmark client's deadlines (tools/bench/deadlines.py `Deadlines`,
+    whose field names these are; a test keeps the two in step). None: the client's default."""
+
+    head_s: Positive | None = None  # first response byte -> headers complete
+    first_token_s: Positive | None = None  # send -> first token
+    pace_tok_s: Positive | None = None  # the slowest tokens/s of one stream a request may keep
+    floor_s: Positive | None = None  # no request's total deadline is shorter
+    slack: Positive | None = None  # x the level's learned seconds per token
+    level_s: Positive | None = None  # a whole level's; default: derived from its shape
+    probe_s: Positive | None = None  # one probe (/v1/models, /server_info, /tokenize, ...)
+
+    def given(self) -> dict[str, float]:
+        """The deadlines this config sets (the rest are the client's defaults)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class BenchConfig(Strict):
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(
         default=[1, 2, 5, 10, 30, 70, 100, 250], min_length=1
@@ -127,6 +149,7 @@ class BenchConfig(Strict):
     slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] = {}
     shared_prefix: int = Field(default=0, ge=0, le=100_000)  # system-prompt tokens shared
     multi_turn: bool = False  # replay the dataset's conversations turn by turn
+    deadlines: BenchDeadlines = BenchDeadlines()  # [bench.deadlines] (docs/benchmark.md)
 
     @model_validator(mode="after")
     def multi_turn_needs_conversations(self) -> BenchConfig:

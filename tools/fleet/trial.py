@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from state.secrets import resolve
 from tools.base import ToolError
+from tools.bench.deadlines import Deadlines
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
@@ -174,6 +175,7 @@ async def run_trial(
                 prompt_seed=spec.prompt_seed,
                 extra_body=engine.extra_body,
                 tokenize_path=engine.tokenize_path,
+                deadlines=Deadlines.from_job(config.bench.deadlines.given()),
             )
             got = await run_sweep(sweep, Observer())
             out.points += got.points
