@@ -536,7 +536,8 @@ def test_a_killed_model_fleet_run_is_reaped_and_goes_on_when_resumed(tmp_path: P
     # nothing of the first run left: its servers' groups, every group and port it listened on
     assert all(not group_alive(g) for g in servers.values())
     assert {pgid for _, _, pgid in held} >= set(servers.values())
-    assert [(a, pid) for a, pid, pgid in held if group_alive(pgid)] == []
+    left = [(a, pid, pgid) for a, pid, pgid in held if group_alive(pgid)]
+    assert left == [], [(a, pid, _cmdline(pid)) for a, pid, _ in left]
     now = {(a, pid) for a, _, pid in listening()}
     assert {(a, pid) for a, pid, _ in held} & now == set()
     assert with_env(str(run / "fleet")) == []
@@ -716,3 +717,11 @@ def test_a_crashed_model_fleet_run_is_reaped_then_goes_on(
     sent = api.bodies[0]["messages"][-1]["content"]
     assert [b.get("tool_use_id") for b in sent] == ["toolu_0", "toolu_1", None]
     assert sent[2]["text"].startswith("The fleet: 2 boxes (box1, box2)")
+
+
+def _cmdline(pid: int) -> str:
+    """What a process left running is, for a failure's message."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "(gone)"
