@@ -150,3 +150,20 @@ def test_lab_setup_writes_the_model_and_a_config_that_loads(tmp_path: Path, pyth
     assert config.server.engine == "vllm"
     assert config.server.command.split()[2] == str(python)
     assert f"--model {model}" in config.server.command
+
+
+async def test_a_bad_speculative_config_has_its_one_line_diagnosis(
+    tmp_path: Path, python: Path, model: Path
+) -> None:
+    """vLLM checks --speculative-config's JSON only after its imports (about 20 s): the flag
+    check passes it, the launch fails, and the diagnosis names the field and what it takes."""
+    spec = shlex.quote('{"method": "bogus", "num_speculative_tokens": 2}')
+    bad = command(python, model, f"--speculative-config {spec}")
+    async with local_run(tmp_path, "vllm", bad, READY_TIMEOUT_S) as context:
+        text, is_error, data = await call(context, "start_server")
+        assert is_error, text
+        diagnosis = data["diagnosis"]
+        assert diagnosis.startswith("vLLM refused its configuration: SpeculativeConfig"), text
+        assert "method: Input should be 'ngram'" in diagnosis and "\n" not in diagnosis
+        (failed,) = events(context, "server_failed")
+        assert failed["seconds"] < READY_TIMEOUT_S  # it exits: no wait for the deadline

