@@ -63,8 +63,8 @@ def test_the_vllm_lab_config_loads_with_its_search_space(tmp_path: Path) -> None
     for flag in (
         "--max-num-seqs",
         "--max-num-batched-tokens",
-        "--enable-chunked-prefill",
-        "--enable-prefix-caching",
+        "--no-enable-chunked-prefill",
+        "--no-enable-prefix-caching",
         "--speculative-config",
         "--dtype",
         "--enforce-eager",

@@ -39,8 +39,10 @@ def search_space() -> dict[str, Any]:
     return {
         "--max-num-seqs": [4, 8, 16, 64],  # requests decoded together
         "--max-num-batched-tokens": [512, 2048, 8192],  # tokens per scheduler step
-        "--enable-chunked-prefill": [True, False],
-        "--enable-prefix-caching": [True, False],
+        # both default to None in 0.32.0's --help (vLLM turns them on itself): leaving the flag
+        # out is the default, and the --no- switch is the other choice
+        "--no-enable-chunked-prefill": [False, True],
+        "--no-enable-prefix-caching": [False, True],
         # ngram (prompt lookup) speculation, no draft model; its drafted token count
         "--speculative-config": [False, *(NGRAM % n for n in (2, 4, 8))],
         "--dtype": ["bfloat16", "float32"],
