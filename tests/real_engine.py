@@ -20,7 +20,9 @@ BOX = ToolBox([StartServer(), KillServer(), RunBenchmark()])
 
 
 @asynccontextmanager
-async def local_run(tmp_path: Path, engine: str, command: str) -> AsyncIterator[ToolContext]:
+async def local_run(
+    tmp_path: Path, engine: str, command: str, ready_timeout_s: float = 60
+) -> AsyncIterator[ToolContext]:
     """A fresh run under tmp_path whose server (`command`, on a free port) is local; whatever
     it started is killed and verified gone on the way out."""
     context = make_context(
@@ -29,7 +31,7 @@ async def local_run(tmp_path: Path, engine: str, command: str) -> AsyncIterator[
         engine=engine,
         command=command,
         port=free_port(),
-        ready_timeout_s=60,
+        ready_timeout_s=ready_timeout_s,
         kill_timeout_s=10,
     )
     try:

@@ -193,3 +193,25 @@ async def test_planners_get_the_check_without_io_once_a_launch_probed_it(
     assert check is not None and check({"--bogus": 1}) and check({"--parallel": 2}) is None
     sim = known_check(SIM, "python -m sim --model-path m --tp 8")  # its parser: no probe needed
     assert sim is not None and sim({"--noise": 0.9})
+
+
+# vLLM 0.32.0 (CPU build), `--speculative-config '{"method": "bogus", ...}'`: the tail of its log
+VLLM_BAD_SPECULATIVE_CONFIG = """\
+    return SpeculativeConfig(**self.speculative_config)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/venv/lib/python3.11/site-packages/pydantic/_internal/_dataclasses.py", line 121
+    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)
+pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig
+method
+  Input should be 'ngram', 'medusa', 'mlp_speculator', 'draft_model', 'suffix', 'eagle', 'eagle3'
+    For further information visit https://errors.pydantic.dev/2.14/v/literal_error
+"""
+
+
+def test_a_vllm_config_validation_error_names_the_setting_and_what_it_takes() -> None:
+    """The exception line alone ("1 validation error for SpeculativeConfig") does not say which
+    field nor what it takes; the lines after it do."""
+    d = diagnose(ENGINES["vllm"], VLLM_BAD_SPECULATIVE_CONFIG, 8000, 1)
+    assert d.text.startswith("vLLM refused its configuration: SpeculativeConfig"), d.text
+    assert "method: Input should be 'ngram'" in d.text and "\n" not in d.text
+    assert "errors.pydantic.dev" not in d.text

@@ -1,4 +1,6 @@
 """`agent lab setup llama.cpp [--dir DIR]`: a real lab on this machine (docs/engines.md).
+`agent lab setup vllm [--dir DIR]`: real vLLM's CPU build, in a venv cached outside the project,
+and a tiny Llama made here (docs/engines.md).
 `agent lab setup eagle3-pipeline [--dir DIR] [--defect]`: the drafter pipeline as long jobs, then
 the simulator serving the trained drafter (docs/pipeline.md).
 
@@ -16,8 +18,9 @@ from pathlib import Path
 
 from agent.cli.args import Parser
 
-ENGINES = ("llama.cpp", "eagle3-pipeline")  # the labs that can be set up
+ENGINES = ("llama.cpp", "vllm", "eagle3-pipeline")  # the labs that can be set up
 PIPELINE = "eagle3-pipeline"
+VLLM = "vllm"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="action", required=True, parser_class=Parser)
     p = sub.add_parser("setup", help="build or find the engine, make models, write agent.toml")
     p.add_argument("engine", choices=ENGINES)
-    p.add_argument("--dir", type=Path, help="default: ./llama-lab or ./eagle3-lab")
+    p.add_argument("--dir", type=Path, help="default: ./llama-lab, ./vllm-lab or ./eagle3-lab")
     p.add_argument(
         "--defect", action="store_true", help="eagle3-pipeline: the data script drops </think>"
     )
@@ -42,6 +45,8 @@ def main(argv: list[str]) -> int:
         return pipeline(args.dir or Path("eagle3-lab"), args.defect, args.time_scale)
     if args.defect or args.time_scale is not None:
         ap.error("--defect and --time-scale are options of the eagle3-pipeline lab")
+    if args.engine == VLLM:
+        return vllm(args.dir or Path("vllm-lab"))
     args.dir = args.dir or Path("llama-lab")
     from tools.servers.llama_cpp.build import BuildError, find, find_or_build
     from tools.servers.llama_cpp.lab import setup
@@ -63,6 +68,32 @@ def main(argv: list[str]) -> int:
         return 2
     print(f"llama-server: {lab.binary}")
     print(f"models: {lab.target}, {lab.draft}")
+    print(f"config: {lab.config}")
+    quoted = shlex.quote(str(lab.config))
+    print(f'next: agent run --config {quoted} --goal "beat baseline" --model autopilot')
+    return 0
+
+
+def vllm(folder: Path) -> int:
+    from tools.servers.vllm_cpu.build import BuildError, find_or_build, find_python
+    from tools.servers.vllm_cpu.lab import setup
+
+    if find_python() is None:
+        print(
+            "agent lab: vLLM's CPU venv not found; installing it (minutes, once)", file=sys.stderr
+        )
+    try:
+        python = find_or_build()
+    except (BuildError, OSError) as err:
+        print(f"agent lab: {err}", file=sys.stderr)
+        return 1
+    try:
+        lab = setup(folder, python)
+    except (OSError, RuntimeError) as err:
+        print(f"agent lab: cannot write the lab into {folder}: {err}", file=sys.stderr)
+        return 2
+    print(f"vllm: {lab.python} -m vllm.entrypoints.openai.api_server")
+    print(f"model: {lab.model}")
     print(f"config: {lab.config}")
     quoted = shlex.quote(str(lab.config))
     print(f'next: agent run --config {quoted} --goal "beat baseline" --model autopilot')

@@ -29,9 +29,12 @@ def diagnose(engine: Engine, log_text: str, port: int, exit_code: int | None) ->
             found = pattern.search(line)
             if found:
                 match = found.group(1) if found.re.groups and found.group(1) else found.group(0)
+                # {after}: the two lines after the match (pydantic names the field, then its error)
+                after = [ln.strip() for ln in lines[i + 1 :] if ln.strip()][:2]
                 text = template.format(
                     port=port,
                     line=_short(line),
+                    after=_short(": ".join(after)),
                     match=_short(match),
                     exception=_short(exception or line),
                 )

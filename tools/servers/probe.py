@@ -16,7 +16,9 @@ from tools.servers.flagcheck import help_check, launch_words, parser_check
 from tools.servers.profiles import Engine
 
 UNKNOWN = "unknown"
-PROBE_TIMEOUT_S = 60.0  # vLLM's `--version` imports torch: seconds, not milliseconds
+# vLLM imports torch and its whole CLI first: on a loaded 2-core machine its CPU build took 32 s
+# for the version and 55 s for `--help=all` (issue 28), past the 60 s this once was
+PROBE_TIMEOUT_S = 240.0
 
 _versions: dict[tuple[str, str, str], str] = {}  # (host, engine, launcher) -> version
 _checks: dict[tuple[str, str], Check] = {}  # (engine, launcher) -> the last check probed

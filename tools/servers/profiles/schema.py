@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DIAGNOSIS_FIELDS = {"port", "line", "match", "exception"}
+DIAGNOSIS_FIELDS = {"port", "line", "match", "exception", "after"}
 
 
 class Strict(BaseModel):
@@ -99,7 +99,7 @@ class Speculation(Strict):
 
 class Failure(Strict):
     pattern: str
-    diagnosis: str  # one line; {port} {line} {match} {exception} are filled in
+    diagnosis: str  # one line; {port} {line} {match} {exception} {after} are filled in
 
     @field_validator("pattern")
     @classmethod
