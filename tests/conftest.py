@@ -85,13 +85,19 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def group_alive(pgid: int) -> bool:
-    """Any process of the group running (its leader may have ended before the rest)."""
+def group_members(pgid: int) -> set[int]:
+    """The running processes of a group (zombies are not running)."""
+    members = set()
     for entry in Path("/proc").iterdir():
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
+            members.add(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """Any process of the group running (its leader may have ended before the rest)."""
+    return bool(group_members(pgid))

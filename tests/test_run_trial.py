@@ -465,7 +465,7 @@ def test_a_killed_model_fleet_run_is_reaped_and_goes_on_when_resumed(tmp_path: P
     run left - the trials' servers and its lab cluster - records both trials as interrupted,
     answers the cut calls and goes on with the model's next turn to the end. Nothing of the
     first run is left (by process group and by port), no event is lost or doubled."""
-    from tests.conftest import group_alive
+    from tests.conftest import group_alive, group_members
     from tests.test_fleet_ray import descendants, listening
 
     (tmp_path / "agent.toml").write_text(TINY.replace('command = "true"\n', ""))
@@ -511,7 +511,7 @@ def test_a_killed_model_fleet_run_is_reaped_and_goes_on_when_resumed(tmp_path: P
                     servers[pidfile.stem] = int(json.loads(pidfile.read_text())["pid"])
             time.sleep(0.05)
         while child.poll() is None and time.monotonic() < deadline:  # both simulators listen
-            tree = descendants(child.pid) | {p for g in servers.values() for p in group_of(g)}
+            tree = descendants(child.pid) | {p for g in servers.values() for p in group_members(g)}
             held = {(a, pid, pgid_of(pid)) for a, _, pid in listening() if pid in tree}
             if set(servers.values()) <= {pgid for _, _, pgid in held}:
                 break
@@ -582,19 +582,6 @@ def pgid_of(pid: int) -> int:
         return os.getpgid(pid)
     except OSError:
         return 0
-
-
-def group_of(pgid: int) -> set[int]:
-    """The live members of a process group."""
-    members = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.add(int(entry.name))
-    return members
 
 
 async def test_a_trial_launches_the_command_with_its_secret_given_back_from_the_environment(
