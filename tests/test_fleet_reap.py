@@ -7,9 +7,11 @@ to a live node runs in tests/test_fleet_ray.py (marker ray)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ import pytest
 
 from tests.conftest import alive, plain_config
 from tools.domain.fleet_config import FleetConfig
-from tools.fleet.ray_backend import RayFleet, Submitted, private_temp
+from tools.fleet.ray_backend import OWNER_LOCK, RayFleet, Submitted, private_temp, release_temp
 from tools.fleet.trial import TrialSpec, node_dir, reap, start_detached
 
 
@@ -199,3 +201,52 @@ def test_a_dead_controllers_lab_cluster_is_killed_before_a_new_one_starts(
     assert raylet.wait(timeout=5) == -9 and server.wait(timeout=5) == -9
     assert other.poll() is None and bystander.poll() is None
     assert not dead.exists() and living.exists() and mine == parent / str(os.getpid())
+
+
+def test_a_dead_controllers_folder_is_reaped_though_its_pid_now_names_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """A folder outlives its SIGKILLed controller until the next lab cluster starts, maybe days
+    later; with pid_max 32768 its pid may by then be another process's. The owner's lock, not the
+    pid, says whether the controller runs: a free lock under a live pid is a dead controller's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    parent = tmp_path / f"campaign-ray-{os.getuid()}"
+    parent.mkdir(mode=0o700)
+    stranger = subprocess.Popen(["sleep", "60"])  # the reused pid: not a controller
+    procs.append(stranger)
+    reused = parent / str(stranger.pid)
+    reused.mkdir()
+    (reused / OWNER_LOCK).touch()  # the dead controller's lock, free since its death
+    holding_lock = (  # a live controller: its pid, and its folder's lock held
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    )
+    living = parent / "0"  # renamed to its pid once that is known
+    living.mkdir()
+    controller = subprocess.Popen(
+        [sys.executable, "-c", holding_lock, str(living / OWNER_LOCK)], stdout=subprocess.PIPE
+    )
+    procs.append(controller)
+    assert controller.stdout is not None and controller.stdout.readline() == b"held\n"
+    living = living.rename(parent / str(controller.pid))
+
+    def marked(folder: Path) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "RAY_TMPDIR": str(folder)}
+        procs.append(subprocess.Popen(["sleep", "60"], env=env))
+        return procs[-1]
+
+    orphan, kept = marked(reused), marked(living)
+    killed: list[int] = []
+    mine = private_temp(killed)
+    try:
+        assert killed == [orphan.pid] and orphan.wait(timeout=5) == -9
+        assert kept.poll() is None and stranger.poll() is None and living.exists()
+        # this run's own folder is locked the moment its name exists
+        fd = os.open(mine / OWNER_LOCK, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    finally:
+        release_temp(mine)

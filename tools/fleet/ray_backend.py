@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import importlib
 import json
 import math
@@ -169,6 +170,10 @@ class LabEnv:
         raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
+OWNER_LOCK = "owner.lock"  # flocked by the controller for its life: the kernel drops it at death
+_owner_fds: dict[Path, int] = {}  # this process's lab folders -> their held owner lock
+
+
 def private_temp(killed: list[int] | None = None) -> Path:
     """The lab cluster's own temp folder (Ray's session folders are 0777 inside):
     <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
@@ -180,14 +185,47 @@ def private_temp(killed: list[int] | None = None) -> Path:
     info = parent.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
+    mine = parent / str(os.getpid())
+    release_temp(mine)  # a cluster this process started before
     for old in parent.iterdir():
-        if old.name.isdigit() and not process_alive(int(old.name)):
+        if old.name.isdigit() and old != mine and not _owner_alive(old):
             (killed if killed is not None else []).extend(reap_cluster(old))
             shutil.rmtree(old, ignore_errors=True)
-    mine = parent / str(os.getpid())
-    shutil.rmtree(mine, ignore_errors=True)  # a cluster this process started before
-    mine.mkdir(mode=0o700)
+    shutil.rmtree(mine, ignore_errors=True)
+    staging = parent / f".{mine.name}.new"  # locked before its name is one another run reads
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o700)
+    fd = os.open(staging / OWNER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited (PEP 446)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    staging.rename(mine)
+    _owner_fds[mine] = fd
     return mine
+
+
+def release_temp(temp: Path) -> None:
+    """This process's lab folder given up: its owner lock released (the folder stays)."""
+    fd = _owner_fds.pop(temp, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _owner_alive(folder: Path) -> bool:
+    """The controller that made `folder` still runs: its pid is alive and it holds the folder's
+    owner lock. The pid alone is not enough: on a box with pid_max 32768 a folder outlives its
+    dead controller for days, and a reused pid would spare its orphans."""
+    if not process_alive(int(folder.name)):
+        return False
+    try:
+        fd = os.open(folder / OWNER_LOCK, os.O_RDONLY)
+    except FileNotFoundError:  # made by a version before the lock: the pid decides
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def reap_cluster(temp: Path) -> list[int]:
@@ -258,6 +296,7 @@ class LocalCluster:
                 self.cluster = None
         finally:
             self.env.restore()
+            release_temp(self.temp)
             shutil.rmtree(self.temp, ignore_errors=True)
 
 
