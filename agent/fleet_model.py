@@ -12,7 +12,7 @@ each trial the dead session left in flight has what it started killed where its 
 of a joined cluster) and is recorded as ended, interrupted, with that clean-up; a trial only its
 pid file names (its call's events were in the turn's buffer: agent/tool_batch.py) is reaped too
 (`trial_reaped`); the dead lab cluster's own processes are killed as the new one starts
-(tools/fleet/ray_backend.reap_cluster); then the cut tool calls are answered (agent/recover.py)
+(tools/fleet/lab_cluster.reap_cluster); then the cut tool calls are answered (agent/recover.py)
 and the loop goes on.
 """
 

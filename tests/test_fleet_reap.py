@@ -22,7 +22,8 @@ import pytest
 
 from tests.conftest import alive, plain_config
 from tools.domain.fleet_config import FleetConfig
-from tools.fleet.ray_backend import OWNER_LOCK, RayFleet, Submitted, private_temp, release_temp
+from tools.fleet.lab_cluster import OWNER_LOCK, private_temp, release_temp
+from tools.fleet.ray_backend import RayFleet, Submitted
 from tools.fleet.trial import TrialSpec, node_dir, reap, start_detached
 
 

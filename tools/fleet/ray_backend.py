@@ -14,26 +14,15 @@ does not go on (start the server) before the controller has taken that item, so 
 knows the node of every trial that can have a server, even when the worker dies. A node that is
 gone took its processes with it (in the lab `LocalCluster.kill_box` kills its servers itself).
 
-`LocalCluster` is the lab: a head and N-1 worker nodes on this machine (ray.cluster_utils),
-each with the custom resources {"box": 1, "box_<i>": 1} standing in for one box. It is closed
-to the network and to other users: every process of it listens on 127.0.0.1 only, every call
-carries a token generated for this cluster (Ray's token authentication), no usage report goes
-out, and its session folders live in a folder only this user can enter, removed at the end.
+The lab (`LocalCluster`, simulated boxes on this machine) is tools/fleet/lab_cluster.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import importlib
-import json
 import math
 import os
-import secrets
-import shutil
-import signal
-import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -41,24 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from state.lock import process_alive
 from tools.domain.fleet_config import BOX, FleetConfig
+from tools.fleet import FleetError
+from tools.fleet.lab_cluster import BOX_PREFIX, LOOPBACK, LocalCluster, ray_core
 from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, reap_unnamed, run_trial
-from tools.hosts.local import holding
 from tools.trial_outcome import LOST
 
-BOX_PREFIX = f"{BOX}_"
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
-REAP_CLUSTER_S = 10.0  # a dead controller's cluster: its processes SIGKILLed until none is left
-LOOPBACK = "127.0.0.1"  # the lab's node address: what every process of it binds
 DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"
 
 
 Placed = Callable[[str, str, str], None]  # (trial, node, box): where a trial runs
-
-
-class FleetError(Exception):
-    """The fleet cannot be reached or used; one line."""
 
 
 def _ray() -> Any:
@@ -67,11 +49,6 @@ def _ray() -> Any:
     except ImportError:
         raise FleetError("the Ray fleet needs Ray: pip install 'campaign-agent[ray]'") from None
     return ray
-
-
-def _raylet() -> Any:
-    """Ray's compiled core (its auth mode, its configuration), untyped."""
-    return importlib.import_module("ray._raylet")
 
 
 def box_of(resources: dict[str, Any], node_id: str) -> str:
@@ -121,183 +98,6 @@ class Submitted:
     on: str | None = None  # the node the trial reported it runs on, before its server starts
     box: str = ""  # that node's box
     deadline: float = math.inf  # time.monotonic() by which it is back, or cancelled and failed
-
-
-def lab_env(token: str, temp: Path) -> dict[str, str]:
-    """The environment of a lab cluster's processes: the GCS, the raylets and their workers are
-    started by this process and inherit it (Ray reads these variables, not arguments)."""
-    return {
-        "RAY_AUTH_MODE": "token",  # every RPC carries the token; the GCS refuses one without it
-        # by reference: the variable's name; its value never reaches the run folder (scrubbed as
-        # any *TOKEN* variable, and not passed on to the trials' servers: trial.start_detached)
-        "RAY_AUTH_TOKEN": token,
-        "RAY_USAGE_STATS_ENABLED": "0",  # no report of this machine to Ray's usage service
-        "RAY_TMPDIR": str(temp),  # session folders, sockets, logs: not /tmp/ray
-        # Ray's one-machine mode: the driver's own address is loopback too (ray.init would turn
-        # 127.0.0.1 into the LAN address otherwise, where nothing listens)
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    }
-
-
-class LabEnv:
-    """`lab_env` set in this process's environment for the cluster's life, then put back as it
-    was; Ray's configuration read again each time (it reads the auth mode and the token once per
-    process)."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.saved = {k: os.environ.get(k) for k in values}
-        os.environ.update(values)
-        self._reload()
-
-    def restore(self) -> None:
-        for key, value in self.saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._reload()
-
-    @staticmethod
-    def _reload() -> None:
-        from ray._private import ray_constants
-
-        raylet = _raylet()
-        # read when ray was first imported: a process that imported it earlier (a test) too
-        ray_constants.ENABLE_RAY_CLUSTER = os.environ.get(
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1"
-        ).lower() not in ("0", "false")
-        raylet.Config.initialize("")
-        raylet.AuthenticationTokenLoader.instance().reset_cache()
-
-
-OWNER_LOCK = "owner.lock"  # flocked by the controller for its life: the kernel drops it at death
-_owner_fds: dict[Path, int] = {}  # this process's lab folders -> their held owner lock
-
-
-def private_temp(killed: list[int] | None = None) -> Path:
-    """The lab cluster's own temp folder (Ray's session folders are 0777 inside):
-    <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
-    socket paths must be. The clusters of controllers that died (SIGKILL) are killed here
-    (`reap_cluster`; their pids added to `killed`) and their folders removed."""
-    parent = Path(tempfile.gettempdir()) / f"campaign-ray-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        parent.mkdir(mode=0o700)
-    info = parent.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise FleetError(f"{parent} is not a folder of this user's only (0700): remove it")
-    mine = parent / str(os.getpid())
-    release_temp(mine)  # a cluster this process started before
-    for old in parent.iterdir():
-        if old.name.isdigit() and old != mine and not _owner_alive(old):
-            (killed if killed is not None else []).extend(reap_cluster(old))
-            shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(mine, ignore_errors=True)
-    staging = parent / f".{mine.name}.new"  # locked before its name is one another run reads
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700)
-    fd = os.open(staging / OWNER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited (PEP 446)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    staging.rename(mine)
-    _owner_fds[mine] = fd
-    return mine
-
-
-def release_temp(temp: Path) -> None:
-    """This process's lab folder given up: its owner lock released (the folder stays)."""
-    fd = _owner_fds.pop(temp, None)
-    if fd is not None:
-        os.close(fd)
-
-
-def _owner_alive(folder: Path) -> bool:
-    """The controller that made `folder` still runs: its pid is alive and it holds the folder's
-    owner lock. The pid alone is not enough: on a box with pid_max 32768 a folder outlives its
-    dead controller for days, and a reused pid would spare its orphans."""
-    if not process_alive(int(folder.name)):
-        return False
-    try:
-        fd = os.open(folder / OWNER_LOCK, os.O_RDONLY)
-    except FileNotFoundError:  # made by a version before the lock: the pid decides
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def reap_cluster(temp: Path) -> list[int]:
-    """Every process of a lab cluster whose controller died (SIGKILL: no shutdown ran), killed:
-    its GCS, raylets, workers and Ray's agents - and the servers its trials started - all carry
-    its temp folder in their environment (RAY_TMPDIR, `lab_env`). Left alone, the agents notice
-    only minutes later and the servers never do. The pids killed."""
-    killed: list[int] = []
-    deadline = time.monotonic() + REAP_CLUSTER_S
-    while time.monotonic() < deadline:
-        left = [p for p in holding("RAY_TMPDIR", str(temp)) if p != os.getpid()]
-        if not left:
-            break
-        for pid in left:  # a raylet that dies may start nothing more; a worker may be new
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        killed += [p for p in left if p not in killed]
-        time.sleep(0.05)
-    return killed
-
-
-class LocalCluster:
-    """A Ray cluster on this machine with `boxes` nodes (the lab); `shutdown` stops every process
-    it started and removes its temp folder. Loopback only, token authentication, no usage
-    stats (`lab_env`). `workdir`: the fleet's, whose node folders `kill_box` empties."""
-
-    def __init__(self, boxes: int, object_store_mb: int = 100, workdir: Path | None = None) -> None:
-        self.workdir = workdir
-        self.cluster: Any = None
-        self.reaped: list[int] = []  # processes of dead controllers' clusters, killed first
-        self.temp = private_temp(self.reaped)
-        self.token = secrets.token_urlsafe(32)
-        self.env = LabEnv(lab_env(self.token, self.temp))
-        try:
-            from ray.cluster_utils import Cluster
-
-            def node(i: int) -> dict[str, Any]:
-                return {
-                    "num_cpus": 1,
-                    "resources": {BOX: 1, f"{BOX_PREFIX}{i}": 1},
-                    "object_store_memory": object_store_mb * 2**20,
-                    "node_ip_address": LOOPBACK,  # the GCS, raylets and workers bind it
-                }
-
-            head = {**node(1), "include_dashboard": False}
-            self.cluster = Cluster(initialize_head=True, head_node_args=head)
-            self.workers = [self.cluster.add_node(**node(i)) for i in range(2, boxes + 1)]
-            self.address = self.cluster.address
-        except BaseException:
-            self.shutdown()
-            raise
-
-    def kill_box(self, index: int) -> None:
-        """Lose one worker box (index 0 = box 2): its raylet and everything under it die. A real
-        machine that goes down takes its servers with it; here they run in sessions of their own
-        on this machine, so the box's servers (its folder's pid files) are killed too."""
-        node = self.workers[index]
-        self.cluster.remove_node(node)
-        if self.workdir is not None:
-            for pidfile in node_dir(self.workdir, node.node_id).glob("*.json"):
-                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                    os.killpg(int(json.loads(pidfile.read_text())["pid"]), signal.SIGKILL)
-
-    def shutdown(self) -> None:
-        try:
-            if self.cluster is not None:
-                self.cluster.shutdown()
-                self.cluster = None
-        finally:
-            self.env.restore()
-            release_temp(self.temp)
-            shutil.rmtree(self.temp, ignore_errors=True)
 
 
 class RayFleet:
@@ -352,7 +152,7 @@ class RayFleet:
                 f"a local cluster of {len(self.nodes())} boxes on {LOOPBACK} only, with token "
                 "authentication (a token generated for it)"
             )
-        raylet = _raylet()
+        raylet = ray_core()
         if raylet.get_authentication_mode() == raylet.AuthenticationMode.TOKEN:
             return f"joined {address} with token authentication (RAY_AUTH_MODE=token)"
         return (
