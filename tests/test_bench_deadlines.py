@@ -231,7 +231,9 @@ USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}
         (_events(TOKEN, b"event: error\ndata: {}", b"data: [DONE]"), "stream_error"),
         (_events(TOKEN, b"garbage", TOKEN, USAGE, b"data: [DONE]"), "bad_response"),
         (_events(b'data: {"choices":[{"index":0}]}', USAGE, b"data: [DONE]"), "bad_response"),
-        (_events(TOKEN, TOKEN, TOKEN, USAGE, b"data: [DONE]"), "over_max_tokens"),
+        (_events(*[TOKEN] * 6, USAGE, b"data: [DONE]"), "over_max_tokens"),  # 2 + 3 allowed
+        # llama-cpp-python finishes a UTF-8 character that max_tokens split: a few past it
+        (_events(*[TOKEN] * 4, USAGE, b"data: [DONE]"), ""),
         (_events(TOKEN, TOKEN, USAGE), "incomplete"),
     ],
     ids=[
@@ -242,6 +244,7 @@ USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}
         "not-sse",
         "no-text",
         "past-max",
+        "overshoot-a-character",
         "no-done",
     ],
 )

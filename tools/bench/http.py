@@ -51,6 +51,10 @@ _FINISHED = (b'"finish_reason":"', b'"finish_reason": "')
 _UNFINISHED = (b'"finish_reason":null', b'"finish_reason": null')
 _AT_LENGTH = (b'"finish_reason":"length"', b'"finish_reason": "length"')
 _ERROR_BODY_KEEP = 2048
+# tokens past max_tokens a stream may carry before it is cut: llama-cpp-python's server finishes
+# the UTF-8 character that max_tokens split (its multibyte check skips the length check), up to
+# 3 more byte tokens; a server that ignores max_tokens is still cut within a few tokens
+OVERSHOOT = 3
 _HEADERS_MAX = 65536
 # A message that is a JSON object carries a `choices` list; fewer lists than objects means one is
 # not a completion chunk (an error, `{"choices": 5}`), looked at one by one (`_unlisted`)
@@ -309,7 +313,7 @@ class StreamConn(asyncio.Protocol):
             self.last_t = t
             if b'""' in events or b"{}" in events or b't":null' in events or b't": null' in events:
                 self.empty += sum(events.count(e) for e in _EMPTY)
-            if rec.max_tokens and rec.chunks - self.empty > rec.max_tokens:
+            if rec.max_tokens and rec.chunks - self.empty > rec.max_tokens + OVERSHOOT:
                 # every text chunk is at least one token: the server streams past max_tokens
                 self._abort(
                     "over_max_tokens",
@@ -375,7 +379,7 @@ class StreamConn(asyncio.Protocol):
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             rec.fail("bad_response", f"unparsable usage message: {line[:120]!r}")
             return
-        if rec.max_tokens and rec.output_tokens > rec.max_tokens:
+        if rec.max_tokens and rec.output_tokens > rec.max_tokens + OVERSHOOT:
             rec.output_tokens = 0
             rec.fail(
                 "over_max_tokens",
