@@ -397,7 +397,8 @@ def test_a_killed_fleet_controller_is_resumed_on_a_new_cluster(tmp_path: Path) -
     # killed controller's was killed by its mark as the resumed one started (reap_cluster), not
     # left for its per-node agents to notice on their own, minutes later
     assert with_env(str(run / "fleet")) == []
-    assert set(live(RAY_PROCESSES)) - ray_before == set()
+    left = {pid: cmd for pid, cmd in live(RAY_PROCESSES).items() if pid not in ray_before}
+    assert left == {}, {pid: (cmd[:160], _ray_tmpdir(pid)) for pid, cmd in left.items()}
 
 
 def test_the_controller_builds_no_loop_to_supervise() -> None:
@@ -416,3 +417,12 @@ def test_the_controller_builds_no_loop_to_supervise() -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "Agent" not in calls and "agent.loop" not in imported
     assert "Supervision" in calls
+
+
+def _ray_tmpdir(pid: int) -> str | None:
+    """Which cluster a Ray process left running belongs to, for a failure's message."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((e.decode()[11:] for e in env if e.startswith(b"RAY_TMPDIR=")), None)

@@ -156,7 +156,7 @@ def reap_cluster(temp: Path) -> list[int]:
     killed: list[int] = []
     deadline = time.monotonic() + REAP_CLUSTER_S
     while time.monotonic() < deadline:
-        left = [p for p in holding("RAY_TMPDIR", str(temp)) if p != os.getpid()]
+        left = [p for p in _of_cluster(temp) if p != os.getpid()]
         if not left:
             break
         for pid in left:  # a raylet that dies may start nothing more; a worker may be new
@@ -165,6 +165,24 @@ def reap_cluster(temp: Path) -> list[int]:
         killed += [p for p in left if p not in killed]
         time.sleep(0.05)
     return killed
+
+
+def _of_cluster(temp: Path) -> list[int]:
+    """The processes of the cluster whose temp folder is `temp`: marked in their environment, or
+    holding a file under it open - Ray's agents retitle themselves (setproctitle), which can
+    overwrite the environment /proc shows, and they keep their logs there open."""
+    found = set(holding("RAY_TMPDIR", str(temp)))
+    inside = f"{temp}/"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in found:
+            continue
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(f"{entry.path}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd.path).startswith(inside):
+                        found.add(int(entry.name))
+                        break
+    return sorted(found)
 
 
 class LocalCluster:
@@ -216,5 +234,8 @@ class LocalCluster:
                 self.cluster = None
         finally:
             self.env.restore()
+            # Ray's per-node agents outlive their raylet by a moment (they poll it): none is
+            # left running when this controller's cluster is gone
+            reap_cluster(self.temp)
             release_temp(self.temp)
             shutil.rmtree(self.temp, ignore_errors=True)
