@@ -116,7 +116,11 @@ def private_temp(killed: list[int] | None = None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     fd = os.open(staging / OWNER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited (PEP 446)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:  # a file just made in a folder of our own: nobody holds it, so never wait for it
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FleetError(f"{staging} is locked by another process: remove it") from None
     staging.rename(mine)
     _owner_fds[mine] = fd
     return mine
