@@ -50,6 +50,7 @@ class Outcome:
     false_finish: bool = False
     hang: bool = False
     left: list[str] = field(default_factory=list)
+    replay: str = ""  # `agent replay --check` of the scenario's run, where it ran a campaign
 
 
 class Scenario(Protocol):

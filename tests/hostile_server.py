@@ -21,6 +21,8 @@ tests/test_bench_deadlines*.py and benchmarks/chaos.py.
   error_mid     tokens, then `data: {"error": ...}`, then usage and [DONE]
 `models`: `ok` (a model list) or `trickle` (one body byte every `gap_s`); `info`: `none` (404)
 or `trickle` (GET /server_info as the models trickle). /tokenize is 404 (prompts by words).
+`healthy_first` n: the first n completions are served whole whatever the mode (a server that
+passes readiness's test completion, then misbehaves under the benchmark).
 `die_after` n: after n completions started, the server closes its socket and every connection
 (an engine dying mid-level); `restart()`: the same, then listening again on the same port.
 """
@@ -63,6 +65,7 @@ class HostileServer:
     info: str = "none"
     die_after: int | None = None
     quick: int = 0  # slow_ok: completions served at full speed first
+    healthy_first: int = 0  # completions served whole before the mode applies
     first_s: float = 0.0  # slow_first: seconds before the first token
     port: int = 0
     completions: int = 0  # completions started
@@ -169,6 +172,8 @@ class HostileServer:
 
     async def _complete(self, max_tokens: int, w: asyncio.StreamWriter) -> bool:
         mode, gap, nth = self.mode, self.gap_s, self.completions
+        if nth <= self.healthy_first:
+            mode = "ok"
         if mode == "silent":
             await asyncio.sleep(3600)
             return False
@@ -239,3 +244,42 @@ class HostileServer:
         w.write(b"0\r\n\r\n")
         await w.drain()
         return True
+
+
+async def _serve_forever(server: HostileServer) -> None:
+    await server.start()
+    print(f"hostile server ({server.mode}) listening on {server.url}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tests.hostile_server --port P --mode M ...`: the same server as a process, for
+    a campaign's start_server (benchmarks/chaos_campaign.py). Unknown flags are ignored: a
+    campaign's search space adds its own."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="a hostile OpenAI-compatible engine")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--host", default="127.0.0.1", choices=["127.0.0.1"])
+    ap.add_argument("--mode", default="ok")
+    ap.add_argument("--gap-s", type=float, default=0.05)
+    ap.add_argument("--models", default="ok", choices=["ok", "trickle"])
+    ap.add_argument("--info", default="none", choices=["none", "trickle"])
+    ap.add_argument("--die-after", type=int)
+    ap.add_argument("--healthy-first", type=int, default=0)
+    ns, _ = ap.parse_known_args(argv)
+    server = HostileServer(
+        mode=ns.mode,
+        gap_s=ns.gap_s,
+        models=ns.models,
+        info=ns.info,
+        die_after=ns.die_after,
+        healthy_first=ns.healthy_first,
+        port=ns.port,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(server))
+
+
+if __name__ == "__main__":
+    main()
