@@ -29,7 +29,7 @@ from tools.domain.fleet_config import FleetConfig
 from tools.domain.goal_slo import with_goal_slo
 from tools.fleet.ray_backend import FleetError, Placed, RayFleet
 from tools.fleet.trial import launchable
-from tools.start_server import refuse_public_bind
+from tools.servers.command import refuse_public_bind
 
 
 async def run_fleet(

@@ -18,7 +18,6 @@ from tools.servers.profiles import engine_for
 if TYPE_CHECKING:
     from tools.fleet.trial import TrialEnd, TrialOutcome
 
-LOST = "lost on its node"  # the words that begin a lost trial's reason (ray_backend._lost)
 ENDS: tuple[TrialEnd, ...] = ("measured", "not_started", "failed", "lost", "interrupted")
 
 
