@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agent.fleet_controller import reap_left, reap_unnamed_left, secured
+from agent.fleet_controller import secured
+from agent.fleet_resume import reap_left, reap_unnamed_left
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import make_agent, make_brain, wrap_up

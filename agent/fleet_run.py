@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.fleet_controller import FleetBackend, FleetCampaign, fleet_workdir
+from agent.fleet_controller import FleetBackend, FleetCampaign
+from agent.fleet_resume import fleet_workdir
 from agent.interrupts import cancel_on_sigterm
 from agent.report import write_report
 from agent.session import AUTOPILOT, Limits, config_of, start

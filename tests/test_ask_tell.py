@@ -27,6 +27,7 @@ COORDINATORS = [
     ROOT / "agent" / "brains" / "autopilot" / "brain.py",
     ROOT / "agent" / "brains" / "autopilot" / "offline.py",
     ROOT / "agent" / "fleet_controller.py",
+    ROOT / "agent" / "fleet_resume.py",
     ROOT / "benchmarks" / "efficiency.py",
     ROOT / "benchmarks" / "fleet_speedup.py",
 ]

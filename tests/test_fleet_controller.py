@@ -16,7 +16,8 @@ import pytest
 from agent import fleet_run, interrupts
 from agent.brains.autopilot.history import History
 from agent.cli.runner import resume_campaign
-from agent.fleet_controller import RESUMED, FleetCampaign
+from agent.fleet_controller import FleetCampaign
+from agent.fleet_resume import RESUMED
 from agent.fleet_run import run_fleet, run_fleet_campaign
 from agent.session import AUTOPILOT, Limits, start
 from agent.session import config_of as recorded_config

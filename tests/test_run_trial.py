@@ -641,7 +641,7 @@ def test_a_crashed_model_fleet_run_is_reaped_then_goes_on(
     both calls, and the model's loop goes on: its next trial is T03."""
     from agent import fleet_run
     from agent.cli.runner import resume_campaign
-    from agent.fleet_controller import fleet_workdir
+    from agent.fleet_resume import fleet_workdir
     from agent.session import Limits, start
     from tests.test_fleet_ray import gone, server
     from tools.fleet.trial import node_dir
