@@ -1,7 +1,7 @@
 """What a fleet trial leaves behind once it is back (tools/fleet/trial.py's TrialOutcome): per
 group of levels a result file, a ledger line and a `benchmark` event, as run_benchmark writes
 them - the server named after the trial, its host the box; and the fields of its `trial_ended`
-event. One implementation for the autopilot's controller (agent/fleet_controller.py) and the
+event. One implementation for the autopilot's controller (agent/fleet/controller.py) and the
 run_trial tool."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What a fleet run's earlier controller left, for the one that resumes it: the trials its log
 says were placed and never came back (`replay`, the History rebuilt on the way with the live
 controller's `learn`), and the servers they left on their nodes, killed (`reap_left`,
-`reap_unnamed_left`). The autopilot's controller (agent/fleet_controller.py) and a model's
-(agent/fleet_model.py) resume through it; docs/fleet.md, "Resume".
+`reap_unnamed_left`). The autopilot's controller (agent/fleet/controller.py) and a model's
+(agent/fleet/model.py) resume through it; docs/fleet.md, "Resume".
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ async def reap_left(run: Run, fleet: Any, trial: str) -> str:
     controller that started it, but its nodes' folders are on this machine: reaped here, with
     or without a cluster. A joined cluster outlives the controller: a clean-up task on each node
     alive (RayFleet.clean_up, with the trial's worker first; `fleet` connected); the node that
-    ran it answers. The autopilot's resume and a model's (agent/fleet_model.py) both use it."""
+    ran it answers. The autopilot's resume and a model's (agent/fleet/model.py) both use it."""
     if fleet.config.address == "local":
         root = fleet_workdir(run)
         folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []

@@ -17,7 +17,7 @@ directives as the one-box autopilot reads them (Campaign); `agent stop` or a bud
 trials in flight (`trial_ended {interrupted: true}`, their servers killed with the fleet), keeps
 what came back and concludes from it. `agent resume` rebuilds the History from the log with the
 same `learn` as the live path and places the trials left unfinished again, after killing what
-they left (agent/fleet_resume.py; docs/fleet.md).
+they left (agent/fleet/resume.py; docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
-from agent.fleet_resume import RESUMED, reap_left, replay
+from agent.fleet.resume import RESUMED, reap_left, replay
 from agent.interrupts import Interrupts, reason_now
 from agent.supervision import Supervision
 from state.fleet import first_name, try_name
@@ -194,7 +194,7 @@ class FleetCampaign:
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.in_flight[trial], self.attempts[trial] = step, attempt
-        config = launchable(self.config)  # checked before the cluster started (fleet_run)
+        config = launchable(self.config)  # checked before the cluster started (agent/fleet/run.py)
         spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
             "trial_started",
@@ -277,7 +277,7 @@ class FleetCampaign:
         self.search.tell(step, Measured(tuple(sweeps), label))
 
     def rebuild(self, events: list[dict[str, Any]]) -> None:
-        """A resumed run's History from its log (agent/fleet_resume.replay, with this session's
+        """A resumed run's History from its log (agent/fleet/resume.replay, with this session's
         `learn` and `retries`); the trials it left unfinished kept to place again."""
         self.trials, self.unfinished = replay(events, self.learn, self.retries)
 
