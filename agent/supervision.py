@@ -1,6 +1,6 @@
 """The supervisor's hand on a run: its inbox delivered and its budgets checked before each step,
 by whatever drives the run - the one-box loop (agent/loop.py) before each model call, the
-fleet's controller (agent/fleet_controller.py) before each planning round. One object, so a
+fleet's controller (agent/fleet/controller.py) before each planning round. One object, so a
 stop, a budget and its 80 % warning mean the same on one box and on a fleet."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A fleet run's trials, folded from its events (agent/fleet_controller.py and run_trial write
+"""A fleet run's trials, folded from its events (agent/fleet/controller.py and run_trial write
 them, docs/fleet.md): the boxes, the trials in flight and where they run, the trials that
 ended, the retries, and how busy the boxes were. The supervisor's view (agent/view/fleet.py),
 `agent watch --json --fleet` and the time-left estimate read it; utilisation is computed here

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COORDINATORS = [
     ROOT / "agent" / "brains" / "autopilot" / "brain.py",
     ROOT / "agent" / "brains" / "autopilot" / "offline.py",
-    ROOT / "agent" / "fleet_controller.py",
+    ROOT / "agent" / "fleet" / "controller.py",
+    ROOT / "agent" / "fleet" / "resume.py",
     ROOT / "benchmarks" / "efficiency.py",
     ROOT / "benchmarks" / "fleet_speedup.py",
 ]

@@ -1,5 +1,5 @@
 """The one-box rule "no server on every interface unless server.allow_public_bind" on every
-launch path of the fleet (tools/start_server.refuse_public_bind, the one check): the run's config
+launch path of the fleet (tools/servers/command.refuse_public_bind, the one check): the run's config
 before a cluster or a run folder exists, a trial's command on its node, and run_trial's flags
 before a box is taken. Fast: no Ray (the lab cluster's own loopback and token:
 tests/test_fleet_ray.py, marker ray)."""
@@ -19,7 +19,7 @@ from tests.test_run_trial import FakeFleet, tiny, trial_events
 from tools.base import ToolError
 from tools.domain.config import Config, ServerConfig
 from tools.fleet.trial import TrialSpec, run_trial
-from tools.start_server import refuse_public_bind
+from tools.servers.command import refuse_public_bind
 
 RULE = "server.allow_public_bind"
 

@@ -1,4 +1,4 @@
-"""The fleet controller (agent/fleet_controller.py) under the supervisor, without Ray: FleetCampaign
+"""The fleet controller (agent/fleet/controller.py) under the supervisor, without Ray: FleetCampaign
 around a fake fleet that hands back canned TrialOutcomes (a made-up truth: fa3 is 10 % faster,
 EAGLE3 20 %). `agent stop`, `agent say`, the budgets, the goal's SLO and `agent resume` of a
 fleet run; on a real cluster: tests/test_fleet_ray.py."""
@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from agent import fleet_run, interrupts
+from agent import interrupts
 from agent.brains.autopilot.history import History
 from agent.cli.runner import resume_campaign
-from agent.fleet_controller import RESUMED, FleetCampaign
-from agent.fleet_run import run_fleet, run_fleet_campaign
+from agent.fleet import run as fleet_run
+from agent.fleet.controller import FleetCampaign
+from agent.fleet.resume import RESUMED
+from agent.fleet.run import run_fleet, run_fleet_campaign
 from agent.session import AUTOPILOT, Limits, start
 from agent.session import config_of as recorded_config
 from state.inbox import send
@@ -406,7 +408,7 @@ def test_the_controller_builds_no_loop_to_supervise() -> None:
     object the one-box loop uses too - it constructs no Agent and imports no loop."""
     import ast
 
-    import agent.fleet_controller as module
+    import agent.fleet.controller as module
 
     tree = ast.parse(Path(module.__file__).read_text())
     calls = {

@@ -1,5 +1,5 @@
 """The supervisor's view of a fleet run (agent/view/fleet.py over state/fleet.py): an event log
-written with Run.append as agent/fleet_controller.py writes it, on a clock the test sets, then
+written with Run.append as agent/fleet/controller.py writes it, on a clock the test sets, then
 the live view, the plain lines, `agent watch` and `agent watch --json [--fleet]` read back from
 it."""
 

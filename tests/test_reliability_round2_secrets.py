@@ -39,7 +39,7 @@ from tools.domain.config import (
 )
 from tools.hosts import HostPool
 from tools.registry import all_tools
-from tools.start_server import public_bind
+from tools.servers.command import public_bind
 
 pytest_plugins = ["tests.ssh_fixtures"]
 BOX = ToolBox(all_tools())

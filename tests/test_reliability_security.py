@@ -21,8 +21,8 @@ from tools.base import ToolBox, ToolContext
 from tools.domain.config import Config, HostConfig, lab_config
 from tools.hosts import HostPool
 from tools.registry import all_tools
+from tools.servers.command import build_command
 from tools.servers.profiles import ENGINES
-from tools.start_server import build_command
 
 ROOT = Path(__file__).parent.parent
 ENV_SECRETS = {

@@ -23,7 +23,7 @@ import pytest
 
 from agent.brains.autopilot.planner import Experiment
 from agent.brains.sse import render_sse
-from agent.fleet_controller import FleetCampaign
+from agent.fleet.controller import FleetCampaign
 from agent.session import make_agent, system_prompt
 from agent.tool_batch import footprint
 from state.events import read_events
@@ -639,9 +639,9 @@ def test_a_crashed_model_fleet_run_is_reaped_then_goes_on(
     both trials' servers up on their boxes. `agent resume` kills both servers (before a cluster
     starts), ends the logged trial as interrupted and names the other by its pid file, answers
     both calls, and the model's loop goes on: its next trial is T03."""
-    from agent import fleet_run
     from agent.cli.runner import resume_campaign
-    from agent.fleet_controller import fleet_workdir
+    from agent.fleet import run as fleet_run
+    from agent.fleet.resume import fleet_workdir
     from agent.session import Limits, start
     from tests.test_fleet_ray import gone, server
     from tools.fleet.trial import node_dir

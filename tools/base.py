@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tools.domain.config import Config
+from tools.errors import ToolError as ToolError  # every tool imports it from here
 from tools.hosts import Host, HostError, HostPool
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ INTERRUPTED = (
     INTERRUPTED_PREFIX + " while this {name} call ran (a crash or a kill), so "
     "it may have run in part; the run was resumed. Check what it did before you repeat it."
 )
-
-
-class ToolError(Exception):
-    """Raised inside a tool for an error the model caused and can act on (one clear line)."""
 
 
 class Progress(Protocol):

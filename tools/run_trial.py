@@ -24,8 +24,8 @@ from tools.bench.random_prompts import sweep_seed
 from tools.fleet.trial import TrialOutcome, TrialSpec, launchable
 from tools.log_paths import check_name
 from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, _workload
+from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.profiles import ProfileError, engine_for
-from tools.start_server import build_command, refuse_public_bind
 from tools.trial_outcome import ended_fields, one_line, record_outcome, runs_again
 
 LOG_LINES = 8  # of a failed trial's server log, in the answer

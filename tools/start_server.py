@@ -3,10 +3,6 @@ it serves a completion or fails - with a one-line diagnosis when it fails."""
 
 from __future__ import annotations
 
-import ipaddress
-import json
-import re
-import shlex
 from typing import Any
 
 from pydantic import Field
@@ -16,12 +12,11 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host
 from tools.hosts import Host, HostError
 from tools.kill_server import kill_recorded
 from tools.log_paths import check_name, log_path
+from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.lifecycle import gpu_holders, kill_server, launch, ownership
 from tools.servers.probe import probe
 from tools.servers.profiles import Engine, ProfileError, engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
-
-FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class StartServerInput(ToolInput):
@@ -35,65 +30,6 @@ class StartServerInput(ToolInput):
     )
     host: str | None = Field(default=None, description="Host name; default: the server's host")
     port: int | None = Field(default=None, ge=1, le=65535, description="default: the config's")
-
-
-def build_command(base: str, flags: dict[str, Any], engine: Engine, port: int) -> str:
-    parts = [base.strip()]
-    for flag, value in flags.items():
-        if not FLAG.match(flag):
-            raise ToolError(f"bad flag name {flag!r}: flags look like --some-flag")
-        if flag in ("--port", engine.port_flag):
-            raise ToolError("set the port with the `port` field, not as a flag")
-        if value is False or value is None:
-            continue
-        if value is True:
-            parts.append(flag)
-        else:
-            text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-            parts.append(f"{flag} {shlex.quote(text)}")
-    parts.append(f"{engine.port_flag} {port}")
-    given = [*flags, *shlex.split(base)]
-    if engine.loopback and not any(a == "--host" or a.startswith("--host=") for a in given):
-        parts.append(engine.loopback)
-    return " ".join(parts)
-
-
-def public_bind(command: str) -> str | None:
-    """The address of a `--host` that is not loopback (0.0.0.0, ::, a LAN address, a name other
-    than localhost), or None: such a server answers anyone who can reach the box."""
-    try:
-        words = shlex.split(command)
-    except ValueError:  # an unbalanced quote: judge the plain words
-        words = command.split()
-    for i, word in enumerate(words):
-        if word == "--host" and i + 1 < len(words):
-            value = words[i + 1]
-        elif word.startswith("--host="):
-            value = word.removeprefix("--host=")
-        else:
-            continue
-        if value == "localhost":
-            continue
-        try:
-            if ipaddress.ip_address(value.strip("[]")).is_loopback:
-                continue
-        except ValueError:
-            pass
-        return value
-    return None
-
-
-def refuse_public_bind(command: str, allowed: bool) -> None:
-    """The one rule of every launch path - start_server, a fleet's trials (the run's config
-    before a cluster starts, each trial's command on its node) and run_trial's flags: no server
-    on every interface unless `server.allow_public_bind`. A ToolError of one line."""
-    exposed = public_bind(command)
-    if exposed is not None and not allowed:
-        raise ToolError(
-            f"refused: --host {exposed} would serve the model to every network the host is "
-            "on; servers bind loopback (127.0.0.1) and the benchmark reaches them through it. "
-            "If the user wants it, they set server.allow_public_bind = true in agent.toml"
-        )
 
 
 class StartServer(Tool):

@@ -1,7 +1,7 @@
 """What a fleet trial leaves behind once it is back (tools/fleet/trial.py's TrialOutcome): per
 group of levels a result file, a ledger line and a `benchmark` event, as run_benchmark writes
 them - the server named after the trial, its host the box; and the fields of its `trial_ended`
-event. One implementation for the autopilot's controller (agent/fleet_controller.py) and the
+event. One implementation for the autopilot's controller (agent/fleet/controller.py) and the
 run_trial tool."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from tools.servers.profiles import engine_for
 if TYPE_CHECKING:
     from tools.fleet.trial import TrialEnd, TrialOutcome
 
-LOST = "lost on its node"  # the words that begin a lost trial's reason (ray_backend._lost)
 ENDS: tuple[TrialEnd, ...] = ("measured", "not_started", "failed", "lost", "interrupted")
 
 

@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(notice, file=sys.stderr)
     limits = Limits(args.max_steps, args.max_cost, args.max_minutes)
     if args.fleet or args.boxes:
-        from agent.fleet_run import run_fleet_campaign
+        from agent.fleet.run import run_fleet_campaign
 
         return run_fleet_campaign(
             args.goal, config, model, args.runs_dir, args.run_id, limits, args.boxes

@@ -52,7 +52,7 @@ def resume_campaign(path: Path) -> int:
     if finished and finished["status"] == "finished":
         print(f"run {run.id} already finished: {finished['reason']}", file=sys.stderr)
         return 0
-    from agent.fleet_run import fleet_of, resume_fleet_campaign
+    from agent.fleet.run import fleet_of, resume_fleet_campaign
 
     fleet = fleet_of(run)
     if run.log.repaired:

@@ -33,8 +33,15 @@ from typing import Any
 from tools.domain.fleet_config import BOX, FleetConfig
 from tools.fleet import FleetError
 from tools.fleet.lab_cluster import BOX_PREFIX, LOOPBACK, LocalCluster, ray_core
-from tools.fleet.trial import TrialOutcome, TrialSpec, node_dir, reap, reap_unnamed, run_trial
-from tools.trial_outcome import LOST
+from tools.fleet.trial import (
+    LOST,
+    TrialOutcome,
+    TrialSpec,
+    node_dir,
+    reap,
+    reap_unnamed,
+    run_trial,
+)
 
 REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
 DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"

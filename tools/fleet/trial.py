@@ -24,18 +24,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from state.secrets import resolve
-from tools.base import ToolError
 from tools.bench.deadlines import Deadlines
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
+from tools.errors import ToolError
 from tools.hosts import HostError
 from tools.hosts.base import CALL_MARK
 from tools.hosts.local import LocalHost, _marked, kill_group
+from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.lifecycle import kill_server
 from tools.servers.profiles import engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
-from tools.start_server import build_command, refuse_public_bind
 
 LOG_TAIL_LINES = 20
 KILL_WAIT_S = 5.0  # a SIGKILLed worker is gone well within this
@@ -66,6 +66,7 @@ def launchable(config: Config) -> Config:
 # start (a verdict on the configuration); it started and failed (a verdict on the server); Ray lost
 # it with its node or worker (no verdict: it runs again); cut short by a stop (placed on resume)
 TrialEnd = Literal["measured", "not_started", "failed", "lost", "interrupted"]
+LOST = "lost on its node"  # the words that begin a lost trial's reason (ray_backend._lost)
 
 
 @dataclass

@@ -6,9 +6,9 @@ run_trial calls of one turn run at once on different boxes (agent/tool_batch.py)
 Events as on one box, plus `fleet_started {engine, nodes, slots, auth}` and each trial's
 `trial_started`, `trial_ended`, `benchmark` (as the autopilot's controller writes them).
 
-`agent resume` of such a run (agent/fleet_run.resume_fleet_campaign) reaps before it goes on:
+`agent resume` of such a run (agent/fleet/run.resume_fleet_campaign) reaps before it goes on:
 each trial the dead session left in flight has what it started killed where its pid file is
-(agent/fleet_controller.reap_left: the lab's node folders on this machine, a task on each node
+(agent/fleet/resume.reap_left: the lab's node folders on this machine, a task on each node
 of a joined cluster) and is recorded as ended, interrupted, with that clean-up; a trial only its
 pid file names (its call's events were in the turn's buffer: agent/tool_batch.py) is reaped too
 (`trial_reaped`); the dead lab cluster's own processes are killed as the new one starts
@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agent.fleet_controller import reap_left, reap_unnamed_left, secured
+from agent.fleet.controller import secured
+from agent.fleet.resume import reap_left, reap_unnamed_left
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
 from agent.session import make_agent, make_brain, wrap_up

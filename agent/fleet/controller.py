@@ -16,7 +16,8 @@ minutes budget is watched for (agent/interrupts.py). `agent say` changes the pla
 directives as the one-box autopilot reads them (Campaign); `agent stop` or a budget cancels the
 trials in flight (`trial_ended {interrupted: true}`, their servers killed with the fleet), keeps
 what came back and concludes from it. `agent resume` rebuilds the History from the log with the
-same `learn` as the live path and places the trials left unfinished again (docs/fleet.md).
+same `learn` as the live path and places the trials left unfinished again, after killing what
+they left (agent/fleet/resume.py; docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from pathlib import Path
 from typing import Any, Protocol
 
 from agent.brains.autopilot import directives
@@ -37,12 +37,12 @@ from agent.brains.autopilot.brain import (
     Campaign,
     groups,
 )
-from agent.brains.autopilot.history import purpose_of
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
+from agent.fleet.resume import RESUMED, reap_left, replay
 from agent.interrupts import Interrupts, reason_now
 from agent.supervision import Supervision
 from state.fleet import first_name, try_name
@@ -57,14 +57,11 @@ from tools.fleet.trial import (
     TrialOutcome,
     TrialSpec,
     launchable,
-    reap,
-    reap_unnamed,
 )
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, _workload
-from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
+from tools.trial_outcome import ended_fields, record_outcome, runs_again
 
-RESUMED = "the run's controller ended before it came back; placed again on resume"
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
 
 
@@ -85,20 +82,6 @@ class FleetBackend(Protocol):
     async def next_done(self) -> tuple[Submitted, TrialOutcome]: ...
 
     async def close(self) -> dict[str, str] | None: ...
-
-
-def experiment_of(event: dict[str, Any]) -> Experiment:
-    """The experiment a `trial_started` event placed (ValueError: a purpose the planner has not)."""
-    purpose = purpose_of(str(event.get("purpose") or ""))
-    if purpose is None:
-        raise ValueError(f"trial {event.get('trial')}: unknown purpose {event.get('purpose')!r}")
-    return Experiment(
-        config=dict(event.get("flags") or {}),
-        levels=tuple(int(c) for c in event.get("levels") or ()),
-        purpose=purpose,
-        why=str(event.get("why") or ""),
-        fresh=bool(event.get("fresh", False)),
-    )
 
 
 class FleetCampaign:
@@ -211,7 +194,7 @@ class FleetCampaign:
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.in_flight[trial], self.attempts[trial] = step, attempt
-        config = launchable(self.config)  # checked before the cluster started (fleet_run)
+        config = launchable(self.config)  # checked before the cluster started (agent/fleet/run.py)
         spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
             "trial_started",
@@ -294,32 +277,9 @@ class FleetCampaign:
         self.search.tell(step, Measured(tuple(sweeps), label))
 
     def rebuild(self, events: list[dict[str, Any]]) -> None:
-        """A resumed run's History from its log: each trial learned (learn) at its trial_ended
-        from the benchmark events recorded before it, in the order they ended - as the live
-        controller learned them. A trial started and never ended, cut short by a stop
-        (interrupted) or lost and not retried yet is left to place again (place_unfinished)."""
-        open_: dict[str, tuple[str, Experiment, int]] = {}  # first name -> (trial, step, attempt)
-        measured: dict[str, list[dict[str, Any]]] = {}  # trial -> its benchmark events
-        for e in events:
-            kind = e.get("type")
-            if kind == "trial_started":
-                trial, attempt = str(e["trial"]), int(e.get("attempt") or 1)
-                self.trials += 1 if attempt == 1 else 0
-                open_[first_name(trial)] = (trial, experiment_of(e), attempt)
-            elif kind == "benchmark":
-                result = {k: v for k, v in e.items() if k not in ("seq", "type")}
-                measured.setdefault(str(e.get("server")), []).append(result)
-            elif kind == "trial_ended" and not e.get("interrupted"):
-                trial = str(e["trial"])
-                entry = open_.get(first_name(trial))
-                if entry is None or entry[0] != trial:
-                    continue
-                end, reason = end_of(e), str(e.get("reason") or "")
-                if self.retries(end, entry[2]):
-                    continue  # its next try follows in the log, or is placed on resume
-                del open_[first_name(trial)]
-                self.learn(entry[1], end, reason, measured.pop(trial, []))
-        self.unfinished = list(open_.values())
+        """A resumed run's History from its log (agent/fleet/resume.replay, with this session's
+        `learn` and `retries`); the trials it left unfinished kept to place again."""
+        self.trials, self.unfinished = replay(events, self.learn, self.retries)
 
     async def place_unfinished(self) -> None:
         """On resume: each trial that never came back placed again as its next attempt
@@ -393,53 +353,6 @@ class FleetCampaign:
         return 0
 
 
-async def reap_left(run: Run, fleet: Any, trial: str) -> str:
-    """The server a trial of an earlier session of `run` left, killed where its pid file is
-    (tools/fleet/trial.reap); what was done, in words. A local cluster (the lab) died with the
-    controller that started it, but its nodes' folders are on this machine: reaped here, with
-    or without a cluster. A joined cluster outlives the controller: a clean-up task on each node
-    alive (RayFleet.clean_up, with the trial's worker first; `fleet` connected); the node that
-    ran it answers. The autopilot's resume and a model's (agent/fleet_model.py) both use it."""
-    if fleet.config.address == "local":
-        root = fleet_workdir(run)
-        folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
-        for folder in folders:
-            left = await reap(folder, trial)
-            if left.get("pid"):
-                return f"killed the server group {left['pid']} it left"
-        return "nothing left of it here"
-    clean_up = getattr(fleet, "clean_up", None)
-    if clean_up is None:
-        return "not cleaned up: this backend cannot run a task on a node"
-    texts = [await clean_up(node, box, trial, True) for node, box in fleet.nodes().items()]
-    killed = [t for t in texts if "killed" in t]
-    return "; ".join(killed) or "no node had anything left of it"
-
-
-async def reap_unnamed_left(run: Run, fleet: Any, named: set[str]) -> dict[str, str]:
-    """The trials whose pid files are still in the run's node folders but that the log does not
-    name (`named`: the trials it has): a model's run_trial call whose events the turn's buffer
-    held when the controller was killed (agent/tool_batch.py). What each left, killed
-    (tools/fleet/trial.reap_unnamed): in the lab's folders on this machine, or by a task on each
-    node of a joined cluster (RayFleet.clean_up_unnamed; `fleet` connected). Trial -> words."""
-    if fleet.config.address != "local":
-        clean_up = getattr(fleet, "clean_up_unnamed", None)
-        if clean_up is None:
-            return {}
-        done, failed = await clean_up(named)
-        for line in failed:
-            print(f"fleet: {line}", file=sys.stderr)
-        return dict(done)
-    root = fleet_workdir(run)
-    folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []
-    done = {}
-    for folder in folders:
-        for trial, left in (await reap_unnamed(folder, named)).items():
-            pid = left.get("pid")
-            done[trial] = f"killed the server group {pid} it left" if pid else "no server left"
-    return done
-
-
 def secured(run: Run, fleet: Any) -> str:
     """Once the fleet is connected: the token of a cluster it started is scrubbed from all the
     run writes (it is never written, and stays so), and the line on the cluster's
@@ -456,8 +369,3 @@ def secured(run: Run, fleet: Any) -> str:
     if auth:
         print(f"fleet: {auth}", file=sys.stderr)
     return auth
-
-
-def fleet_workdir(run: Run) -> Path:
-    """Where the trials keep their server logs and pid files (each box's own on a real fleet)."""
-    return run.path / "fleet"

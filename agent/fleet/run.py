@@ -1,7 +1,7 @@
 """A fleet run put together: `agent run --fleet ray [--boxes N]` and `agent resume` of such a
 run - the cluster started (or joined) and stopped, SIGTERM, the terminal view, the report and
-run_finished around the autopilot's controller (agent/fleet_controller.py); a model's fleet run
-is agent/fleet_model.py's.
+run_finished around the autopilot's controller (agent/fleet/controller.py); a model's fleet run
+is agent/fleet/model.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.fleet_controller import FleetBackend, FleetCampaign, fleet_workdir
+from agent.fleet.controller import FleetBackend, FleetCampaign
+from agent.fleet.resume import fleet_workdir
 from agent.interrupts import cancel_on_sigterm
 from agent.report import write_report
 from agent.session import AUTOPILOT, Limits, config_of, start
@@ -29,7 +30,7 @@ from tools.domain.fleet_config import FleetConfig
 from tools.domain.goal_slo import with_goal_slo
 from tools.fleet.ray_backend import FleetError, Placed, RayFleet
 from tools.fleet.trial import launchable
-from tools.start_server import refuse_public_bind
+from tools.servers.command import refuse_public_bind
 
 
 async def run_fleet(
@@ -98,7 +99,7 @@ def run_fleet_campaign(
 ) -> int:
     """`agent run --fleet ray [--boxes N]`: the fleet from [fleet] (joined), or a local cluster
     of N simulated boxes; the autopilot plans in batches, a model with run_trial
-    (agent/fleet_model.py)."""
+    (agent/fleet/model.py)."""
     config = with_goal_slo(config, goal)  # as run_campaign: the goal's SLO, the objective
     launch_checked(config)
     fleet_config = config.fleet or FleetConfig()
@@ -116,7 +117,7 @@ def run_fleet_campaign(
     fleet = RayFleet(fleet_config, fleet_workdir(run), placed)
     try:
         if model != AUTOPILOT:  # a model places its trials itself (run_trial)
-            from agent.fleet_model import drive_on_fleet
+            from agent.fleet.model import drive_on_fleet
 
             return drive_on_fleet(run, config, fleet, boxes)
         with shown(run):
@@ -155,7 +156,7 @@ def resume_fleet_campaign(run: Run) -> int:
     """`agent resume` of a fleet run: the cluster its recorded [fleet] names started (or joined)
     again. The autopilot's: the History rebuilt from the log, the trials left unfinished placed
     again, and on to the conclusion. A model's: what the dead session left reaped, its cut
-    calls answered, and the loop goes on (agent/fleet_model.py). The caller has logged
+    calls answered, and the loop goes on (agent/fleet/model.py). The caller has logged
     run_resumed and closes the run."""
     config = config_of(run)
     launch_checked(config)
@@ -163,7 +164,7 @@ def resume_fleet_campaign(run: Run) -> int:
     boxes = fleet_config.boxes if fleet_config.address == "local" else None
     print(f"run {run.id}: resuming on the fleet ({boxes or fleet_config.address})", file=sys.stderr)
     if run.state.model != AUTOPILOT:
-        from agent.fleet_model import drive_on_fleet
+        from agent.fleet.model import drive_on_fleet
 
         fleet = RayFleet(fleet_config, fleet_workdir(run), None)  # as run_fleet_campaign's
         try:
