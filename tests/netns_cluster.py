@@ -68,13 +68,18 @@ def kill_netns(name: str) -> list[int]:
 
 
 def reap_stale() -> None:
-    """Namespaces of a test process that died without its clean-up (SIGKILL): deleted."""
+    """The namespaces and Ray folders of a test process that died without its clean-up
+    (SIGKILL): their processes killed, the namespaces deleted, the folders removed."""
     for line in ip("netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         match = re.fullmatch(rf"{PREFIX}[hw](\d+)", name)
         if match and not Path(f"/proc/{match.group(1)}").exists():
             kill_netns(name)
             ip("netns", "del", name, check=False)
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}ns*-*"):
+        match = re.fullmatch(rf"{PREFIX}ns(\d+)-\w+", folder.name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class TwoBoxes:
@@ -85,7 +90,7 @@ class TwoBoxes:
         self.head, self.worker = f"{PREFIX}h{me}", f"{PREFIX}w{me}"
         self.token = secrets.token_urlsafe(32)
         # short (Ray's socket paths), 0700 (Ray's session folders inside are 0777)
-        self.temp = Path(tempfile.mkdtemp(prefix="cag-ns"))
+        self.temp = Path(tempfile.mkdtemp(prefix=f"{PREFIX}ns{me}-"))
         self.address = f"{HEAD_IP}:{GCS_PORT}"
         self.made: list[str] = []  # namespaces made, deleted by close()
         self.worker_starts = 0
