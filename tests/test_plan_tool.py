@@ -13,8 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from agent.brains.autopilot.plan_tool import BOOKKEEPING, Plan, advise
 from agent.report import advice
 from agent.report.render import Para, Table, to_markdown
@@ -93,7 +91,7 @@ async def test_plan_is_a_tool_of_a_one_box_run_and_answers_text_and_data(tmp_pat
 
 def test_the_report_names_the_steps_that_followed_and_what_was_done_instead() -> None:
     start_a = {"tool": "start_server", "input": {"name": "server", "flags": {"--a": 1}}}
-    start_b = {"tool": "start_server", "input": {"name": "server", "flags": {"--a": 2}}}
+    start_b = {"tool": "start_server", "input": {"flags": {"--a": 2, "--b": True, "--c": False}}}
     sweep = {"tool": "run_benchmark", "input": {"server": "server", "concurrency": [1, 10]}}
 
     def turn(*calls: dict[str, Any]) -> dict[str, Any]:
@@ -128,15 +126,11 @@ def test_the_report_names_the_steps_that_followed_and_what_was_done_instead() ->
     assert "consulted the planner (`plan`, the autopilot's next experiment) 3 times" in text
     assert "2 of the 3 steps that came after its advice followed it (turns 3, 5)" in text
     table = next(b for b in blocks if isinstance(b, Table))
-    assert table.rows == [["7", "start_server --a=1", "start_server --a=2"]]
+    assert table.rows == [["7", "start_server --a 1", "start_server --a 2 --b"]]
     assert advice.section(SimpleNamespace(m=SimpleNamespace(events=[]))) == []  # type: ignore[arg-type]
     assert isinstance(blocks[1], Para)
 
 
-needs_session = pytest.mark.skipif(not SESSION.is_file(), reason="record it: make_sessions plan")
-
-
-@needs_session
 def test_the_plan_session_replays_with_check(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     tmp = str(tmp_path)
@@ -148,30 +142,51 @@ def test_the_plan_session_replays_with_check(tmp_path: Path) -> None:
         env=env,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    report = next(tmp_path.glob("*/report.md")).read_text()
+    run = next(tmp_path.iterdir())  # the replayed run: `agent report` writes its report
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "report", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = (run / "report.md").read_text()
     assert "## Planner advice" in report
     assert "did otherwise" in report  # the one departure: the baseline again before concluding
 
 
-@needs_session
 def test_following_the_plan_reaches_the_autopilots_conclusion_on_the_lab() -> None:
+    """The session recommends what the autopilot concludes from the same measurements (the plan's
+    last answer, recomputed here: a replay feeds tool results back, so this is what checks that
+    every recorded answer is still the planner's), and that is as good as the autopilot's own
+    recorded campaign on the lab: within 2 % of the optimum, on the same attention backend (the
+    change that carries the gain; fa3 with and without --cuda-graph-max-bs 256 are 0.6 % apart in
+    the lab, inside the noise of a loaded machine)."""
     events = events_of(SESSION)
     assert events[0]["brain"] == "anthropic" and events[-1]["exit_code"] == 0
+    config = Config.model_validate(events[0]["config"])
+    answers = [
+        (i, e) for i, e in enumerate(events) if e["type"] == "tool_result" and e["name"] == "plan"
+    ]
+    for i, answer in answers:
+        call = next(j for j in range(i, 0, -1) if events[j]["type"] == "tool_call")
+        assert advise(fold(events[:call]), config).data() == answer["data"], f"event {i}"
+    last = answers[-1][1]["data"]
     ours, autopilot = recommendation(events), recommendation(events_of(AUTOPILOT))
-    assert ours["config"] == autopilot["config"]  # the autopilot's conclusion, from our numbers
+    assert last["step"] == "conclude" and last["recommendation"]["config"] == ours["config"]
     _, best = lab_truth.optimum(default_space(), max_tokens=128)
-    assert lab_truth.config_value(ours["config"], max_tokens=128) >= 0.98 * best
-    # every step but the departure followed the advice, and the last advice was the conclusion
+    for rec in (ours, autopilot):
+        assert lab_truth.config_value(rec["config"], max_tokens=128) >= 0.98 * best
+    flag = "--attention-backend"
+    assert ours["config"][flag] == autopilot["config"][flag] == "fa3"
+    # every step but the departure followed the advice
     consulted, acted = advice.steps(events)
     left = [s for s in acted if not s.followed]
-    assert consulted >= 30 and len(left) == 1
+    assert consulted == len(answers) >= 30 and len(left) == 1
     assert [c["tool"] for c in left[0].did] == ["start_server"]
-    last = [e for e in events if e["type"] == "tool_result" and e["name"] == "plan"][-1]
-    assert last["data"]["step"] == "conclude"
-    assert last["data"]["recommendation"]["config"] == ours["config"]
 
 
-@needs_session
 def test_the_session_shows_the_discipline_the_prompt_asks_for() -> None:
     """Issue 26.5 in a recorded session: the budget in the briefing, the key figures kept in
     the todo list, and the baseline measured again on a fresh launch before the conclusion."""

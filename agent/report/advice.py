@@ -18,6 +18,7 @@ from agent.brains.autopilot.plan_tool import BOOKKEEPING
 from agent.report.figures import Figures
 from agent.report.render import Block, Heading, Para, Table
 from state.events import Event
+from tools.domain.space import render_flags
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,7 @@ def _calls(calls: list[dict[str, Any]]) -> str:
     for c in calls:
         inp = c.get("input") or {}
         if c["tool"] == "start_server":
-            flags = inp.get("flags") or {}
-            parts.append("start_server " + " ".join(f"{k}={v}" for k, v in flags.items()))
+            parts.append(" ".join(["start_server", *render_flags(inp.get("flags") or {})]))
         elif c["tool"] == "run_benchmark":
             levels = ",".join(map(str, inp.get("concurrency") or []))
             parts.append(f"run_benchmark C={levels}")
