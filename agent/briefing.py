@@ -44,10 +44,10 @@ def budget_line(limits: dict[str, float]) -> str:
     left = 1 - BUDGET_WARN_AT
     return (
         f"Budget: {steps:g} model turns, {minutes:g} minutes, ${usd:.2f} of model spend. The "
-        f"wrap-up warning comes at {BUDGET_WARN_AT * 100:g} % of any of them; the re-validation (fresh "
-        "launches of the winner and of the baseline, and their sweeps) and the recommendation "
-        f"must fit in what is left then, {minutes * left:g} minutes, {steps * left:g} turns: "
-        "plan your launches so that they do."
+        f"wrap-up warning comes at {BUDGET_WARN_AT * 100:g} % of any of them; the re-validation "
+        "(fresh launches of the winner and of the baseline, and their sweeps) and the "
+        f"recommendation must fit in what is left then, {minutes * left:g} minutes, "
+        f"{steps * left:g} turns: plan your launches so that they do."
     )
 
 
