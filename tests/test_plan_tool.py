@@ -138,7 +138,7 @@ def test_the_plan_session_replays_with_check(tmp_path: Path) -> None:
         [sys.executable, "-m", "agent.cli", "replay", str(SESSION), "--check", "--runs-dir", tmp],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=140,  # two calls under pytest's 300 s; each took about 7 s here
         env=env,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -147,7 +147,7 @@ def test_the_plan_session_replays_with_check(tmp_path: Path) -> None:
         [sys.executable, "-m", "agent.cli", "report", str(run)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=140,  # two calls under pytest's 300 s; each took about 7 s here
         env=env,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
