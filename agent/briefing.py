@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
-from tools.domain.config import Config
+from tools.domain.config import BUDGET_WARN_AT, Config
 
 
-def briefing(goal: str, config: Config) -> str:
-    # no budget here: the loop warns near a limit, and replays may run under other limits
+def briefing(goal: str, config: Config, limits: dict[str, float] | None = None) -> str:
+    """`limits`: the run's resolved budgets (session.Limits.resolve), stated for a model; None for
+    the autopilot, which plans from the config (its recorded briefing stays as it was). A replay
+    starts under the recorded limits, so its briefing is the recorded one."""
     server, bench, objective = config.server, config.bench, config.objective
     hosts = ", ".join(f"{h.name} ({h.address})" for h in config.hosts)
     lines = [
@@ -23,6 +25,8 @@ def briefing(goal: str, config: Config) -> str:
         + (f" at C={objective.level}" if objective.level else "")
         + " of output throughput (higher is better).",
     ]
+    if limits:
+        lines += ["", budget_line(limits)]
     if config.search:
         lines += [
             "",
@@ -33,6 +37,18 @@ def briefing(goal: str, config: Config) -> str:
     if config.pipeline is not None:
         lines += ["", *pipeline_lines(config)]
     return "\n".join(lines)
+
+
+def budget_line(limits: dict[str, float]) -> str:
+    steps, minutes, usd = limits["max_steps"], limits["max_minutes"], limits["max_usd"]
+    left = 1 - BUDGET_WARN_AT
+    return (
+        f"Budget: {steps:g} model turns, {minutes:g} minutes, ${usd:.2f} of model spend. The "
+        f"wrap-up warning comes at {BUDGET_WARN_AT * 100:g} % of any of them; the re-validation "
+        "(fresh launches of the winner and of the baseline, and their sweeps) and the "
+        f"recommendation must fit in what is left then, {minutes * left:g} minutes, "
+        f"{steps * left:g} turns: plan your launches so that they do."
+    )
 
 
 def pipeline_lines(config: Config) -> list[str]:

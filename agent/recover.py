@@ -113,7 +113,9 @@ def restore_briefing(ctx: ToolContext) -> bool:
         return False
     from agent.briefing import briefing
 
-    text = briefing(ctx.run.state.goal, ctx.config)
+    state = ctx.run.state
+    told = None if state.brain == "autopilot" or not state.limits else state.limits
+    text = briefing(state.goal, ctx.config, told)
     ctx.run.append("message", role="user", content=[{"type": "text", "text": text}])
     return True
 

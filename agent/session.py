@@ -17,7 +17,7 @@ from agent.briefing import briefing
 from agent.loop import Agent
 from state.run import Run
 from state.secrets import config_secrets, secret_values
-from tools.base import Fleet, ToolBox, ToolContext
+from tools.base import Fleet, Tool, ToolBox, ToolContext
 from tools.domain.config import Config, ConfigError, UsageError, redact
 from tools.domain.config_toml import to_toml
 from tools.registry import all_tools
@@ -25,9 +25,10 @@ from tools.registry import all_tools
 AUTOPILOT = "autopilot"
 
 
-def system_prompt(fleet: bool = False) -> str:
-    """prompts/system.md; on a fleet, prompts/fleet.md after it (the one-box prompt unchanged)."""
-    parts = ["system.md", "fleet.md"] if fleet else ["system.md"]
+def system_prompt(fleet: bool = False, pipeline: bool = False) -> str:
+    """prompts/system.md; with a [pipeline], prompts/pipeline.md after it (its long jobs); on a
+    fleet, prompts/fleet.md last. A campaign without them is not sent their sections."""
+    parts = ["system.md", *(["pipeline.md"] if pipeline else []), *(["fleet.md"] if fleet else [])]
     text = [resources.files("prompts").joinpath(p).read_text().strip() for p in parts]
     return "\n\n".join(text)
 
@@ -78,6 +79,15 @@ def make_context(
     return ToolContext(run=run, config=config, hosts=pool, progress=progress, fleet=fleet)
 
 
+def run_tools(fleet: bool = False) -> list[Tool]:
+    """The tools of a run: tools/registry's, and on one box the autopilot's planner as `plan`
+    (issue 26.6: a brain may not be imported by tools/, so it joins here); on a fleet the
+    controller plans, and run_trial stays last."""
+    from agent.brains.autopilot.plan_tool import Plan
+
+    return all_tools(fleet=True) if fleet else [*all_tools(), Plan()]
+
+
 @dataclass
 class Limits:
     max_steps: int | None = None
@@ -122,7 +132,9 @@ def start(
         **process_fields(),
         **extra,
     )
-    text = briefing(goal.strip(), config)
+    # the model is told its budget; the autopilot plans from the config (session briefing docs)
+    told = None if model == AUTOPILOT else limits.resolve(config)
+    text = briefing(goal.strip(), config, told)
     run.append("message", role="user", content=[{"type": "text", "text": text}])
     run.sync_todos_file()
     return run
@@ -167,9 +179,9 @@ def make_agent(
     return Agent(
         run=run,
         brain=brain,
-        tools=tools or ToolBox(all_tools(fleet=on_fleet)),
+        tools=tools or ToolBox(run_tools(on_fleet)),
         ctx=make_context(run, config, progress, fleet),
-        system=system_prompt(fleet=on_fleet),
+        system=system_prompt(fleet=on_fleet, pipeline=config.pipeline is not None),
         max_tokens=config.model.max_tokens,
         overload_wait_minutes=config.model.overload_wait_minutes,
     )

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from agent.ends import BudgetExhausted, Stopped
 from state.inbox import drain
 from state.run import Run
+from tools.domain.config import BUDGET_WARN_AT
 
-WARN_AT = 0.8  # share of a budget at which the run is told to wrap up
+WARN_AT = BUDGET_WARN_AT  # share of a budget at which the run is told to wrap up
 
 
 @dataclass

@@ -21,14 +21,13 @@ import pytest
 
 from agent.brains.anthropic import AnthropicBrain
 from agent.recover import recover
-from agent.session import Limits, make_agent, process_fields, start
+from agent.session import Limits, make_agent, process_fields, run_tools, start
 from agent.session_replay import replay
 from state.events import read_events
 from state.inbox import send
 from state.run import Run
 from tests.sessions.make_sessions import MODEL, Script, answer, call, say, session_config, todo
 from tools.base import ToolBox, ToolContext, ToolResult
-from tools.registry import all_tools
 
 
 def script() -> Script:
@@ -131,7 +130,7 @@ class Crash(BaseException):
 
 class CrashingTools(ToolBox):
     def __init__(self, at: str) -> None:
-        super().__init__(all_tools())
+        super().__init__(run_tools())  # the tools of a one-box run, plan among them
         self.at = at
 
     async def call(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.report import deploy
+from agent.report import advice, deploy
 from agent.report.ablation import ablation
 from agent.report.figures import Figures, compute
 from agent.report.jobs import jobs
@@ -38,6 +38,7 @@ SECTIONS = [
     ablation,
     failed,
     noise,
+    advice.section,
 ]
 SECTIONS += [setup, reproduce, cost_section, caveats]
 

@@ -43,6 +43,12 @@ class Script:
     def __init__(self, name: str) -> None:
         self.name, self.n = name, 0
         self.responses: list[dict[str, Any]] = []
+        self._next = 0
+
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The next response to the request `body` (a fixed script: the next one written)."""
+        self._next += 1
+        return self.responses[self._next - 1]
 
     def turn(self, *blocks: dict[str, Any], stop: str = "tool_use", tokens: int = 1200) -> None:
         self.n += 1
@@ -231,6 +237,126 @@ def pipeline_campaign() -> Script:
     return s
 
 
+class PlanFollower(Script):
+    """A model that consults `plan` and does what it says (issue 26.6), its turns written as the
+    run goes from the plan's answers in each request, so the recording holds whatever the lab
+    measured. It keeps the plan's key figures (best, gain, noise floor, launches) in its todo
+    list, and departs from the advice once, as the system prompt asks: before it concludes, it
+    measures the baseline again on a fresh launch (drift since the first sweep would bias the
+    gain); then it asks again and follows the plan to its conclusion."""
+
+    def __init__(self) -> None:
+        super().__init__("plan")
+        self.plan = [
+            todo("plan", "Ask the planner, do its experiment; again until it concludes", "pending"),
+            todo("figures", "Key figures: none yet", "pending", "high"),
+            todo("rebase", "The baseline again on a fresh launch, then conclude", "pending"),
+            todo("report", "Recommend what the planner concluded", "pending", "low"),
+        ]
+        self.phase = "start"
+        self.written: list[dict[str, str]] = []  # the list as last sent with todowrite
+        self.baseline: list[dict[str, Any]] = []  # the plan's calls that launched and swept it
+
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        answers = plan_answers(body["messages"])
+        if self.phase == "start":
+            self.plan[0]["status"] = "in_progress"
+            self.turn(
+                think("The planner reads this run's measurements: ask it before each step."),
+                say("Plan: follow the autopilot's planner step by step, checking each answer."),
+                self.write(),
+                call("plan"),
+            )
+            self.phase = "follow"
+        elif self.phase == "rebase-sweep":
+            self.turn(
+                say("Sweeping the fresh baseline at every level, as its first sweep was."),
+                *(
+                    call(c["tool"], **dict(c["input"], label="revalidate-baseline"))
+                    for c in self.baseline
+                    if c["tool"] == "run_benchmark"
+                ),
+            )
+            self.phase = "ask"
+        elif self.phase == "closing":
+            for t in self.plan:
+                t["status"] = "completed"
+            self.turn(
+                say("Conclusion: as the planner concluded; recommendation.json has the figures."),
+                self.write(),
+            )
+            self.phase = "done"
+        elif self.phase == "done":
+            self.turn(say("Done."), stop="end_turn")
+        elif not answers:  # the results of a step: ask again
+            self.turn(say("Asking the planner for the next step."), call("plan"))
+            self.phase = "follow"
+        else:
+            self.follow(answers[-1])
+        return self.responses[-1]
+
+    def write(self) -> dict[str, Any]:
+        self.written = copy.deepcopy(self.plan)
+        return call("todowrite", todos=self.plan)
+
+    def follow(self, text: str) -> None:
+        head, raw = text.split("\ncalls: ", 1)
+        calls = json.loads(raw)
+        if not self.baseline:
+            self.baseline = calls  # L01 (launch), then its sweep: kept to repeat them
+        elif len(self.baseline) == 1:
+            self.baseline += calls
+        standing = next(line for line in head.splitlines() if line.startswith("Standing: "))
+        self.plan[1]["content"] = "Key figures: " + standing[len("Standing: ") :]
+        if head.startswith("Next: conclude.") and self.plan[2]["status"] == "pending":
+            self.plan[2]["status"] = "in_progress"
+            self.plan[0]["status"] = "pending"
+            self.turn(
+                think(
+                    "The planner concludes, but the baseline was last swept at the start: "
+                    "the machine may have drifted since. Measure it again on a fresh launch."
+                ),
+                say("Before concluding: the baseline again, on a fresh launch, for drift."),
+                self.write(),
+                call(self.baseline[0]["tool"], **self.baseline[0]["input"]),
+            )
+            self.phase = "rebase-sweep"
+            return
+        if self.plan[2]["status"] == "in_progress":  # the baseline measured again: back to it
+            self.plan[2]["status"], self.plan[0]["status"] = "completed", "in_progress"
+        if head.startswith("Next: conclude."):
+            self.plan[0]["status"], self.plan[3]["status"] = "completed", "in_progress"
+            self.turn(
+                think("The planner concludes with the fresh baseline counted: recommend it."),
+                say(head.splitlines()[0]),
+                self.write(),
+                *(call(c["tool"], **c["input"]) for c in calls),
+            )
+            self.phase = "closing"
+            return
+        changed = self.plan != self.written
+        self.turn(
+            think("Following the planner's advice: " + head[len("Next: ") :][:160]),
+            *([self.write()] if changed else []),
+            *(call(c["tool"], **c["input"]) for c in calls),
+        )
+
+
+def plan_answers(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts of the `plan` results in the last user message of a request."""
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        return []
+    names = {b["id"]: b["name"] for b in messages[-2]["content"] if b.get("type") == "tool_use"}
+    out = []
+    for b in messages[-1]["content"]:
+        if b.get("type") == "tool_result" and names.get(b["tool_use_id"]) == "plan":
+            content = b.get("content")
+            if isinstance(content, list):
+                content = "".join(c.get("text", "") for c in content)
+            out.append(str(content))
+    return out
+
+
 def summary(name: str, n: int) -> dict[str, Any]:
     text = (
         f"## Goal\nbeat baseline\n## Findings\nsummary {n} of session {name}: the todo list "
@@ -278,7 +404,6 @@ async def record(
     usage_from_size: bool = False,
     config: Config | None = None,
 ) -> Path:
-    responses = iter(script.responses)
     summaries = 0
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -291,7 +416,7 @@ async def record(
         if last.get("type") == "text" and last["text"] == compaction_prompt():
             summaries += 1  # "Claude" answers a compaction request with a summary
             return answer(body, summary(script.name, summaries))
-        response = next(responses)
+        response = script.respond(body)
         if usage_from_size:  # a prompt's tokens grow with the conversation, as they would
             response["usage"]["input_tokens"] = len(request.content) // 4
         return answer(body, response)
@@ -335,7 +460,24 @@ def record_pipeline() -> None:
         print(f"recorded {HERE / 'pipeline.jsonl'}")
 
 
+def record_plan() -> None:
+    """The plan-following session (`python -m tests.sessions.make_sessions plan`: it alone),
+    against the built-in lab, run for real (the simulator as real servers), about 7 minutes."""
+    from tools.domain.config import lab_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = lab_config()
+        path = asyncio.run(record(PlanFollower(), Path(tmp), max_steps=300, config=config))
+        out = HERE / "plan" / "lab.jsonl"  # apart from the sessions test_replay.py globs
+        out.parent.mkdir(exist_ok=True)
+        shutil.copy(path, out)
+        print(f"recorded {out}")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["plan"]:
+        record_plan()
+        return
     if sys.argv[1:] != ["pipeline"]:
         with tempfile.TemporaryDirectory() as tmp:
             for script in (todo_campaign(), recovery_campaign()):
@@ -343,6 +485,8 @@ def main() -> None:
                 shutil.copy(path, HERE / f"{script.name}.jsonl")
                 print(f"recorded {HERE / f'{script.name}.jsonl'}")
     record_pipeline()
+    if sys.argv[1:] != ["pipeline"]:
+        record_plan()
 
 
 if __name__ == "__main__":

@@ -172,6 +172,9 @@ class ObjectiveConfig(Strict):
     precision: float = Field(default=0.02, gt=0, le=1)
 
 
+BUDGET_WARN_AT = 0.8  # share of a budget at which the run is told to wrap up (agent/supervision)
+
+
 class BudgetConfig(Strict):
     max_steps: int = Field(default=300, ge=1)
     max_usd: float = Field(default=25.0, gt=0)
