@@ -82,7 +82,7 @@ def crash(result: dict[str, Any]) -> str:
 
 
 def launch(space: SearchSpace, step: Experiment, number: int) -> str:
-    what = "fresh launch" if step.purpose == "validate" else "launch"
+    what = "fresh launch" if step.purpose in ("validate", "pair") else "launch"
     return f"L{number:02d} ({what}): {short(space, step.config)} - {step.why}."
 
 
