@@ -22,7 +22,15 @@ from tools.domain.space import Flags, SearchSpace
 # inside the noise (repeat), a fresh launch of the winner (validate), a launch of the baseline or
 # the winner in the paired comparison that decides the verdict (pair). batch.py groups them.
 Purpose = Literal[
-    "baseline", "noise", "screen", "confirm", "challenger", "surrogate", "repeat", "validate", "pair"
+    "baseline",
+    "noise",
+    "screen",
+    "confirm",
+    "challenger",
+    "surrogate",
+    "repeat",
+    "validate",
+    "pair",
 ]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 

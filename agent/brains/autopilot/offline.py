@@ -117,9 +117,7 @@ def simulate(
         exact = truth(step.config, step.levels)
         assert not isinstance(exact, str)
         speed = 1.0 if drift is None else drift(len(search.history.measurements))
-        per = {
-            c: v * speed * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()
-        }
+        per = {c: v * speed * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()}
         ok = slo(step.config, step.levels) if slo is not None else None
         search.tell(step, Measured((Sweep(per, ok),)))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")

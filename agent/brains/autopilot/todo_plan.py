@@ -46,8 +46,10 @@ def plan(planner: Planner) -> dict[str, tuple[str, str]]:
             "high",
         ),
         "family": (family, "medium"),
-        "validate": ("Re-validate the winner on a fresh launch, then against the baseline in launch pairs",
-            "high",),
+        "validate": (
+            "Re-validate the winner on a fresh launch, then against the baseline in launch pairs",
+            "high",
+        ),
         "report": ("Recommend the config and concurrency policy, kill the servers, report", "high"),
     }
 
