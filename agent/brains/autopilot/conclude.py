@@ -129,24 +129,25 @@ def finish(r: Reading) -> Finish:
     gain = ratio - 1 if ratio is not None else 0.0
     floor = r.floors[1]
     p: stats.Paired | None = None
+    unpaired = paired(r, inc).n == 0 and r.h.key(inc) != r.h.key(base)
     if r.h.key(inc) == r.h.key(base):
         why = "no candidate beat the baseline by more than the noise floor"
     elif floor is None:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif not stats.beats(ratio, floor):
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
+    elif unpaired:  # recommend reads the same sweeps and no pairs: the same verdict, caveated
+        why = (
+            f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%}), not checked in "
+            f"launch pairs: the budget left none ({MIN_PAIRS} pairs would; a drift of the box "
+            f"during the run is not ruled out)"
+        )
     else:
         p = paired(r, inc)
         if p.wins:  # the claim is the pairs', never the unpaired ratio
             why = (
                 f"the best beats the baseline by {p.ratio - 1:+.1%} paired "
                 f"({p.evidence()}; noise floor {floor:.1%})"
-            )
-        elif p.n == 0:
-            why = (
-                f"not established: the best measured {gain:+.1%} over the baseline's sweeps taken "
-                f"at other times, and the budget left no launch pairs to check it "
-                f"({MIN_PAIRS} pairs, or a quieter box)"
             )
         else:
             why = (
