@@ -88,6 +88,7 @@ class FakeFleet:
         self.held, self.idle = held, idle
         self.pending: list[Submitted] = []
         self.placed: list[str] = []
+        self.pins: dict[str, str | None] = {}  # trial -> the node it was pinned to
         self.closed = 0
 
     def connect(self, boxes: int | None = None) -> None:
@@ -99,9 +100,12 @@ class FakeFleet:
     def slots(self) -> int:
         return 2
 
-    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None:
+    def submit(
+        self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1, pin: str | None = None
+    ) -> None:
         self.pending.append(Submitted(spec, None, avoid, attempt))
         self.placed.append(spec.trial_id)
+        self.pins[spec.trial_id] = pin
 
     async def next_done(self) -> tuple[Submitted, TrialOutcome]:
         ready = [s for s in self.pending if not self.held(s.spec.trial_id)]
@@ -244,6 +248,30 @@ def test_say_reaches_the_planner_and_is_answered_as_on_one_box(tmp_path: Path) -
     rec = json.loads((run.path / "recommendation.json").read_text())
     assert (rec["objective"]["kind"], rec["objective"]["level"]) == ("level", 8)
     assert rec["config"]["--attention-backend"] == "fa3"
+
+
+def test_the_launch_pairs_run_one_at_a_time_on_one_box(tmp_path: Path) -> None:
+    """The winner against the baseline in launch pairs (baseline, winner, baseline, winner):
+    each alone on the fleet, and every one after the first on the first one's node."""
+    run = new_run(tmp_path)
+    fleet = FakeFleet()
+    campaign = FleetCampaign(run, tiny_config(tmp_path), fleet)
+    assert asyncio.run(campaign.drive()) == 0
+    started = [e for e in events(run.path) if e["type"] == "trial_started"]
+    pairs = [e for e in started if e["purpose"] == "pair"]
+    base = {"--attention-backend": "flashinfer", "--speculative-algorithm": False}
+    assert [e["flags"] == base for e in pairs][:4] == [True, False, True, False]
+    assert fleet.pins[pairs[0]["trial"]] is None  # the first goes where Ray places it
+    assert all(fleet.pins[e["trial"]] == "n1" for e in pairs[1:])  # then on its node
+    log = events(run.path)
+    for e in pairs:  # nothing else in flight while a pair's launch runs
+        i = log.index(e)
+        ended = next(x for x in log[i:] if x["type"] == "trial_ended")
+        assert ended["trial"] == e["trial"], ended
+        assert not any(x["type"] == "trial_started" for x in log[i + 1 : log.index(ended)])
+    rec = json.loads((run.path / "recommendation.json").read_text())
+    assert rec["paired"]["pairs"] >= 2 and rec["paired"]["verdict"] == "win"
+    run.close()
 
 
 def test_the_rebuilt_history_is_the_live_one(tmp_path: Path) -> None:

@@ -44,8 +44,10 @@ def bench(
     flags: dict[str, Any],
     summary: dict[int, float],
     workload: dict[str, Any] | None = None,
+    label: str | None = None,
 ) -> None:
-    """A real result file and the `benchmark` event run_benchmark writes for it."""
+    """A real result file and the `benchmark` event run_benchmark writes for it (labelled with
+    its id unless `label` is given)."""
     command = " ".join(["python -m sim", *render_flags(flags)])
     points = [
         {"max_concurrency": c, "output_throughput": v, "completed": 10,
@@ -60,6 +62,7 @@ def bench(
         levels=list(summary),
         points=points,
         run_id=run.id,
+        label=label or "",
     )
     path = save(result, run.path / "results")
     run.append(
@@ -70,7 +73,7 @@ def bench(
         server="server",
         command=command,
         flags=flags,
-        label=rid,
+        label=label or rid,
         workload=result.workload.model_dump(),
         summary=result.summary(),
     )

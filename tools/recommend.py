@@ -14,7 +14,11 @@ With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({leve
 output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
 policy range of the levels of its range; without one, neither key. And "drift" when the
 baseline's own sweeps moved more than the noise floor (results.drift: how much, between which
-sweeps, and that only paired comparisons should count).
+sweeps, and that only paired comparisons should count). And "paired" when the configuration was
+measured against the baseline in launch pairs (results.pairs: `pair-` labels, baseline then
+candidate): the pairs' ratio, its 95 % interval, the per-pair ratios and their verdict
+(stats.Paired); then the pairs decide - a win by the sweeps' means that the pairs do not establish
+is "not established" (the baseline is deployed) with what it would take.
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
@@ -125,6 +129,9 @@ class Recommend(Tool):
         decision = stats.Versus(value / base_value if base_value > 0 else None, vs.floor, vs.levels)
         is_base = {r.id for r in mine} == {r.id for r in base}
         verdict = "baseline" if is_base else decision.verdict
+        paired = None if is_base else _paired(base, mine, common, objective, vs.floor)
+        if paired is not None and verdict == "win" and not paired.wins:
+            verdict = "not established"  # the pairs decide: never a claim larger than they show
         policy, crossover, notes = _policy(inp.policy, results, space, workload)
         for i, p in enumerate(policy):  # one server per range, each its command and port
             p["command"] = _command(config, p["config"], config.server.port + i)
@@ -163,6 +170,8 @@ class Recommend(Tool):
                 hi = p["to_concurrency"] or max(levels)
                 span = [c for c in sorted(levels) if p["from_concurrency"] <= c <= hi]
                 p |= _serving(config.cost, measured, levels, span)
+        if paired is not None:
+            rec["paired"] = _paired_record(paired)
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
         if seen is not None and seen.drift.beyond(vs.floor):
@@ -234,6 +243,40 @@ def _value(
             f"measured for both the configuration and the baseline (common: {common})"
         )
     return objective_value(subset, objective.kind, objective.level, slo_ok)
+
+
+def _paired(
+    base: list[BenchResult],
+    mine: list[BenchResult],
+    common: list[int],
+    objective: Any,
+    floor: float | None,
+) -> stats.Paired | None:
+    """The configuration against the baseline in its launch pairs (results.pairs; None: none
+    measured): each pair's objective ratio over the common levels."""
+    ratios = []
+    for b, w in result_files.pairs(base, mine):
+        sb = stats.mean_sweep(result_files.sweep_of(r) for r in b)
+        sw = stats.mean_sweep(result_files.sweep_of(r) for r in w)
+        levels = [c for c in common if c in sb and c in sw]
+        if not levels or (objective.kind == "level" and objective.level not in levels):
+            continue
+        bv = _value(b, sb, levels, objective)
+        ratios.append(_value(w, sw, levels, objective) / bv if bv > 0 else 0.0)
+    return stats.Paired(tuple(ratios), floor) if ratios else None
+
+
+def _paired_record(p: stats.Paired) -> dict[str, Any]:
+    found = p.interval()
+    return {
+        "ratio": round(p.ratio, 5),
+        "interval": None if found is None else [round(found[0], 5), round(found[1], 5)],
+        "pairs": p.n,
+        "ratios": [round(x, 5) for x in p.ratios],
+        "verdict": p.verdict,
+        "stated": p.stated(),
+        **({} if p.wins else {"needs": p.unestablished()}),
+    }
 
 
 def _serving(
@@ -368,6 +411,7 @@ VERDICT = {
     "noise floor unknown": "the noise floor is unknown (no configuration measured twice): "
     "sweep the baseline again (A/A), then recommend again",
     "below the baseline": "below the baseline",
+    "not established": "not established by its launch pairs",
     "not comparable": "no level to compare with the baseline",
 }
 
@@ -385,6 +429,11 @@ def _text(rec: dict[str, Any], objective: Any) -> str:
         + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
         + f"; noise floor {stats.percent(rec['noise_floor'])}"
     )
+    paired = rec.get("paired")
+    if paired is not None:  # the figure the verdict reads
+        measured += f"\n  paired: {paired['stated']}" + (
+            f"; not established: {paired['needs']}" if "needs" in paired else ""
+        )
     drift = rec.get("drift")
     drifted = []
     if drift is not None:

@@ -77,7 +77,9 @@ class FleetBackend(Protocol):
 
     def slots(self) -> int: ...
 
-    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None: ...
+    def submit(
+        self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1, pin: str | None = None
+    ) -> None: ...
 
     async def next_done(self) -> tuple[Submitted, TrialOutcome]: ...
 
@@ -107,6 +109,7 @@ class FleetCampaign:
         self.in_flight: dict[str, Experiment] = {}
         self.attempts: dict[str, int] = {}  # trial in flight -> its attempt
         self.trials = 0
+        self.pair_node: str | None = None  # where the launch pairs run: all on one box
         self.unfinished: list[tuple[str, Experiment, int]] = []  # (trial, step, attempt)
         self.status, self.reason = "finished", "the campaign concluded across the fleet"
         if events:
@@ -206,7 +209,10 @@ class FleetCampaign:
             fresh=step.fresh,
             attempt=attempt,
         )
-        self.fleet.submit(spec, avoid=avoid, attempt=attempt)
+        # a launch pair compares two launches on one box: the pairs after the first trial of
+        # one go to its node (a retry of a lost one goes elsewhere, and the pairs follow it)
+        pin = self.pair_node if step.purpose == "pair" and avoid is None else None
+        self.fleet.submit(spec, avoid=avoid, attempt=attempt, pin=pin)
         return f"{trial} ({step.why})"
 
     def groups(self, step: Experiment) -> list[tuple[list[int], Any]]:
@@ -244,6 +250,8 @@ class FleetCampaign:
         sub, out = done.result()
         trial = sub.spec.trial_id
         step = self.in_flight.pop(trial)
+        if step.purpose == "pair" and out.node and out.end == "measured":
+            self.pair_node = out.node
         self.attempts.pop(trial, None)
         retry = self.retries(out.end, sub.attempt)
         events = [] if retry else self.record(step, out)  # before trial_ended: its commit

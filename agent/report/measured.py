@@ -54,7 +54,7 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
 # the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
 # words a reader uses; any other label (Claude's, a person's) is shown as it is
 AUTOPILOT_LABEL = re.compile(
-    r"^(baseline|noise|screen|surrogate|confirm|repeat|challenger|validate)-L\d+(?:-(.+))?$"
+    r"^(baseline|noise|screen|surrogate|confirm|repeat|challenger|validate|pair)-L\d+(?:-(.+))?$"
 )
 LABEL_WORDS = {
     "baseline": "baseline",
@@ -65,6 +65,7 @@ LABEL_WORDS = {
     "validate": "candidate",
     "repeat": "repeat",
     "challenger": "challenger",
+    "pair": "paired",  # the baseline or the winner, launched alternately for the verdict
 }
 
 

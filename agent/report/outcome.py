@@ -64,10 +64,20 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     elif win is base:
         tried = ""
+        paired = rec.get("paired")
         if cand is not None and cand is not base and f.versus is not None:
             tried = (
                 f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
                 f"{f.versus.verdict}."
+            )
+        if rec.get("verdict") == "not established" and isinstance(paired, dict) and cand:
+            # the sweeps' means said win; the launch pairs, which the verdict reads, do not
+            unpaired = pct(f.versus.ratio if f.versus else None)
+            tried = (
+                f" The best candidate, {cand.name}, measured {unpaired} "
+                f"by the sweeps' means, but against the baseline in launch pairs (launched "
+                f"alternately, so a drift of the box common to both cancels) it is "
+                f"{paired.get('stated')}: not established ({paired.get('needs')})."
             )
         out.append(
             Para(
@@ -88,12 +98,16 @@ def conclusion(f: Figures) -> list[Block]:
         measured = ""
         if isinstance(value, int | float) and isinstance(base_value, int | float):
             measured = f" ({value:,.1f} vs {base_value:,.1f})"
-        out.append(
-            Para(
-                f"**Gain over the baseline:** {pct(f.versus.ratio)} geometric-mean ratio"
-                f"{measured} on {objective_text(f)}; noise floor {floor}."
+        paired = rec.get("paired")
+        if isinstance(paired, dict):  # the claim is the pairs', never larger
+            gain = (
+                f"{paired.get('stated')} on {objective_text(f)} - the figure the verdict reads "
+                f"(launched alternately, so a drift of the box common to both cancels); the "
+                f"sweeps' means: {pct(f.versus.ratio)} geometric-mean ratio{measured}"
             )
-        )
+        else:
+            gain = f"{pct(f.versus.ratio)} geometric-mean ratio{measured} on {objective_text(f)}"
+        out.append(Para(f"**Gain over the baseline:** {gain}; noise floor {floor}."))
     where = where_text(f, win if win is not base else cand)
     if where:
         out.append(Para(f"**Where the gain is:** {where}"))

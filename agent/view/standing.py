@@ -31,8 +31,14 @@ def standing(f: Figures) -> str:
     parts = [named("baseline", f.baseline.name)]
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
+        rec = f.m.recommendation or {}
         verdict = "win" if f.winner is f.candidate else f.versus.verdict
+        if rec.get("verdict") == "not established":  # the launch pairs decide (issue 29)
+            verdict = "not established by its launch pairs"
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
+        paired = rec.get("paired")
+        if isinstance(paired, dict) and paired.get("stated"):
+            parts.append(str(paired["stated"]))
     parts.append(f"noise floor {stats.percent(f.floor)}")
     parts.append(f"winner {f.winner.name}")
     return " · ".join(parts)

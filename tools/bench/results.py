@@ -317,6 +317,30 @@ def drift(
     return SeenDrift(found, series[found.earlier], series[found.later])
 
 
+PAIR = "pair-"  # the label of a launch of a paired comparison (the autopilot's `pair` purpose)
+
+
+def pairs(
+    baseline: list[BenchResult], candidate: list[BenchResult]
+) -> list[tuple[list[BenchResult], list[BenchResult]]]:
+    """The launch pairs of a paired comparison (issue 29): the results labelled `pair-...` of
+    the baseline and of the candidate in measured order, each baseline's sweep followed by the
+    candidate's next - the results of each (a sweep may be split into calls by groups of levels).
+    """
+    runs = [r for r in [*baseline, *candidate] if r.label.startswith(PAIR)]
+    base_ids = {r.id for r in baseline}
+    ordered = sorted(runs, key=lambda r: (r.created, _number(r.id)))
+    out: list[tuple[list[BenchResult], list[BenchResult]]] = []
+    waiting: list[BenchResult] | None = None
+    for _, _, parts in _sweeps(ordered):
+        if parts[0].id in base_ids:
+            waiting = parts
+        elif waiting is not None:
+            out.append((waiting, parts))
+            waiting = None
+    return out
+
+
 def _like_groups(measured: list[BenchResult]) -> list[list[TimedSweep]]:
     by_config: dict[str, list[BenchResult]] = {}
     for r in measured:

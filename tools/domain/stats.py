@@ -27,6 +27,17 @@ level) and states it as the faster over the slower; it is beyond the floor when 
 against itself would "beat" the baseline by the rule every candidate meets (`beats`). Then a
 ratio between sweeps taken at different times measures the machine as much as the configuration:
 only paired comparisons (measured alternately, close in time) should count.
+
+Paired. A ratio between sweeps taken minutes apart measures the box too; a decision is read from
+pairs instead: the baseline and the candidate on fresh launches, one after the other (ABAB), each
+pair's objective ratio its own comparison, so a drift common to both cancels. `paired` states the
+geometric mean of the pair ratios and a 95 % interval: Student's t on the log ratios (n - 1
+degrees of freedom), their spread never taken below what the noise floor says one sweep against
+one varies by (floor / 2: the floor is about two sigma), so two pairs that agree by luck do not
+make a narrow interval. A win is an interval whose low end is above 1 + floor: "no gain" is
+excluded by more than the floor. Otherwise it is not established, and `pairs_needed` says how
+many pairs the same mean and spread would need (None: no number of pairs would do: a gain under
+the floor, or none - a quieter box, whose floor is lower, might).
 """
 
 from __future__ import annotations
@@ -216,6 +227,102 @@ def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = No
         if found is None or d.size > found.size:
             found = d
     return found
+
+
+# Student's t, two-sided 95 %, by degrees of freedom (beyond the table: 1.96 is near enough)
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
+MAX_PAIRS = 12  # more pairs than this are not proposed: the box, not the count, is the problem
+
+
+def t95(df: int) -> float:
+    return T95[df - 1] if df <= len(T95) else 1.96
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A candidate against the baseline from pairs measured alternately (see the module doc):
+    each pair's objective ratio, candidate over baseline, in the order measured, and the noise
+    floor of the objective (None: unknown)."""
+
+    ratios: tuple[float, ...]
+    floor: float | None
+
+    @property
+    def n(self) -> int:
+        return len(self.ratios)
+
+    @property
+    def ratio(self) -> float:
+        """The paired ratio: the geometric mean of the pair ratios (0.0: a pair failed)."""
+        return geomean(self.ratios)
+
+    def _spread(self) -> float | None:
+        """The sigma of one pair's log ratio: measured, never below the floor's (floor / 2)."""
+        if self.n < 2 or min(self.ratios) <= 0:
+            return None
+        logs = [math.log(r) for r in self.ratios]
+        mean = sum(logs) / len(logs)
+        s = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        return max(s, (self.floor or 0.0) / 2)
+
+    def interval(self, n: int | None = None) -> tuple[float, float] | None:
+        """The 95 % interval of the paired ratio (with `n` pairs of the same mean and spread:
+        what more pairs would give); None with fewer than two pairs or a failed one."""
+        s = self._spread()
+        if s is None:
+            return None
+        n = self.n if n is None else n
+        half = t95(n - 1) * s / math.sqrt(n)
+        m = math.log(self.ratio)
+        return math.exp(m - half), math.exp(m + half)
+
+    @property
+    def wins(self) -> bool:
+        """The interval excludes "no gain" by more than the floor (unknown floor: no win)."""
+        found = self.interval()
+        return found is not None and self.floor is not None and found[0] > 1 + self.floor
+
+    @property
+    def verdict(self) -> str:
+        return "win" if self.wins else "not established"
+
+    def pairs_needed(self) -> int | None:
+        """How many pairs in all the same mean and spread would need to be a win (at most
+        MAX_PAIRS); None when no count would do (the gain is within the floor, or unknown)."""
+        if self.wins:
+            return self.n
+        if self.floor is None or self._spread() is None or self.ratio <= 1 + self.floor:
+            return None
+        for n in range(self.n + 1, MAX_PAIRS + 1):
+            found = self.interval(n)
+            if found is not None and found[0] > 1 + self.floor:
+                return n
+        return None
+
+    def evidence(self) -> str:
+        """`95 % interval 1.180-1.249x over 3 launch pairs` (one pair: no interval)."""
+        found = self.interval()
+        pairs = f"{self.n} launch pair{'s' if self.n != 1 else ''}"
+        if found is None:
+            return f"{pairs}, no interval"
+        return f"95 % interval {found[0]:.3f}-{found[1]:.3f}x over {pairs}"
+
+    def stated(self) -> str:
+        """How every view states it: `1.214x paired (95 % interval 1.180-1.249x over 3 launch
+        pairs)`."""
+        return f"{self.ratio:.3f}x paired ({self.evidence()})"
+
+    def unestablished(self) -> str:
+        """What it would take, for a claim that is not established."""
+        need = self.pairs_needed()
+        if self.floor is None:
+            return "noise floor unknown"
+        if need is None:
+            return (
+                f"the pairs do not show a gain above the noise floor ({percent(self.floor)}): "
+                "a quieter box (a lower floor), or the gain is not there"
+            )
+        return f"{need - self.n} more pairs, or a quieter box"
 
 
 class Slo(Protocol):

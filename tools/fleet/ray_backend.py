@@ -182,11 +182,19 @@ class RayFleet:
         per_node = min((1.0 / v if k == BOX else 1.0) for k, v in self.config.resources.items())
         return max(1, min(self.config.max_trials, int(len(self.nodes()) * per_node)))
 
-    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None:
-        """Place a trial; `avoid`: a node that just lost it (a retry goes elsewhere)."""
+    def submit(
+        self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1, pin: str | None = None
+    ) -> None:
+        """Place a trial; `avoid`: a node that just lost it (a retry goes elsewhere); `pin`: the
+        node it must run on (a launch pair's: a comparison across boxes is not a pair)."""
         options: dict[str, Any] = {"max_retries": 0, **_resource_options(self.config.resources)}
         options |= {"num_returns": "streaming", "_generator_backpressure_num_objects": 1}
         node = None
+        if pin is not None and avoid is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            node = pin  # hard: waits for that node's slot; a lost node fails it (a retry avoids)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         if avoid is not None:
             others = [n for n in self.nodes() if n != avoid]
             busy = [s.on or s.node for s in self.pending.values()]

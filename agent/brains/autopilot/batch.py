@@ -22,7 +22,11 @@ best -> its neighbours) is the critical path; the batch shapes it:
   waited did wasted work (a launch of the budget). Only screens: a confirmation, and whatever
   reads the noise floor or the leader, waits for what it reads;
 - the re-validations (the winner, the challenger: fresh launches of two configurations) run
-  together and alone, and nothing starts until they are measured.
+  together and alone, and nothing starts until they are measured;
+- the launch pairs (the baseline, then the winner, again: conclude.pair) run one launch at a
+  time, alone: a pair measured on two boxes at once would compare the boxes, and a trial beside
+  it would load the box it shares. The controller places a pair's second launch on the node of
+  its first (fleet_controller: `pin`).
 
 `plan_batch(..., screen_ahead=False)` holds the free boxes instead (the previous batch, kept for
 benchmarks/fleet_speedup.py's comparison).
@@ -106,6 +110,8 @@ def plan_batch(
             break  # the A/A pair gives the noise floor: only screens run beside it
         if step.purpose in SERIAL and any(e.purpose not in SERIAL for e in busy):
             break  # validate on a quiet fleet: the leader must not move under it
+        if busy and (step.purpose == "pair" or any(e.purpose == "pair" for e in busy)):
+            break  # a launch pair's two launches one after the other, each alone on the fleet
         out.append(step)
     return list(out)
 

@@ -1,14 +1,26 @@
 """The end of a campaign (stage 5 of the strategy): re-validation on fresh launches, then the
-winner and the concurrency policy."""
+winner against the baseline in launch pairs (ABAB), then the winner and the concurrency policy.
+
+The pairs (issue 29): the baseline and the winner launched alternately - baseline, winner,
+baseline, winner - each pair one comparison (stats.Paired), so a drift of the box common to both
+launches of a pair cancels; a ratio of sweeps taken minutes apart (the baseline's at the start,
+a candidate's later) measures the machine as much as the configuration. At least MIN_PAIRS, then
+more while the interval is not decided and more pairs could decide it (within the budget). The
+verdict reads only the pairs: a win when their interval excludes "no gain" by more than the
+noise floor, else "not established" with what it would take."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
 from tools.domain import stats
 from tools.domain.space import Flags
 
 MAX_VALIDATIONS = 3  # re-validation launches at most (a shuffle among near-ties must end)
+MIN_PAIRS = 2  # launch pairs of the baseline and the winner before a verdict
 
 
 SAME_FAILURES = 3  # consecutive launch failures with one reason that no flag explains
@@ -52,6 +64,63 @@ def validate(r: Reading, inc: Flags, left: int) -> Experiment | None:
     return None
 
 
+def reserved(max_launches: int) -> int:
+    """Launches exploring leaves for the end: one to re-validate the winner, and MIN_PAIRS launch
+    pairs where the budget is large enough to spare them (at most a quarter of it)."""
+    return 1 + min(2 * MIN_PAIRS, 2 * (max_launches // 8))
+
+
+def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measurement]], bool]:
+    """The launch pairs measured for `inc`: each `pair` sweep of the baseline followed by the next
+    `pair` sweep, of `inc`, in measured order; and whether a baseline's sweep waits for its
+    winner (the pair's second launch is next)."""
+    base, levels = r.space.baseline, r.settings.levels
+    h = r.h
+    runs = [m for m in h.measurements if m.purpose == "pair" and set(levels) <= set(m.per_level)]
+    pairs: list[tuple[Measurement, Measurement]] = []
+    waiting: Measurement | None = None
+    for m in runs:
+        if h.key(m.config) == h.key(base):
+            waiting = m
+        elif waiting is not None and h.key(m.config) == h.key(inc):
+            pairs.append((waiting, m))
+            waiting = None
+    return pairs, waiting is not None
+
+
+def paired(r: Reading, inc: Flags) -> stats.Paired:
+    """`inc` against the baseline from its launch pairs: each pair's objective ratio."""
+    s = r.settings
+    ratios = []
+    for b, w in pair_runs(r, inc)[0]:
+        bv = s.objective.value(b.per_level, b.slo_ok, s.levels)
+        wv = s.objective.value(w.per_level, w.slo_ok, s.levels)
+        ratios.append(wv / bv if bv > 0 else 0.0)
+    return stats.Paired(tuple(ratios), r.floors[1])
+
+
+def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
+    """The next launch of the paired comparison: the baseline, then the winner, again - at least
+    MIN_PAIRS pairs, and more while they leave the verdict open and more could settle it."""
+    base, levels = r.space.baseline, r.settings.levels
+    if r.h.key(inc) == r.h.key(base) or left < 1:
+        return None
+    pairs, waiting = pair_runs(r, inc)
+    k = len(pairs) + 1
+    if waiting:
+        why = f"launch pair {k}: the winner right after the baseline (a drift of both cancels)"
+        return Experiment(inc, levels, "pair", why, fresh=True, base=base)
+    if left < 2:
+        return None
+    if len(pairs) >= MIN_PAIRS:
+        p = paired(r, inc)
+        need = p.pairs_needed()
+        if p.wins or need is None or need - p.n > left // 2:
+            return None  # decided, or no number of pairs the budget allows would decide it
+    why = f"launch pair {k}: the baseline again on a fresh launch, then the winner"
+    return Experiment(base, levels, "pair", why, fresh=True, base=inc)
+
+
 def finish(r: Reading) -> Finish:
     inc, base = r.incumbent, r.space.baseline
     value, base_value = r.value(inc), r.value(base)
@@ -59,15 +128,34 @@ def finish(r: Reading) -> Finish:
     ratio = value / base_value if base_value > 0 else None
     gain = ratio - 1 if ratio is not None else 0.0
     floor = r.floors[1]
+    p: stats.Paired | None = None
+    unpaired = paired(r, inc).n == 0 and r.h.key(inc) != r.h.key(base)
     if r.h.key(inc) == r.h.key(base):
         why = "no candidate beat the baseline by more than the noise floor"
     elif floor is None:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif not stats.beats(ratio, floor):
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
+    elif unpaired:  # recommend reads the same sweeps and no pairs: the same verdict, caveated
+        why = (
+            f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%}), not checked in "
+            f"launch pairs: the budget left none ({MIN_PAIRS} pairs would; a drift of the box "
+            f"during the run is not ruled out)"
+        )
     else:
-        why = f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%})"
-    return Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
+        p = paired(r, inc)
+        if p.wins:  # the claim is the pairs', never the unpaired ratio
+            why = (
+                f"the best beats the baseline by {p.ratio - 1:+.1%} paired "
+                f"({p.evidence()}; noise floor {floor:.1%})"
+            )
+        else:
+            why = (
+                f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
+                f"{p.stated()} against a noise floor of {floor:.1%} ({p.unestablished()})"
+            )
+    done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
+    return replace(done, paired=p)
 
 
 def precision_note(r: Reading, inc: Flags) -> str:

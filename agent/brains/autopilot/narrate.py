@@ -82,7 +82,7 @@ def crash(result: dict[str, Any]) -> str:
 
 
 def launch(space: SearchSpace, step: Experiment, number: int) -> str:
-    what = "fresh launch" if step.purpose == "validate" else "launch"
+    what = "fresh launch" if step.purpose in ("validate", "pair") else "launch"
     return f"L{number:02d} ({what}): {short(space, step.config)} - {step.why}."
 
 
@@ -100,10 +100,13 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
     changed = space.diff(space.baseline, step.best)
     what = f"deploy {short(space, step.best)}" if changed else "keep the baseline"
     flags = " ".join(render_flags(step.best))  # a baseline of no flags has none: no "()"
-    lines = [
-        f"{CONCLUSION} {what}{f' ({flags})' if flags else ''}: "
-        f"{step.value:,.1f} vs baseline {step.baseline_value:,.1f} ({gain:+.1%}); {step.why}."
-    ]
+    means = f"{step.value:,.1f} vs baseline {step.baseline_value:,.1f} ({gain:+.1%})"
+    if step.paired is not None:  # the launch pairs decide; the means are only what they are
+        means = f"the sweeps' means {means}"
+        if changed and not step.paired.wins:
+            what = f"keep the baseline ({short(space, step.best)} is not established)"
+            flags = " ".join(render_flags(space.baseline))
+    lines = [f"{CONCLUSION} {what}{f' ({flags})' if flags else ''}: {means}; {step.why}."]
     if len(step.policy) > 1:
         parts = []
         for r in step.policy:

@@ -1,6 +1,8 @@
 """The planner against a truth function instead of servers: fast, seeded, for tests and the
 efficiency study (benchmarks/efficiency.py). A launch either fails (the truth says why) or gives a
-server whose every benchmark is the truth times seeded multiplicative noise."""
+server whose every benchmark is the truth times seeded multiplicative noise - and times the box's
+speed, when a drift is given (the speed by the number of sweeps measured before: a schedule set
+by the campaign's progress, as sim --drift sets one by the clock)."""
 
 from __future__ import annotations
 
@@ -91,6 +93,7 @@ def simulate(
     noise: Noise = Noise(),
     max_steps: int = 1000,
     slo: Slo | None = None,
+    drift: Callable[[int], float] | None = None,
 ) -> tuple[History, Finish]:
     """Run the planner to its conclusion on one box, asked and told through AskTell; the History
     says what it cost."""
@@ -113,7 +116,8 @@ def simulate(
         sigma = noise.level if step.full else noise.screen
         exact = truth(step.config, step.levels)
         assert not isinstance(exact, str)
-        per = {c: v * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()}
+        speed = 1.0 if drift is None else drift(len(search.history.measurements))
+        per = {c: v * speed * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()}
         ok = slo(step.config, step.levels) if slo is not None else None
         search.tell(step, Measured((Sweep(per, ok),)))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")

@@ -82,7 +82,7 @@ class Planner:
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
         left = s.max_launches - h.launches_used()
-        validating = any(m.purpose == "validate" for m in h.measurements)
+        validating = any(m.purpose in ("validate", "pair") for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
             # a full sweep inside the noise of the best is swept again before deciding
@@ -90,7 +90,7 @@ class Planner:
             # 2-3. else the next one-factor change from the best that nothing learned rules out;
             # 4. else the family that comes close is tuned (one launch is kept to re-validate)
             # 3b. else pairs of changes that did well, then 4., then the surrogate's proposal
-            if step is None and left > 1:
+            if step is None and left > conclude.reserved(s.max_launches):
                 step = (
                     screening.explore(r, inc)
                     or combine.pairs(r, inc)
@@ -99,8 +99,9 @@ class Planner:
                 )
             if step is not None:
                 return step
-        # 5. re-validate the winner and the challenger on fresh launches, then conclude
-        return conclude.validate(r, inc, left) or conclude.finish(r)
+        # 5. re-validate the winner and the challenger on fresh launches, then the winner
+        # against the baseline in launch pairs (ABAB: the verdict reads them), then conclude
+        return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
 
     def read(self, h: History) -> Reading:
         """What `h` says - the noise floor, the best, comparisons - under these settings."""

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from agent.brains.autopilot.history import Objective, Purpose
+from tools.domain import stats
 from tools.domain.space import Flags
 
 
@@ -29,7 +30,8 @@ class Settings:
 
 # the purposes' groups, as the fleet's batch planner (batch.py) orders them
 FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
-SERIAL: tuple[Purpose, ...] = ("validate",)  # the leader may change with each one
+# the leader may change with each one; a pair's two launches are one after the other, alone
+SERIAL: tuple[Purpose, ...] = ("validate", "pair")
 PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate")  # a few levels, from the best
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
 
@@ -64,6 +66,7 @@ class Finish:
     policy: tuple[PolicyRange, ...] = ()
     crossover: tuple[int, ...] = ()
     failed: bool = False
+    paired: stats.Paired | None = None  # the winner against the baseline in launch pairs
 
 
 Step = Experiment | Finish

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.brains.autopilot import screening
+from agent.brains.autopilot import conclude, screening
 from agent.brains.autopilot.history import History, Purpose
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 from agent.brains.autopilot.reading import gated
@@ -20,6 +20,7 @@ STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of 
     "repeat": "explore",
     "challenger": "family",
     "validate": "validate",
+    "pair": "validate",
 }
 
 
@@ -45,7 +46,10 @@ def plan(planner: Planner) -> dict[str, tuple[str, str]]:
             "high",
         ),
         "family": (family, "medium"),
-        "validate": ("Re-validate the winner on a fresh launch", "high"),
+        "validate": (
+            "Re-validate the winner on a fresh launch, then against the baseline in launch pairs",
+            "high",
+        ),
         "report": ("Recommend the config and concurrency policy, kill the servers, report", "high"),
     }
 
@@ -100,7 +104,8 @@ def left_text(planner: Planner, h: History) -> str:
         return ""
     r = planner.read(h)
     left = len({h.key(c) for _, c in screening.untried(r, r.incumbent)})
-    left = min(left, max(0, s.max_launches - h.launches_used() - 1))  # one kept to re-validate
+    kept = conclude.reserved(s.max_launches)  # to re-validate, and for the launch pairs
+    left = min(left, max(0, s.max_launches - h.launches_used() - kept))
     return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
 
 

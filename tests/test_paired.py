@@ -1,0 +1,217 @@
+"""Decisions that survive a drifting machine (issue 29, items 1 and 3): the winner is measured
+against the baseline in launch pairs (baseline, winner, baseline, winner), and the conclusion
+claims only what the pairs show - a paired gain with its interval, or "not established" with
+what it would take. The harness: the planner on the simulator's truth (offline.simulate) on a
+box whose speed steps during the campaign."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from agent.brains.autopilot import conclude
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.history import Objective
+from agent.brains.autopilot.offline import Noise, sim_truth, simulate
+from agent.brains.autopilot.planner import Finish, Planner, Settings
+from sim.space import DEFAULT_LEVELS, default_space
+from tests.test_recommend import BASE as LAB_BASE
+from tests.test_recommend import FA3, bench, call
+from tests.test_recommend import ctx as ctx  # the fixture: an A/A pair 2 % apart, FA3 above
+from tools.base import ToolContext
+from tools.domain import stats
+from tools.domain.space import Flags, SearchSpace
+
+SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
+LEVELS = tuple(DEFAULT_LEVELS)
+BASE = SPACE.baseline
+TRUTH = sim_truth(max_tokens=128)
+
+
+def planner(max_launches: int = 40) -> Planner:
+    return Planner(SPACE, Settings(levels=LEVELS, objective=Objective(), max_launches=max_launches))
+
+
+def truth_ratio(config: Flags) -> float:
+    """The paired truth: the objective of `config` over the baseline's, on a box that does not
+    move (a drift common to both launches of a pair cancels)."""
+    a, b = TRUTH(config, LEVELS), TRUTH(BASE, LEVELS)
+    assert not isinstance(a, str) and not isinstance(b, str)
+    return stats.geomean(a.values()) / stats.geomean(b.values())
+
+
+def claimed(finish: Finish) -> float | None:
+    """The gain the conclusion claims, as a ratio; None: it claims none ("not established", or
+    no candidate beat the baseline)."""
+    if finish.why.startswith("not established") or finish.why.startswith("no candidate"):
+        return None
+    found = re.search(r"beats the baseline by ([+-]\d+\.\d)%", finish.why)
+    assert found is not None, finish.why
+    return 1 + float(found.group(1)) / 100
+
+
+def step_at(sweeps: int, before: float, after: float):  # type: ignore[no-untyped-def]
+    return lambda measured: before if measured < sweeps else after
+
+
+# --- the fast harness: a campaign on a box that drifts -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(0.5, 1.0), (0.8, 1.0), (1.0, 0.6)],
+    ids=["slow-then-fast", "a-little-slow-then-fast", "fast-then-slow"],
+)
+def test_a_campaign_on_a_drifting_box_claims_no_more_than_the_paired_truth(
+    before: float, after: float
+) -> None:
+    """The baseline and its A/A pair are measured on a box at `before` of its speed, everything
+    after at `after`: a ratio of the candidates' sweeps to the baseline's reads the drift (2x
+    for the first), the pairs do not. The claim is within 15 % of the paired truth of the pick,
+    or none."""
+    h, finish = simulate(planner(), TRUTH, seed=3, noise=Noise(), drift=step_at(2, before, after))
+    assert finish.best is not None
+    gain = claimed(finish)
+    if gain is not None:
+        truth = truth_ratio(finish.best)
+        assert abs(gain / truth - 1) <= 0.15, (gain, truth, finish.why)
+        assert finish.paired is not None and finish.paired.wins
+    if h.key(finish.best) != h.key(BASE):  # a pick other than the baseline was measured in pairs
+        pairs = [m for m in h.measurements if m.purpose == "pair"]
+        order = [h.key(m.config) == h.key(BASE) for m in pairs]
+        assert order[:4] == [True, False, True, False], order
+        assert len({m.launch for m in pairs}) == len(pairs)  # each on a fresh launch
+
+
+def test_a_quiet_box_establishes_the_gain_in_pairs() -> None:
+    _, finish = simulate(planner(), TRUTH, seed=3, noise=Noise())
+    gain = claimed(finish)
+    assert finish.best is not None and gain is not None, finish.why
+    assert abs(gain / truth_ratio(finish.best) - 1) <= 0.15
+    p = finish.paired
+    assert p is not None and p.wins and p.n >= conclude.MIN_PAIRS
+    assert "paired (95 % interval" in finish.why and "launch pairs" in finish.why
+
+
+# --- the recommendation reads the pairs ----------------------------------------------------------
+
+
+def pairs_measured(ctx: ToolContext, fa3_over_base: list[float]) -> None:
+    """After the fixture's sweeps (the A/A pair 2 % apart, FA3 +3.6 % over it): launch pairs, the
+    baseline as in its A/A pair, FA3 at the given ratio to the baseline of its pair."""
+    n = len(ctx.run.state.results) + 1
+    for ratio in fa3_over_base:
+        base = {1: 91.0, 10: 365.0, 100: 525.0}
+        bench(ctx.run, f"b{n:03d}", LAB_BASE, base, label=f"pair-L{n:02d}")
+        fa3 = {c: v * ratio for c, v in base.items()}
+        bench(ctx.run, f"b{n + 1:03d}", FA3, fa3, label=f"pair-L{n + 1:02d}-fa3")
+        n += 2
+
+
+async def test_pairs_that_do_not_clear_the_floor_are_not_a_win(ctx: ToolContext) -> None:
+    pairs_measured(ctx, [1.08, 1.01])  # by the sweeps' means, FA3 wins
+    result = await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    p = rec["paired"]
+    assert p["pairs"] == 2 and p["ratios"] == pytest.approx([1.08, 1.01], abs=1e-4)
+    assert p["ratio"] == pytest.approx((1.08 * 1.01) ** 0.5, abs=1e-4)
+    unpaired = rec["geomean_ratio"]
+    assert unpaired > 1 + rec["noise_floor"]  # a win by the means: without the pairs, deployed
+    assert p["interval"][0] < 1 < p["interval"][1] and p["verdict"] == "not established"
+    assert (
+        rec["verdict"] == "not established" and rec["config"]["--attention-backend"] == "flashinfer"
+    )
+    assert (
+        result.text.startswith("Keep the baseline")
+        and "not established by its launch pairs" in result.text
+    )
+    assert f"paired: {p['stated']}; not established: " in result.text
+
+
+async def test_pairs_that_clear_the_floor_are_the_win_they_show(ctx: ToolContext) -> None:
+    pairs_measured(ctx, [1.10, 1.11, 1.10])
+    result = await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    p = rec["paired"]
+    assert p["verdict"] == "win" and rec["verdict"] == "win" and "needs" not in p
+    assert p["interval"][0] > 1 + rec["noise_floor"] and p["ratio"] == pytest.approx(
+        1.1033, abs=1e-3
+    )
+    assert rec["config"]["--attention-backend"] == "fa3"
+    assert f"paired: {p['stated']}" in result.text and "launch pairs" in p["stated"]
+
+
+async def test_no_pairs_no_paired_figure(ctx: ToolContext) -> None:
+    await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    assert "paired" not in rec and rec["verdict"] == "win"
+
+
+# --- the interval ---------------------------------------------------------------------------------
+
+
+def test_the_paired_interval_and_what_it_would_take() -> None:
+    p = stats.Paired((1.10, 1.06), 0.02)
+    logs = [math.log(1.10), math.log(1.06)]
+    s = abs(logs[0] - logs[1]) / math.sqrt(2)
+    half = 12.706 * s / math.sqrt(2)  # Student's t, 1 degree of freedom
+    low, high = p.interval() or (0, 0)
+    assert low == pytest.approx(math.exp(sum(logs) / 2 - half))
+    assert high == pytest.approx(math.exp(sum(logs) / 2 + half))
+    assert not p.wins and p.verdict == "not established"
+    need = p.pairs_needed()
+    assert need is not None and need > 2 and stats.Paired((1.10, 1.06) * 3, 0.02).wins
+    assert p.unestablished() == f"{need - 2} more pairs, or a quieter box"
+    # two pairs that agree by luck: the spread is never below the floor's (floor / 2)
+    lucky = stats.Paired((1.05, 1.05), 0.04)
+    assert lucky.interval() == pytest.approx(
+        (
+            1.05 * math.exp(-12.706 * 0.02 / math.sqrt(2)),
+            1.05 * math.exp(12.706 * 0.02 / math.sqrt(2)),
+        )
+    )
+    # a gain within the floor: no number of pairs makes it a win
+    small = stats.Paired((1.01, 1.012, 1.011), 0.02)
+    assert small.pairs_needed() is None and "a quieter box" in small.unestablished()
+    assert not stats.Paired((1.5,), 0.02).wins and stats.Paired((1.5,), 0.02).interval() is None
+    assert not stats.Paired((1.5, 1.5, 1.5), None).wins  # the floor unknown: nothing is a win
+
+
+def test_a_budget_too_small_for_pairs_says_the_gain_was_not_paired() -> None:
+    """Without launch pairs the conclusion is recommend's (the same sweeps), and says that a
+    drift is not ruled out and what would check it."""
+    h, finish = simulate(planner(max_launches=6), TRUTH, seed=3, noise=Noise())
+    assert not any(m.purpose == "pair" for m in h.measurements)
+    assert h.key(finish.best or BASE) != h.key(BASE), finish.why  # a candidate led, unpaired
+    assert finish.paired is None
+    assert "not checked in launch pairs: the budget left none (2 pairs would" in finish.why
+
+
+async def test_the_report_states_the_pairs(ctx: ToolContext) -> None:
+    from agent.report import build, gather
+    from agent.report.render import to_markdown
+    from agent.view.standing import standing
+    from state.events import read_events
+
+    def report() -> str:
+        f = gather(ctx.run.path, read_events(ctx.run.events_path).events, "finished")
+        return to_markdown(build(f))
+
+    pairs_measured(ctx, [1.08, 1.01])
+    await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    text = report()
+    assert "**Keep the baseline.**" in text
+    assert f"it is {rec['paired']['stated']}: not established ({rec['paired']['needs']})" in text
+    f = gather(ctx.run.path, read_events(ctx.run.events_path).events, "finished")
+    line = standing(f)
+    assert "(not established by its launch pairs)" in line and rec["paired"]["stated"] in line
+    pairs_measured(ctx, [1.10, 1.11, 1.10, 1.10])
+    await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    text = report()
+    assert rec["verdict"] == "win" and "**Deploy" in text
+    assert f"**Gain over the baseline:** {rec['paired']['stated']} on " in text
