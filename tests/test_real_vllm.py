@@ -3,7 +3,8 @@ real_vllm`, the real-vLLM stage of .ci/run after `.ci/build-vllm-cpu`. The serve
 the project's tools through the vLLM engine profile, on a tiny random Llama made here: readiness
 and version are detected, the flag check reads the real --help, a short benchmark has no failed
 request, /metrics answers, and a SIGKILL of the server's parent (which orphans EngineCore) is
-cleaned up by kill_server with nothing left in the group or on the port.
+cleaned up by kill_server with nothing left in the group or on the port; a lab campaign killed
+with its server's parent is resumed, and the resume reaps the orphans before the next launch.
 
 One server at a time (about 3 GiB each); without the cached venv the tests skip, saying which
 script makes it - except under CI, where a missing venv is a failure."""
