@@ -18,10 +18,19 @@ from tools.domain.space import Flags, SearchSpace
 
 # What an experiment is for (steps.Experiment.purpose), the first word of its measurement's label:
 # the baseline, its A/A sweep (noise), a screen of a neighbour, a full sweep of a promising screen
-# (confirm), a family tuned per level (challenger), the surrogate's screen, a full sweep again
+# (confirm), a family tuned per level (challenger), the surrogate's screen, a bundle of changes
+# within the noise (bundle), a full sweep again
 # inside the noise (repeat), a fresh launch of the winner (validate). batch.py groups them.
 Purpose = Literal[
-    "baseline", "noise", "screen", "confirm", "challenger", "surrogate", "repeat", "validate"
+    "baseline",
+    "noise",
+    "screen",
+    "confirm",
+    "challenger",
+    "surrogate",
+    "bundle",
+    "repeat",
+    "validate",
 ]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent.brains.autopilot import combine, conclude, families, precision, retry, screening
+from agent.brains.autopilot import bundles, combine, conclude, families, precision, retry, screening
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import (
@@ -99,6 +99,7 @@ class Planner:
                     or combine.pairs(r, inc)
                     or families.tune(r, inc)
                     or combine.surrogate(r, inc)
+                    or bundles.bundle(r, inc)
                 )
             if step is not None:
                 return step

@@ -30,7 +30,12 @@ class Settings:
 # the purposes' groups, as the fleet's batch planner (batch.py) orders them
 FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
 SERIAL: tuple[Purpose, ...] = ("validate",)  # the leader may change with each one
-PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate")  # a few levels, from the best
+PARTIAL: tuple[Purpose, ...] = (
+    "screen",
+    "challenger",
+    "surrogate",
+    "bundle",
+)  # a few levels, from the best
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
 
 
