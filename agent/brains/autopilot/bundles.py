@@ -63,7 +63,7 @@ def screen_margin(r: Reading) -> float:
 def bundle(r: Reading, inc: Flags) -> Experiment | None:
     """The next bundle of within-noise changes to launch on the best, or None when the model
     expects none to beat the best by more than the floor (see the module docstring)."""
-    space, h = r.space, r.h
+    h = r.h
     used = [c for c in h.configs() if any(m.purpose == "bundle" for m in h.of(c))]
     used += [
         launch.config for launch in h.launches if not launch.ok and _was_bundle(r, launch.config)

@@ -17,6 +17,10 @@ plain function of what was measured (a Reading of the History), in a file cut by
 3b. interactions (combine.pairs): when no one-factor change is left, pairs of the changes that
    did well (not only the winners) on the best; when those and the family are spent, a surrogate
    (combine.surrogate, an additive model of everything swept) proposes up to three launches;
+3e. interactions of any order (bundles.bundle): when every other stage is spent and launches are
+   left, the changes that were each within the noise alone are launched together on the best,
+   and read against the additive model (the stage stops when nothing is expected to beat the best
+   by more than the floor);
 3c. noise-adaptive (precision.py): an A/A floor above the target precision sweeps the baseline
    again; a full sweep inside the comparison's noise above the best is swept again; a start
    failure is put down to the flags that explain it (reading.crash_reason), and identical launch
