@@ -35,7 +35,7 @@ from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Planner, Settings
 from sim import truth as T
 from sim.space import SpaceError, lab_names, load_lab
-from tools.domain.objective import objective_value
+from tools.domain.objective import describe_objective
 from tools.domain.space import Flags, SearchError, SearchSpace
 
 
@@ -56,6 +56,8 @@ class Lab:
     ) -> None:
         lab = load_lab(source, profile)
         self.name, self.base, self.levels = lab.name, lab.base, tuple(lab.levels)
+        table = lab.objective or {}  # the profile's [objective]; the geomean when it has none
+        self.objective = Objective(str(table.get("kind", "geomean")), table.get("level"))
         command = shlex.join(["python", "-m", "sim", *lab.base])
         self.space = SearchSpace.parse(lab.space, check=engine_check("sim", command))
         self.configs = self.space.enumerate()
@@ -67,7 +69,7 @@ class Lab:
 
     def true_value(self, config: Flags) -> float:
         per = self.truth(config, self.levels)
-        return 0.0 if isinstance(per, str) else objective_value(per)
+        return 0.0 if isinstance(per, str) else self.objective.value(per)
 
     def measure(self, config: Flags, rng: random.Random) -> float:
         """One launch and a full sweep: the measured objective (0 when it fails to start)."""
@@ -75,7 +77,7 @@ class Lab:
         if isinstance(per, str):
             return 0.0
         offset = rng.gauss(0, 0.005)
-        return objective_value(
+        return self.objective.value(
             {c: v * (1 + offset + rng.gauss(0, self.noise)) for c, v in per.items()}
         )
 
@@ -90,7 +92,7 @@ class Lab:
 
 def autopilot(lab: Lab, seed: int) -> Outcome:
     levels = lab.levels
-    search = AskTell(Planner(lab.space, Settings(levels=levels, objective=Objective())))
+    search = AskTell(Planner(lab.space, Settings(levels=levels, objective=lab.objective)))
     noise = Noise(level=lab.noise, screen=lab.noise * 1.5, launch=0.005)
     h, finish = simulate(search, lab.truth, seed=seed, noise=noise)
     ok = None
@@ -201,27 +203,8 @@ def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--space", default="default", help="a built-in space (--list) or a file")
-    parser.add_argument("--profile", help="the box a space file runs on (sim/profiles/ or a file)")
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--noise", type=float, default=0.02, help="relative sigma per point")
-    parser.add_argument("--max-tokens", type=int, default=128, help="the lab's workload")
-    parser.add_argument("--json", action="store_true", help="one JSON object, no table")
-    parser.add_argument("--list", action="store_true", help="name the built-in spaces")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(lab_names()))  # "default" is the reference lab too
-        return 0
-    if args.seeds < 1 or not 0 <= args.noise < 0.5 or args.max_tokens < 1:
-        print("efficiency: --seeds >= 1, --noise in [0, 0.5), --max-tokens >= 1", file=sys.stderr)
-        return 2
-    try:
-        lab = Lab(args.max_tokens, args.noise, args.space, args.profile)
-    except (SpaceError, SearchError, ValueError) as err:
-        print(f"efficiency: {err}", file=sys.stderr)
-        return 2
+def study(lab: Lab, args: argparse.Namespace) -> None:
+    """One space: the JSON object (--json) or the table."""
     seeds = range(args.seeds)
     ours = [autopilot(lab, s) for s in seeds]
     budgets = [o.launches for o in ours]
@@ -235,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "grid": stats_of(lab, [grid(lab, s) for s in seeds]),
         }
         print(json.dumps({"space": lab.name, "noise": args.noise, "methods": methods}))
-        return 0
+        return
     table: list[tuple[str, Callable[[int, int], Outcome]]] = [
         ("random search, same launches", lambda s, b: random_search(lab, s, b)),
         ("Optuna TPE, same launches", lambda s, b: tpe(lab, s, b)),
@@ -243,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print(
         f"space {lab.name}: {len(lab.configs)} configurations; f0 (baseline) {lab.f0:.1f}, "
-        f"f* {lab.fstar:.1f} tok/s (geomean, {args.max_tokens}-token answers); "
+        f"f* {lab.fstar:.1f} tok/s ({describe_objective(lab.objective.kind, lab.objective.level)}, "
+        f"{args.max_tokens}-token answers); "
         f"noise {args.noise:.1%} per point; {args.seeds} seeds"
     )
     print(
@@ -260,6 +244,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"autopilot policy crossover within one level of the truth: {sum(crossings)}/"
         f"{len(crossings)} seeds with a policy ({len(ours) - len(crossings)} without)"
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--space", default="default", help="a built-in space (--list), all of them (all) or a file"
+    )
+    parser.add_argument("--profile", help="the box a space file runs on (sim/profiles/ or a file)")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--noise", type=float, default=0.02, help="relative sigma per point")
+    parser.add_argument("--max-tokens", type=int, default=128, help="the lab's workload")
+    parser.add_argument("--json", action="store_true", help="one JSON object, no table")
+    parser.add_argument("--list", action="store_true", help="name the built-in spaces")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(lab_names()))  # "default" is the reference lab too
+        return 0
+    if args.seeds < 1 or not 0 <= args.noise < 0.5 or args.max_tokens < 1:
+        print("efficiency: --seeds >= 1, --noise in [0, 0.5), --max-tokens >= 1", file=sys.stderr)
+        return 2
+    if args.space == "all" and args.profile:
+        print(
+            "efficiency: --space all runs each built-in space on its own box: no --profile",
+            file=sys.stderr,
+        )
+        return 2
+    names = lab_names() if args.space == "all" else [args.space]
+    try:
+        labs = [Lab(args.max_tokens, args.noise, name, args.profile) for name in names]
+    except (SpaceError, SearchError, ValueError) as err:
+        print(f"efficiency: {err}", file=sys.stderr)
+        return 2
+    for lab in labs:
+        study(lab, args)
     return 0
 
 

@@ -90,6 +90,7 @@ class Profile:
     base_flags: tuple[str, ...] = ()  # what every launch of its lab has in common
     search: Mapping[str, Any] | None = None  # its lab's search space ([search])
     levels: tuple[int, ...] = ()  # its lab's concurrency levels
+    objective: Mapping[str, Any] | None = None  # its lab's objective ({kind, level}: [objective])
     source: str = ""  # the file it was read from
 
 
@@ -132,7 +133,7 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
     where = f"profile {source}"
     known = {
         "name", "description", "hardware", "constants", "backends", "flags", "effects",
-        "failures", "base_flags", "search", "levels",
+        "failures", "base_flags", "search", "levels", "objective",
     }  # fmt: skip
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -173,6 +174,11 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
     search = raw.get("search")
     if search is not None and not isinstance(search, dict):
         raise ProfileError(f"{where}: search must be a table")
+    objective = raw.get("objective")
+    if objective is not None and not (
+        isinstance(objective, dict) and set(objective) <= {"kind", "level"} and "kind" in objective
+    ):
+        raise ProfileError(f"{where}: objective must be a table of kind (and level)")
     return Profile(
         name=str(raw.get("name", Path(source).stem)),
         hardware=hardware,
@@ -183,6 +189,7 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
         base_flags=tuple(str(w) for w in raw.get("base_flags", [])),
         search=search,
         levels=tuple(int(c) for c in raw.get("levels", [])),
+        objective=objective,
         source=source,
         **extra,
     )

@@ -119,6 +119,7 @@ class Lab:
     space: dict[str, Any]
     base: list[str]
     levels: list[int]
+    objective: dict[str, Any] | None = None  # the profile's [objective] (None: the geomean)
 
 
 def lab_names() -> list[str]:
@@ -147,7 +148,8 @@ def load_lab(source: str, profile: str | None = None) -> Lab:
         return Lab(Path(source).stem, space, list(DEFAULT_BASE_FLAGS), list(DEFAULT_LEVELS))
     shipped = profiles.path_of(box.name) == Path(box.source)  # by name: a readable command
     base = ["--profile", box.name if shipped else box.source, *box.base_flags]
-    return Lab(box.name, space, base, list(box.levels or DEFAULT_LEVELS))
+    objective = dict(box.objective) if box.objective is not None else None
+    return Lab(box.name, space, base, list(box.levels or DEFAULT_LEVELS), objective)
 
 
 def _is_profile(source: str) -> bool:

@@ -33,7 +33,14 @@ def test_the_reference_profile_is_todays_box_exactly() -> None:
 
 def test_the_shipped_spaces_are_listed_and_each_has_a_valid_baseline() -> None:
     names = lab_names()
-    assert {"reference", "interactions", "speculative", "llamacpp-cpu"} <= set(names)
+    assert {
+        "reference",
+        "interactions",
+        "speculative",
+        "llamacpp-cpu",
+        "triple",
+        "single-level",
+    } <= set(names)
     for name in names:
         lab = load_lab(name)
         configs = enumerate_space(lab.space, lab.base)
@@ -166,3 +173,54 @@ def test_the_server_process_fails_to_start_by_the_profiles_rule() -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "cannot read profile 'nope'" in bad.stderr
+
+
+def test_triple_profile_needs_all_three_parts_each_a_small_loss_alone() -> None:
+    """The k >= 3 class: each part loses 1-2.5 % alone (inside the noise), any two lose more, all
+    three gain; a neutral switch is there too, as a screen cannot tell it from a part."""
+    lab = load_lab("triple")
+    base = baseline_of(lab.space)
+    parts = ["--enable-dp-attention", "--enable-two-batch-overlap", "--enable-deepep-moe"]
+
+    def ratio(*flags: str) -> float:
+        config = {**base, **dict.fromkeys(flags, True)}
+        v0 = config_value(base, lab.levels, max_tokens=128, base=lab.base)
+        return config_value(config, lab.levels, max_tokens=128, base=lab.base) / v0
+
+    for part in parts:
+        assert 0.975 < ratio(part) < 0.99, part
+    assert ratio(parts[0], parts[1]) < ratio(parts[0])
+    assert ratio(*parts) > 1.05
+    assert abs(ratio("--enable-dp-lm-head") - 1) < 1e-9
+    best, _ = optimum(lab.space, lab.levels, max_tokens=128, base=lab.base)
+    assert all(best[p] for p in parts) and not best["--enable-dp-lm-head"]
+
+
+def test_single_level_profile_reads_c1_and_small_wins_crash_the_next_move() -> None:
+    lab = load_lab("single-level")
+    assert lab.objective == {"kind": "level", "level": 1}
+    base = baseline_of(lab.space)
+    compiled = {**base, "--enable-torch-compile": True}
+    eagle = {
+        "--speculative-algorithm": "EAGLE3",
+        "--speculative-num-steps": 1,
+        "--speculative-eagle-topk": 1,
+        "--speculative-num-draft-tokens": 2,
+    }
+    v0 = throughput(base, [1], base=lab.base)[1]
+    assert throughput(compiled, [1], base=lab.base)[1] > v0  # a small win alone
+    failure = model_of({**compiled, **eagle}, lab.base).failure
+    assert failure is not None and "out of memory" in failure.message
+    assert model_of({**base, **eagle}, lab.base).failure is None
+    assert throughput({**base, **eagle}, [1], base=lab.base)[1] > 1.05 * v0
+    graphs = model_of({**compiled, "--cuda-graph-max-bs": 256}, lab.base).failure
+    assert graphs is not None and "out of memory" in graphs.message
+
+
+def test_a_profile_objective_must_name_its_kind() -> None:
+    with pytest.raises(profiles.ProfileError, match="objective must be a table"):
+        profiles.parse({"objective": {"level": 1}})
+    assert profiles.parse({"objective": {"kind": "level", "level": 1}}).objective == {
+        "kind": "level",
+        "level": 1,
+    }

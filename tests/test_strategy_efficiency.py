@@ -12,7 +12,14 @@ from benchmarks import efficiency
 def test_list_names_the_built_in_spaces(capsys: pytest.CaptureFixture[str]) -> None:
     assert efficiency.main(["--list"]) == 0
     names = capsys.readouterr().out.split()
-    assert {"reference", "interactions", "speculative", "llamacpp-cpu"} <= set(names)
+    assert {
+        "reference",
+        "interactions",
+        "speculative",
+        "llamacpp-cpu",
+        "triple",
+        "single-level",
+    } <= set(names)
 
 
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,3 +41,17 @@ def test_json_reports_every_method(capsys: pytest.CaptureFixture[str]) -> None:
         assert stats["seeds"] == 1
     assert out["methods"]["tpe"]["launches_mean"] == out["methods"]["autopilot"]["launches_mean"]
     assert out["methods"]["grid"]["launches_mean"] == 72
+
+
+def test_all_runs_every_built_in_space_and_refuses_a_profile(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        efficiency, "study", lambda lab, args: ran.append((lab.name, lab.objective.kind))
+    )
+    assert efficiency.main(["--space", "all", "--seeds", "1"]) == 0
+    assert {name for name, _ in ran} == set(efficiency.lab_names())
+    assert ("single-level", "level") in ran and ("triple", "geomean") in ran
+    assert efficiency.main(["--space", "all", "--profile", "reference"]) == 2
+    assert capsys.readouterr().err.startswith("efficiency: --space all")

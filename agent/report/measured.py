@@ -54,13 +54,15 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
 # the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
 # words a reader uses; any other label (Claude's, a person's) is shown as it is
 AUTOPILOT_LABEL = re.compile(
-    r"^(baseline|noise|screen|surrogate|confirm|repeat|challenger|validate|pair)-L\d+(?:-(.+))?$"
+    r"^(baseline|noise|screen|surrogate|bundle|confirm|repeat|challenger|validate|pair)"
+    r"-L\d+(?:-(.+))?$"
 )
 LABEL_WORDS = {
     "baseline": "baseline",
     "noise": "baseline repeat",  # the baseline's A/A sweep, for the noise floor
     "screen": "screened",
     "surrogate": "screened",
+    "bundle": "screened",
     "confirm": "candidate",
     "validate": "candidate",
     "repeat": "repeat",

@@ -22,12 +22,12 @@ MAX_CHANGES = 5  # the best changes that are paired (10 pairs at most)
 SURROGATE_LAUNCHES = 3  # model-proposed launches at most
 
 
-def changes(r: Reading, inc: Flags) -> list[tuple[float, Flags, str]]:
+def changes(r: Reading, inc: Flags, margin: float | None = None) -> list[tuple[float, Flags, str]]:
     """(ratio to its reference, the change, what it is) for every one-root change measured from
     a swept configuration that did well - beat its reference or did not lose clearly - and is
     not already in the best; best first, one entry per change."""
     h, space = r.h, r.space
-    floor = 1 - r.clear_margin  # "did well": did not lose clearly (a screen is noisier)
+    floor = 1 - (r.clear_margin if margin is None else margin)  # "did well": no clear loss
     found: dict[str, tuple[float, Flags, str]] = {}
     crashed = h.crashed()
     for config in h.configs():

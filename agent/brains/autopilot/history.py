@@ -18,9 +18,10 @@ from tools.domain.space import Flags, SearchSpace
 
 # What an experiment is for (steps.Experiment.purpose), the first word of its measurement's label:
 # the baseline, its A/A sweep (noise), a screen of a neighbour, a full sweep of a promising screen
-# (confirm), a family tuned per level (challenger), the surrogate's screen, a full sweep again
-# inside the noise (repeat), a fresh launch of the winner (validate), a launch of the baseline or
-# the winner in the paired comparison that decides the verdict (pair). batch.py groups them.
+# (confirm), a family tuned per level (challenger), the surrogate's screen, a bundle of changes
+# within the noise (bundle), a full sweep again inside the noise (repeat), a fresh launch of the
+# winner (validate), a launch of the baseline or the winner in the paired comparison that decides
+# the verdict (pair). batch.py groups them.
 Purpose = Literal[
     "baseline",
     "noise",
@@ -28,6 +29,7 @@ Purpose = Literal[
     "confirm",
     "challenger",
     "surrogate",
+    "bundle",
     "repeat",
     "validate",
     "pair",

@@ -12,9 +12,15 @@ plain function of what was measured (a Reading of the History), in a file cut by
 3. changes are learned from (reading.learned_skip): one that lost clearly at every level from
    another base is not tried again, nor one that failed to start; no configuration is launched
    twice except to re-validate;
+3a. a move that failed to start once is launched again from a base without the flags suspected
+   of the failure (retry.crashed_move) before it is banned;
 3b. interactions (combine.pairs): when no one-factor change is left, pairs of the changes that
    did well (not only the winners) on the best; when those and the family are spent, a surrogate
    (combine.surrogate, an additive model of everything swept) proposes up to three launches;
+3e. interactions of any order (bundles.bundle): when every other stage is spent and launches are
+   left, the changes that were each within the noise alone are launched together on the best,
+   and read against the additive model (the stage stops when nothing is expected to beat the best
+   by more than the floor);
 3c. noise-adaptive (precision.py): an A/A floor above the target precision sweeps the baseline
    again; a full sweep inside the comparison's noise above the best is swept again; a start
    failure is put down to the flags that explain it (reading.crash_reason), and identical launch
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent.brains.autopilot import combine, conclude, families, precision, screening
+from agent.brains.autopilot import bundles, combine, conclude, families, precision, retry, screening
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import (
@@ -93,9 +99,11 @@ class Planner:
             if step is None and left > conclude.reserved(s.max_launches):
                 step = (
                     screening.explore(r, inc)
+                    or retry.crashed_move(r, inc)
                     or combine.pairs(r, inc)
                     or families.tune(r, inc)
                     or combine.surrogate(r, inc)
+                    or bundles.bundle(r, inc)
                 )
             if step is not None:
                 return step

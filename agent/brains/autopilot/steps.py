@@ -32,7 +32,8 @@ class Settings:
 FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
 # the leader may change with each one; a pair's two launches are one after the other, alone
 SERIAL: tuple[Purpose, ...] = ("validate", "pair")
-PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate")  # a few levels, from the best
+# a few levels, from the best
+PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle")
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
 
 
