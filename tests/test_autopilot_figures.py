@@ -84,7 +84,16 @@ def test_the_history_of_a_run_folder_holds_the_sweeps_of_its_events(run_folder: 
     h = history_of_run(run_folder)
     sweeps = sweeps_from_events()
     assert h.repeats(LEVELS) == [s for s in sweeps.values() if len(s) >= 2]
-    assert len(sweeps[json.dumps(h.space.baseline, sort_keys=True)]) == 2, "the A/A pair"
+    base = json.dumps(h.space.baseline, sort_keys=True)
+    pairs = {
+        e["label"]
+        for e in EVENTS
+        if e["type"] == "benchmark"
+        and e["label"].startswith("pair-")
+        and json.dumps(e["flags"], sort_keys=True) == base
+    }
+    assert pairs, "the winner was measured against the baseline in launch pairs"
+    assert len(sweeps[base]) == 2 + len(pairs), "the A/A pair, and one sweep per launch pair"
     # launches that did not start: as many as the events' server_failed (the recorded path decides
     # whether one is tried; tests/test_strategy_failures.py covers learning from them)
     failed = sum(1 for e in EVENTS if e["type"] == "server_failed")
@@ -129,9 +138,11 @@ def test_the_autopilot_printed_those_figures(run_folder: Path) -> None:
     assert ratio is not None and level_floor is not None and objective_floor is not None
     text = assistant_text()
     assert floors_text(level_floor, objective_floor) in text
-    assert f"beats the baseline by {ratio - 1:+.1%} (noise floor {objective_floor:.1%})" in text
+    # the sweeps' means give the ratio; the claim is the launch pairs' (tests/test_paired.py)
+    assert f"({ratio - 1:+.1%}); the best beats the baseline by" in text
+    assert "paired (95 % interval" in text and f"noise floor {objective_floor:.1%})" in text
     recommend = next(e for e in EVENTS if e["type"] == "tool_call" and e["name"] == "recommend")
-    assert f"(noise floor {objective_floor:.1%})" in recommend["input"]["reason"]
+    assert f"noise floor {objective_floor:.1%})" in recommend["input"]["reason"]
 
 
 def test_a_run_measured_without_the_autopilots_launches_reads_the_same(tmp_path: Path) -> None:

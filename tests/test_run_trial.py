@@ -105,7 +105,9 @@ class FakeFleet:
         self.all_in = asyncio.Event()
         self.boxes: dict[str, str] = {}
 
-    def submit(self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1) -> None:
+    def submit(
+        self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1, pin: str | None = None
+    ) -> None:  # pin: the controller's, for a launch pair's second trial (unused here)
         free = [f"box{i}" for i in range(1, 4) if f"box{i}" not in self.boxes.values()]
         free = [b for b in free if f"node-{b}" != avoid] or free
         self.boxes[spec.trial_id] = free[0]

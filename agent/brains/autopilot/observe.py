@@ -55,6 +55,12 @@ def interrupted(block: dict[str, Any]) -> bool:
     return bool(block.get("is_error")) and first_line(block).startswith(INTERRUPTED_PREFIX)
 
 
+# start_server's "server NAME failed to start after X s: DIAGNOSIS": the diagnosis is the reason
+# (the seconds differ from one launch to the next, so equal failures would read as different, and
+# the autopilot's own server is named "server": not "server server")
+START_FAILED = re.compile(r"^server \S+ failed to start after [\d.]+ s: ")
+
+
 def first_line(block: dict[str, Any]) -> str:
     content = block.get("content")
     if isinstance(content, list):  # API form: a list of text blocks
@@ -138,7 +144,7 @@ def observe(
                 h.serving_nothing()
                 continue
             flags = space.complete(inp.get("flags") or {})
-            reason = first_line(block) if error else ""
+            reason = START_FAILED.sub("", first_line(block)) if error else ""
             h.launched(flags, ok=not error, reason=reason, serving=True)
         elif name == "kill_server" and inp.get("name") in (None, server):
             h.serving_nothing()
