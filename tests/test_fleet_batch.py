@@ -222,7 +222,10 @@ def test_a_batched_campaign_on_three_boxes_finds_the_optimum(seed: int, timed: b
         confirming = {h.key(e.config) for e in [*in_flight, *started] if e.purpose == "confirm"}
         for e in started:
             if confirming and e.purpose == "screen":
-                assert e.base is not None and h.key(e.base) in {best, *confirming}
+                # a crash retried without its suspected flags (retry.py) starts from a measured
+                # configuration that lacks them, by design
+                retry = e.why.startswith("retry ")
+                assert e.base is not None and (h.key(e.base) in {best, *confirming} or retry)
                 ahead += 1
         if any(e.purpose in ("baseline", "noise") for e in in_flight):
             assert all(e.purpose in ("noise", "screen") for e in started)

@@ -70,6 +70,15 @@ def same_call(name: str, inp: dict[str, Any]) -> tuple[str, Any]:
     return name, {k: v for k, v in inp.items() if k != "reason"}
 
 
+def before_pairs(calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The calls before the launch that starts the first pair (its benchmark's label `pair-`)."""
+    for i, (name, inp) in enumerate(calls):
+        if name == "run_benchmark" and str(inp.get("label", "")).startswith("pair-"):
+            start = max(j for j in range(i) if calls[j][0] == "start_server")
+            return calls[:start]
+    return calls
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,7 +137,9 @@ def test_campaign_over_ssh_matches_the_local_one(sshd_server: Any, tmp_path: Pat
     remote = campaign(tmp_path, "ssh", hosts, "lab")
 
     assert local["code"] == remote["code"] == 0
-    assert remote["calls"] == local["calls"]
+    # the same decisions up to the launch pairs; how many pairs the verdict needs is read from
+    # their measured spread, which a loaded machine moves (the pairs are tested in test_paired.py)
+    assert before_pairs(remote["calls"]) == before_pairs(local["calls"])
     assert remote["recommendation"] == local["recommendation"]
     for result in (local, remote):
         kinds = [e["type"] for e in result["events"]]
