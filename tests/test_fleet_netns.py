@@ -24,7 +24,15 @@ from typing import Any
 
 import pytest
 
-from tests.netns_cluster import GCS_PORT, HEAD_IP, WORKER_IP, TwoBoxes, Unavailable, netns_pids
+from tests.netns_cluster import (
+    GCS_PORT,
+    HEAD_IP,
+    WORKER_IP,
+    TwoBoxes,
+    Unavailable,
+    ip,
+    netns_pids,
+)
 from tests.test_fleet_ray import SS_USER, TINY, events, with_env
 
 pytestmark = pytest.mark.ray
@@ -51,7 +59,7 @@ def boxes() -> Iterator[TwoBoxes]:
     finally:
         two.close()
     # nothing left: both namespaces (and the veth pair) gone, no process of either, no folder
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = ip("netns", "list").stdout
     assert two.head not in names and two.worker not in names
     assert with_env(str(two.temp)) == [] and not two.temp.exists()
 
@@ -81,7 +89,7 @@ def host(address: str) -> str:
 
 def addresses(ns: str) -> set[str]:
     """Every address of namespace `ns`'s interfaces (`ip -o addr`)."""
-    out = subprocess.run(["ip", "-n", ns, "-o", "addr"], capture_output=True, text=True).stdout
+    out = ip("-n", ns, "-o", "addr", check=False).stdout
     return {line.split()[3].split("/")[0] for line in out.splitlines()}
 
 
