@@ -1,7 +1,7 @@
 """`agent run --goal "beat baseline"` end to end: the CLI, the autopilot, the real tools and the
-simulator as real processes. The small campaign runs in about a minute; the default lab (the
-issue's acceptance run, about 5 minutes on 2 cores) is marked slow: .ci/run runs it in its own
-stage (`pytest -m slow`), the README's `pytest -q` leaves it out."""
+simulator as real processes. Both campaigns are marked slow - the small one takes about 2
+minutes, the default lab (the issue's acceptance run) about 5 on 2 cores: .ci/run runs them in its
+own stage (`pytest -m slow`), the README's `pytest -q` leaves them out."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,21 @@ def check_run(proc: subprocess.CompletedProcess[str], run: Path) -> dict[str, An
     return rec
 
 
-@pytest.mark.slow  # a whole small campaign (~35 s): .ci/run's slow stage
+def check_pick(rec: dict[str, Any], value: Callable[[dict[str, Any]], float], best: float) -> None:
+    """The pick against the simulator's truth. A claimed win deploys the optimum (within 2 %).
+    A run that keeps the baseline is right only for an honest reason: it found the optimum and its
+    launch pairs did not establish it (a loaded box), or its noise floor is at least the optimum's
+    true gain (the noise hid it)."""
+    why = (rec["verdict"], rec["noise_floor"], rec.get("paired", {}).get("stated"), rec["config"])
+    if rec["verdict"] == "win":
+        assert value(rec["config"]) >= 0.98 * best, why
+        return
+    truth_gain = best / value(rec["config"]) - 1
+    found = value(rec["candidate"]["config"]) >= 0.98 * best
+    assert found or rec["noise_floor"] >= truth_gain, why
+
+
+@pytest.mark.slow  # a whole small campaign (~2 min): .ci/run's slow stage
 def test_a_small_lab_campaign_end_to_end(tmp_path: Path) -> None:
     (tmp_path / "agent.toml").write_text(SMALL.format(port=free_port()))
     proc, run = agent_run(tmp_path, "--config", "agent.toml", timeout=280)
@@ -102,7 +117,7 @@ def test_a_small_lab_campaign_end_to_end(tmp_path: Path) -> None:
     space = tomllib.loads(SMALL.format(port=1))["search"]
     levels = [1, 10, 100]
     _, best = lab_truth.optimum(space, levels=levels, max_tokens=64)
-    assert lab_truth.config_value(rec["config"], levels=levels, max_tokens=64) >= 0.98 * best
+    check_pick(rec, lambda c: lab_truth.config_value(c, levels=levels, max_tokens=64), best)
 
 
 @pytest.mark.slow
@@ -111,7 +126,7 @@ def test_the_default_lab_campaign(tmp_path: Path) -> None:
     proc, run = agent_run(tmp_path, timeout=900)
     rec = check_run(proc, run)
     _, best = lab_truth.optimum(default_space())
-    assert lab_truth.config_value(rec["config"]) >= 0.98 * best
+    check_pick(rec, lab_truth.config_value, best)
     # one figure: the noise floor that recommendation.json states is the one report.md and the
     # final screen print, everywhere they print the objective's floor
     assert rec["noise_floor"] is not None
