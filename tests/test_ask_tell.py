@@ -25,6 +25,7 @@ from tools.domain.space import SearchSpace
 ROOT = Path(__file__).resolve().parent.parent
 COORDINATORS = [
     ROOT / "agent" / "brains" / "autopilot" / "brain.py",
+    ROOT / "agent" / "brains" / "autopilot" / "narrate.py",
     ROOT / "agent" / "brains" / "autopilot" / "offline.py",
     ROOT / "agent" / "fleet" / "controller.py",
     ROOT / "agent" / "fleet" / "resume.py",
@@ -34,6 +35,9 @@ COORDINATORS = [
 # what only AskTell calls: the planner's decisions, the batch planner, the History's writer
 INSIDE = {"decide", "next_step", "plan_batch", "reused_launch", "record_trial"}
 WRITERS = {"launched", "measured", "measured_more", "broke", "serving_nothing"}
+# the planner's own conclusion (AskTell.conclusion); "finish" alone also names a run's or a
+# campaign's end, so only a call on something named planner counts
+PLANNER_ONLY = {"finish"}
 LEVELS = tuple(DEFAULT_LEVELS)
 SPACE = SearchSpace.parse(default_space(), check=engine_check("sim"))
 BASE = SPACE.baseline
@@ -49,6 +53,11 @@ def reaches_in(source: str) -> list[tuple[int, str]]:
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if name in INSIDE | WRITERS:
                 found.append((node.lineno, name))
+            elif name in PLANNER_ONLY and isinstance(f, ast.Attribute):
+                owner = f.value  # planner.finish or self.planner.finish
+                who = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+                if who == "planner":
+                    found.append((node.lineno, name))
     return found
 
 
@@ -64,8 +73,15 @@ def test_the_coordinators_ask_and_tell_only_through_ask_tell() -> None:
 def test_the_scan_sees_a_coordinator_reach_in() -> None:
     code = (
         "s = planner.decide(h)\nb = plan_batch(p, h, [], 2)\nh.launched(c)\nok = search.suggest()\n"
+        "f = self.planner.finish(h)\ng = planner.finish(h)\nself.finish(step)\nagent.finish(1)\n"
     )
-    assert reaches_in(code) == [(1, "decide"), (2, "plan_batch"), (3, "launched")]
+    assert reaches_in(code) == [
+        (1, "decide"),
+        (2, "plan_batch"),
+        (3, "launched"),
+        (5, "finish"),
+        (6, "finish"),
+    ]
 
 
 def search() -> AskTell:

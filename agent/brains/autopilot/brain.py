@@ -125,7 +125,7 @@ class Campaign:
         elif narrate.concluded(self.state) and (recommended or not cut):
             final = todos(self.planner, self.h, None, done=True)
             if self.state.todos == pipeline.finished_todos(self.state, self.config) + final:
-                self.say(narrate.closing(self.h, self.planner, recommended))
+                self.say(narrate.closing(self.search, recommended))
                 return self.done("end_turn")
             self.write_todos(final)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from state.fold import RunState
@@ -145,10 +146,13 @@ def concluded(state: RunState) -> bool:
     )
 
 
-def closing(h: History, planner: Planner, recommended: bool) -> str:
-    step = planner.decide(h)
+def closing(search: AskTell, recommended: bool) -> str:
+    """The last words: the conclusion from what `search` was told (its Finish when it concludes,
+    else the conclusion from what was measured, whatever is left)."""
+    h, planner = search.history, search.planner
+    step = search.suggest()
     if not isinstance(step, Finish):
-        step = planner.finish(h)
+        step = search.conclusion()
     if step.best is None or step.failed or not h.measurements:
         why = step.why if step.failed else "nothing was measured"
         return f"Done. No recommendation: {why}."
