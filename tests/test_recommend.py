@@ -13,7 +13,7 @@ from state.run import Run
 from tests.autopilot_world import lab
 from tools.base import ToolBox, ToolContext
 from tools.bench.results import build_result, save
-from tools.bench.schema import ClientInfo, ServerRef, Workload
+from tools.bench.schema import ClientInfo, Recommendation, ServerRef, Workload
 from tools.domain import stats
 from tools.domain.config import ObjectiveConfig
 from tools.domain.space import render_flags
@@ -129,6 +129,35 @@ async def test_writes_the_recommendation_from_the_measurements(ctx: ToolContext)
     assert rec["geomean_ratio"] == pytest.approx(rec["gain"] + 1, abs=1e-4)
     assert rec["verdict"] == "win" and rec["candidate"]["config"] == rec["config"]
     assert f"noise floor {stats.percent(rec['noise_floor'])}" in result.text
+
+
+# the keys recommendation.json always had, in order (the recorded sessions and older runs')
+KEYS = ["objective", "config", "command", "policy", "crossover", "verdict", "candidate", "value",
+        "baseline_value", "gain", "geomean_ratio", "noise_floor", "levels", "per_level",
+        "baseline_per_level", "results", "baseline_results", "reason", "notes"]  # fmt: skip
+
+
+async def test_the_file_is_one_typed_record_with_the_keys_it_always_had(ctx: ToolContext) -> None:
+    policy = [
+        {"from_concurrency": 1, "to_concurrency": 1, "config": SPEC},
+        {"from_concurrency": 10, "to_concurrency": None, "config": FA3},
+    ]
+    result = await call(ctx, {"config": FA3, "policy": policy, "reason": "fastest"})
+    assert not result.is_error, result.text
+    text = (ctx.run.path / "recommendation.json").read_text()
+    rec = Recommendation.model_validate_json(text)
+    # written as the record dumps: parsed and dumped again, the same bytes
+    assert json.dumps(rec.dump(), indent=2, ensure_ascii=False) + "\n" == text
+    assert rec.dump() == result.data["recommendation"]
+    raw = json.loads(text)
+    assert list(raw) == KEYS  # no cost, pairs or drift here: those keys are not written at all
+    assert list(raw["objective"])[:2] == ["kind", "level"] and "precision" in raw["objective"]
+    assert list(raw["candidate"]) == ["config", "command", "policy", "crossover"]
+    assert [list(p) for p in raw["policy"]] == [
+        ["from_concurrency", "to_concurrency", "config", "command"]
+    ] * 2
+    assert rec.policy[1].to_concurrency is None and rec.candidate is not None
+    assert rec.candidate.crossover == [10] and rec.gain is not None and rec.paired is None
 
 
 async def test_a_gain_within_the_noise_keeps_the_baseline(ctx: ToolContext) -> None:

@@ -16,6 +16,7 @@ from agent.report.chart import crossing_points
 from state.events import read_events
 from state.run import Run
 from tests.report_session import write_session
+from tools.bench.schema import Recommendation
 from tools.domain import stats
 
 SECTIONS = [
@@ -161,6 +162,26 @@ def test_a_replayed_session_without_result_files_renders_from_the_events(tmp_pat
     assert eagle[4:6] == ["310.0", "590.0"]
     assert "Some result files are missing" in md
     assert (folder / "report.html").read_text().count("data:image/png;base64,") == 1
+
+
+def test_an_older_recommendation_json_loads_as_the_typed_record(tmp_path: Path) -> None:
+    """write_session's recommendation.json is an older one (no candidate, levels, notes...):
+    it loads, parsed once, with an unknown key kept; one that is not a recommendation falls
+    back to the recommend tool's result in the events."""
+    folder = write_session(tmp_path / "old")
+    path = folder / "recommendation.json"
+    old = json.loads(path.read_text())
+    path.write_text(json.dumps({**old, "from_a_newer_writer": 1}))
+    events = read_events(folder / "events.jsonl").events
+    rec = gather(folder, events).m.recommendation
+    assert isinstance(rec, Recommendation) and rec.candidate is None and rec.notes == []
+    assert [p.command for p in rec.policy] == [p["command"] for p in old["policy"]]
+    assert rec.policy[1].to_concurrency is None and rec.crossover == [2]
+    assert rec.model_extra == {"from_a_newer_writer": 1}
+    path.write_text(json.dumps({**old, "policy": "two servers"}))  # not a recommendation
+    rec = gather(folder, events).m.recommendation
+    assert rec is not None and [p.from_concurrency for p in rec.policy] == [1, 2]
+    assert rec.model_extra == {}  # the events' copy
 
 
 def test_a_run_without_benchmarks_still_gets_a_report(tmp_path: Path, make_run: object) -> None:

@@ -3,7 +3,8 @@
 The caller (Claude or the autopilot) states the configuration and, where configurations cross,
 the concurrency policy; the tool looks up every benchmark of those configurations in the run,
 computes the objective for them and for the baseline on the same workload and levels (per level
-the mean of a configuration's sweeps), and writes recommendation.json in the run folder:
+the mean of a configuration's sweeps), and writes recommendation.json in the run folder - one
+typed record, tools/bench/schema.Recommendation, that the report and the views parse once:
 
     {"objective", "config", "command", "verdict", "value", "baseline_value", "gain",
      "geomean_ratio", "noise_floor", "candidate": {"config", "command", "policy", "crossover"},
@@ -42,7 +43,14 @@ from pydantic import Field
 from state.atomic import write_json_atomic
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results as result_files
-from tools.bench.schema import BenchResult
+from tools.bench.schema import (
+    BenchResult,
+    Deployment,
+    PairedRecord,
+    PolicyServerRecord,
+    Recommendation,
+    RecommendedObjective,
+)
 from tools.domain import cost, stats
 from tools.domain.config import Config
 from tools.domain.cost import CostConfig
@@ -132,60 +140,63 @@ class Recommend(Tool):
         paired = None if is_base else _paired(base, mine, common, objective, vs.floor)
         if paired is not None and verdict == "win" and not paired.wins:
             verdict = "not established"  # the pairs decide: never a claim larger than they show
-        policy, crossover, notes = _policy(inp.policy, results, space, workload)
-        for i, p in enumerate(policy):  # one server per range, each its command and port
-            p["command"] = _command(config, p["config"], config.server.port + i)
+        ranges, crossover, notes = _policy(inp.policy, results, space, workload)
+        policy = []  # one server per range, each its command and port; with a price, its cost
+        for i, r in enumerate(ranges):
+            command = _command(config, r["config"], config.server.port + i)
+            cost_of = (
+                {}
+                if config.cost is None
+                else _range_serving(config.cost, r, results, space, workload)
+            )
+            policy.append(PolicyServerRecord(**r, command=command, **cost_of))
         full = space.complete(want) if space else want
-        asked: dict[str, Any] = {"config": full, "command": _command(config, full)}
-        asked |= {"policy": policy, "crossover": crossover}
+        asked = Deployment(
+            config=full, command=_command(config, full), policy=policy, crossover=crossover
+        )
         deploy = asked if verdict in ("win", "baseline") else _keep_baseline(config, space, base)
-        rec: dict[str, Any] = {
-            "objective": objective.model_dump(),
-            **deploy,
-            "verdict": verdict,
-            "candidate": asked,
-            "value": round(value, 3),
-            "baseline_value": round(base_value, 3),
-            "gain": round(value / base_value - 1, 5) if base_value > 0 else None,
-            "geomean_ratio": None if vs.ratio is None else round(vs.ratio, 5),
-            "noise_floor": None if vs.floor is None else round(vs.floor, 5),
-            "levels": common,
-            "per_level": {str(c): round(ours[c], 2) for c in common},
-            "baseline_per_level": {str(c): round(theirs[c], 2) for c in common},
-            "results": [r.id for r in mine],
-            "baseline_results": [r.id for r in base],
-            "reason": inp.reason,
-            "notes": notes,
-        }
+        more: dict[str, Any] = {}  # the keys written only when there is something to say
         if config.cost is not None:  # what the deployed configuration costs to serve, per level
             served = (mine, ours) if verdict in ("win", "baseline") else (base, theirs)
-            rec |= _serving(config.cost, served[0], served[1], common)
-            for p in policy:
-                measured = [
-                    x
-                    for x in _matching(results, _norm(p["config"], space), space)
-                    if _workload(x) == workload
-                ]
-                levels = _per_level(measured)
-                hi = p["to_concurrency"] or max(levels)
-                span = [c for c in sorted(levels) if p["from_concurrency"] <= c <= hi]
-                p |= _serving(config.cost, measured, levels, span)
+            more |= _serving(config.cost, served[0], served[1], common)
         if paired is not None:
-            rec["paired"] = _paired_record(paired)
+            more["paired"] = _paired_record(paired)
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
         if seen is not None and seen.drift.beyond(vs.floor):
-            rec["drift"] = seen.record(vs.floor)
-        write_json_atomic(ctx.run.path / FILE, rec)
-        return ToolResult(text=_text(rec, objective), data={"recommendation": rec})
+            more["drift"] = seen.record(vs.floor)
+        rec = Recommendation(
+            objective=RecommendedObjective.model_validate(objective.model_dump()),
+            config=deploy.config,
+            command=deploy.command,
+            policy=deploy.policy,
+            crossover=deploy.crossover,
+            verdict=verdict,
+            candidate=asked,
+            value=round(value, 3),
+            baseline_value=round(base_value, 3),
+            gain=round(value / base_value - 1, 5) if base_value > 0 else None,
+            geomean_ratio=None if vs.ratio is None else round(vs.ratio, 5),
+            noise_floor=None if vs.floor is None else round(vs.floor, 5),
+            levels=common,
+            per_level={str(c): round(ours[c], 2) for c in common},
+            baseline_per_level={str(c): round(theirs[c], 2) for c in common},
+            results=[r.id for r in mine],
+            baseline_results=[r.id for r in base],
+            reason=inp.reason,
+            notes=notes,
+            **more,
+        )
+        write_json_atomic(ctx.run.path / FILE, rec.dump())
+        return ToolResult(text=_text(rec, objective), data={"recommendation": rec.dump()})
 
 
 def _keep_baseline(
     config: Config, space: SearchSpace | None, base: list[BenchResult]
-) -> dict[str, Any]:
+) -> Deployment:
     flags = _norm(base[-1].server.flags, space)
     full = space.complete(flags) if space else flags
-    return {"config": full, "command": _command(config, full), "policy": [], "crossover": []}
+    return Deployment(config=full, command=_command(config, full), policy=[], crossover=[])
 
 
 # --- what was measured ----------------------------------------------------------------------------
@@ -266,17 +277,17 @@ def _paired(
     return stats.Paired(tuple(ratios), floor) if ratios else None
 
 
-def _paired_record(p: stats.Paired) -> dict[str, Any]:
+def _paired_record(p: stats.Paired) -> PairedRecord:
     found = p.interval()
-    return {
-        "ratio": round(p.ratio, 5),
-        "interval": None if found is None else [round(found[0], 5), round(found[1], 5)],
-        "pairs": p.n,
-        "ratios": [round(x, 5) for x in p.ratios],
-        "verdict": p.verdict,
-        "stated": p.stated(),
+    return PairedRecord(
+        ratio=round(p.ratio, 5),
+        interval=None if found is None else [round(found[0], 5), round(found[1], 5)],
+        pairs=p.n,
+        ratios=[round(x, 5) for x in p.ratios],
+        verdict=p.verdict,
+        stated=p.stated(),
         **({} if p.wins else {"needs": p.unestablished()}),
-    }
+    )
 
 
 def _serving(
@@ -290,6 +301,23 @@ def _serving(
         "usd_per_hour": round(price.hourly_usd(gpus), 4),
         "usd_per_mtok": {str(c): round(v, 4) for c, v in priced.items()},
     }
+
+
+def _range_serving(
+    price: CostConfig,
+    r: dict[str, Any],
+    results: list[BenchResult],
+    space: SearchSpace | None,
+    workload: tuple[Any, ...],
+) -> dict[str, Any]:
+    """What a policy range's server costs over the levels of its range (_serving)."""
+    measured = [
+        x for x in _matching(results, _norm(r["config"], space), space) if _workload(x) == workload
+    ]
+    levels = _per_level(measured)
+    hi = r["to_concurrency"] or max(levels)
+    span = [c for c in sorted(levels) if r["from_concurrency"] <= c <= hi]
+    return _serving(price, measured, levels, span)
 
 
 def _slo_ok(results: list[BenchResult], objective: Any) -> dict[int, bool]:
@@ -416,57 +444,58 @@ VERDICT = {
 }
 
 
-def _text(rec: dict[str, Any], objective: Any) -> str:
+def _text(rec: Recommendation, objective: Any) -> str:
     what = describe_objective(
         objective.kind, objective.level, objective.ttft_p99_ms, objective.tpot_p99_ms
     )
-    gain, verdict = rec["gain"], rec["verdict"]
-    ratio = rec["geomean_ratio"]
+    gain, verdict = rec.gain, rec.verdict
+    ratio = rec.geomean_ratio
     measured = (
-        f"value {rec['value']:.1f} vs baseline {rec['baseline_value']:.1f}"
+        f"value {rec.value:.1f} vs baseline {rec.baseline_value:.1f}"
         + (f" ({gain:+.1%})" if gain is not None else "")
-        + f" over C={','.join(map(str, rec['levels']))}"
+        + f" over C={','.join(map(str, rec.levels))}"
         + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
-        + f"; noise floor {stats.percent(rec['noise_floor'])}"
+        + f"; noise floor {stats.percent(rec.noise_floor)}"
     )
-    paired = rec.get("paired")
+    paired = rec.paired
     if paired is not None:  # the figure the verdict reads
-        measured += f"\n  paired: {paired['stated']}" + (
-            f"; not established: {paired['needs']}" if "needs" in paired else ""
+        measured += f"\n  paired: {paired.stated}" + (
+            f"; not established: {paired.needs}" if paired.needs is not None else ""
         )
-    drift = rec.get("drift")
+    drift = rec.drift
     drifted = []
     if drift is not None:
         drifted = [
-            f"  drift: the baseline moved {drift['change']:+.1%} between its own sweeps "
-            f"({_names(drift['from']['results'])} -> {_names(drift['to']['results'])}; "
-            f"the faster {drift['size']:.1%} above the slower, beyond the noise floor): "
+            f"  drift: the baseline moved {drift.change:+.1%} between its own sweeps "
+            f"({_names(drift.earlier.results)} -> {_names(drift.later.results)}; "
+            f"the faster {drift.size:.1%} above the slower, beyond the noise floor): "
             f"{result_files.DRIFTED}"
         ]
     if verdict not in ("win", "baseline"):
+        asked = rec.candidate.command if rec.candidate is not None else ""
         return "\n".join(
             [
                 f"Keep the baseline ({what}): the configuration asked for is "
-                f"{VERDICT.get(verdict, verdict)}.",
-                f"  asked: {rec['candidate']['command']}",
+                f"{VERDICT.get(str(verdict), verdict)}.",
+                f"  asked: {asked}",
                 f"  {measured}",
-                f"  deploy: {rec['command']}",
+                f"  deploy: {rec.command}",
                 *drifted,
-                *(f"  note: {n}" for n in rec["notes"]),
+                *(f"  note: {n}" for n in rec.notes),
                 f"Written to {FILE} (verdict {verdict!r}; what was asked is under 'candidate').",
             ]
         )
-    lines = [f"Recommendation ({what}):", f"  deploy: {rec['command']}", f"  {measured}"]
-    if len(rec["policy"]) > 1:
-        lines.append(f"  policy: {len(rec['policy'])} servers, {ROUTING_RULE}:")
-    for p in rec["policy"]:
-        hi = p["to_concurrency"]
-        lo = p["from_concurrency"]
+    lines = [f"Recommendation ({what}):", f"  deploy: {rec.command}", f"  {measured}"]
+    if len(rec.policy) > 1:
+        lines.append(f"  policy: {len(rec.policy)} servers, {ROUTING_RULE}:")
+    for p in rec.policy:
+        hi = p.to_concurrency
+        lo = p.from_concurrency
         span = f"C>={lo}" if hi is None else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
-        lines.append(f"  policy {span}: {' '.join(render_flags(p['config'])) or '(no flags)'}")
-    if rec["crossover"]:
-        lines.append(f"  crossover at C={', '.join(map(str, rec['crossover']))}")
+        lines.append(f"  policy {span}: {' '.join(render_flags(p.config)) or '(no flags)'}")
+    if rec.crossover:
+        lines.append(f"  crossover at C={', '.join(map(str, rec.crossover))}")
     lines += drifted
-    lines += [f"  note: {n}" for n in rec["notes"]]
+    lines += [f"  note: {n}" for n in rec.notes]
     lines.append(f"Written to {FILE}.")
     return "\n".join(lines)

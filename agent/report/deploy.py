@@ -71,8 +71,8 @@ def plan(f: Figures) -> Plan | None:
     if policy:
         pairs = [(p.name, p.span, p.command) for p in policy]
     else:
-        rec = f.m.recommendation or {}
-        pairs = [(f.winner.name, "", str(rec.get("command") or f.m.command_of(f.winner)))]
+        stated = f.m.recommendation.command if f.m.recommendation is not None else ""
+        pairs = [(f.winner.name, "", stated or f.m.command_of(f.winner))]
     servers = []
     for i, (label, span, command) in enumerate(pairs):
         if not command:

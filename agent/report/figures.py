@@ -105,7 +105,10 @@ class Figures:
 
 
 def objective_of(m: Measured) -> tuple[str, int | None]:
-    raw = (m.recommendation or {}).get("objective") or m.state.config.get("objective") or {}
+    stated = m.recommendation.objective if m.recommendation is not None else None
+    if stated is not None:  # the objective the recommendation's figures are of
+        return stated.kind, stated.level
+    raw = m.state.config.get("objective") or {}
     if not isinstance(raw, dict):
         return str(raw), None
     level = raw.get("level")
@@ -124,7 +127,7 @@ def compute(m: Measured) -> Figures:
         floor = vs.floor
     else:  # nothing to compare with: the floor over the baseline's own levels
         floor = stats.objective_floor(repeats, base.levels if base else [], kind)
-    verdict = (m.recommendation or {}).get("verdict")
+    verdict = m.recommendation.verdict if m.recommendation is not None else None
     wins = verdict in (None, "win") and vs is not None and (verdict == "win" or vs.wins)
     winner = candidate if wins else base
     if winner is not None and not winner.levels:  # every level failed: not measured, no winner
@@ -146,8 +149,8 @@ def compute(m: Measured) -> Figures:
 
 
 def pick_baseline(m: Measured) -> Configuration | None:
-    rec = m.recommendation or {}
-    found = m.config_holding(rec.get("baseline_results")) or m.config_for(m.base_flags)
+    ids = m.recommendation.baseline_results if m.recommendation is not None else []
+    found = m.config_holding(ids) or m.config_for(m.base_flags)
     if found is None:
         named = [c for c in m.configs if "baseline" in (c.name + str(c.runs[-1].server.name))]
         found = max(named, key=lambda c: len(c.levels), default=None)
@@ -159,9 +162,8 @@ def pick_candidate(
 ) -> Configuration | None:
     rec = m.recommendation
     if rec is not None:
-        asked = rec.get("candidate")
-        flags = (asked if isinstance(asked, dict) else rec).get("config")
-        found = m.config_holding(rec.get("results")) or m.config_for(flags)
+        flags = (rec.candidate or rec).config
+        found = m.config_holding(rec.results) or m.config_for(flags)
         if found is not None:
             return found
     if base is None:

@@ -27,7 +27,7 @@ def jobs(f: Figures) -> list[Block]:
             took = f"{(_ts(ended['ts']) - _ts(started['ts'])).total_seconds():.0f} s"
         rows.append([name, f"`{started.get('command', '')}`", how, took])
     out: list[Block] = [Heading(2, "Long jobs"), Table(["job", "command", "ended", "took"], rows)]
-    reason = str((f.m.recommendation or {}).get("reason") or "")
+    reason = f.m.recommendation.reason if f.m.recommendation is not None else ""
     drafter = reason[reason.find("Trained drafter") :] if "Trained drafter" in reason else ""
     if not drafter:  # no recommendation: the conversion's own words, if a job said them
         for e in reversed(f.m.events):

@@ -20,7 +20,7 @@ from state.fold import RunState, fold
 from state.sweeps import Sweep, sweeps
 from tools.bench import results
 from tools.bench.confighash import workload_key
-from tools.bench.schema import BenchResult, open_rate
+from tools.bench.schema import BenchResult, Recommendation, open_rate
 from tools.domain import stats
 
 RECOMMENDATION = "recommendation.json"
@@ -177,7 +177,7 @@ class Measured:
     events: list[Event]
     status: str  # how the run ended, or is ending
     configs: list[Configuration]
-    recommendation: dict[str, Any] | None
+    recommendation: Recommendation | None
     failures: list[Failure]
     launches: dict[str, str] = field(default_factory=dict)  # server name -> its latest command
 
@@ -201,9 +201,9 @@ class Measured:
         same = [c for c in self.configs if norm_flags(c.flags) == want]
         return max(same, key=lambda c: len(c.levels), default=None)
 
-    def config_holding(self, ids: Any) -> Configuration | None:
+    def config_holding(self, ids: list[str]) -> Configuration | None:
         """The configuration of the result ids listed (recommendation.json's results)."""
-        wanted = {str(i) for i in ids or []}
+        wanted = set(ids)
         found = [c for c in self.configs if any(r.id in wanted for r in c.runs)]
         return max(found, key=lambda c: len(c.levels), default=None)
 
@@ -267,18 +267,21 @@ def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuratio
     return configs
 
 
-def load_recommendation(run_path: Path, events: list[Event]) -> dict[str, Any] | None:
+def load_recommendation(run_path: Path, events: list[Event]) -> Recommendation | None:
+    """The run's recommendation.json, parsed once (tools/bench/schema.py); none, or one that is
+    not a recommendation: the recommend tool's last result in the events (a replayed session)."""
     try:
-        data = json.loads((run_path / RECOMMENDATION).read_text())
-        if isinstance(data, dict):
-            return data
-    except (OSError, ValueError):
+        return Recommendation.model_validate_json((run_path / RECOMMENDATION).read_bytes())
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
         pass
     for e in reversed(events):  # a replayed session: the recommend tool's result carries it
         if e["type"] == "tool_result" and e.get("name") == "recommend" and not e.get("is_error"):
             data = (e.get("data") or {}).get("recommendation") or e.get("data")
             if isinstance(data, dict) and "config" in data:
-                return data
+                try:
+                    return Recommendation.model_validate(data)
+                except ValueError:
+                    return None
     return None
 
 

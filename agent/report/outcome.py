@@ -52,7 +52,8 @@ def unmeasured_text(f: Figures, why: bool = True) -> str:
 
 def conclusion(f: Figures) -> list[Block]:
     out: list[Block] = [Heading(2, "Conclusion")]
-    base, win, cand, rec = f.baseline, f.winner, f.candidate, f.m.recommendation or {}
+    base, win, cand, rec = f.baseline, f.winner, f.candidate, f.m.recommendation
+    paired = rec.paired if rec is not None else None  # the launch pairs: the verdict's figure
     if base is None:
         return [*out, Para("No benchmark finished, so there is nothing to recommend yet.")]
     if win is None:
@@ -64,20 +65,19 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     elif win is base:
         tried = ""
-        paired = rec.get("paired")
         if cand is not None and cand is not base and f.versus is not None:
             tried = (
                 f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
                 f"{f.versus.verdict}."
             )
-        if rec.get("verdict") == "not established" and isinstance(paired, dict) and cand:
+        if rec is not None and rec.verdict == "not established" and paired is not None and cand:
             # the sweeps' means said win; the launch pairs, which the verdict reads, do not
             unpaired = pct(f.versus.ratio if f.versus else None)
             tried = (
                 f" The best candidate, {cand.name}, measured {unpaired} "
                 f"by the sweeps' means, but against the baseline in launch pairs (launched "
                 f"alternately, so a drift of the box common to both cancels) it is "
-                f"{paired.get('stated')}: not established ({paired.get('needs')})."
+                f"{paired.stated}: not established ({paired.needs})."
             )
         out.append(
             Para(
@@ -93,15 +93,13 @@ def conclusion(f: Figures) -> list[Block]:
             out += deploy_policy(f, servers)
         else:
             out.append(Para(f"**Deploy {win.name}** ({flags_change(win.flags, f.m.base_flags)}):"))
-            out.append(Code(rec.get("command") or f.m.command_of(win)))
-        value, base_value = rec.get("value"), rec.get("baseline_value")
+            out.append(Code((rec.command if rec else "") or f.m.command_of(win)))
         measured = ""
-        if isinstance(value, int | float) and isinstance(base_value, int | float):
-            measured = f" ({value:,.1f} vs {base_value:,.1f})"
-        paired = rec.get("paired")
-        if isinstance(paired, dict):  # the claim is the pairs', never larger
+        if rec is not None and rec.value is not None and rec.baseline_value is not None:
+            measured = f" ({rec.value:,.1f} vs {rec.baseline_value:,.1f})"
+        if paired is not None:  # the claim is the pairs', never larger
             gain = (
-                f"{paired.get('stated')} on {objective_text(f)} - the figure the verdict reads "
+                f"{paired.stated} on {objective_text(f)} - the figure the verdict reads "
                 f"(launched alternately, so a drift of the box common to both cancels); the "
                 f"sweeps' means: {pct(f.versus.ratio)} geometric-mean ratio{measured}"
             )
@@ -135,18 +133,17 @@ NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 def policy_servers(f: Figures) -> list[PolicyServer]:
     """The servers to deploy when the recommendation is a policy of several ranges (else []):
     each with its launch command - recommendation.json's, else its configuration's launch."""
-    rec = f.m.recommendation or {}
-    policy = [p for p in rec.get("policy") or [] if isinstance(p, dict)]
+    policy = f.m.recommendation.policy if f.m.recommendation is not None else []
     if len(policy) < 2 or f.winner is None or f.winner is f.baseline:
         return []
     out = []
     for p in policy:
-        lo, hi = int(p.get("from_concurrency") or 1), p.get("to_concurrency")
+        lo, hi = p.from_concurrency, p.to_concurrency
         span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
-        c = f.m.config_for(p.get("config"))
-        command = str(p.get("command") or (f.m.command_of(c) if c else ""))
-        name = c.name if c else flags_change(p.get("config"), f.m.base_flags)
-        out.append(PolicyServer(span, lo, hi, dict(p.get("config") or {}), c, command, name))
+        c = f.m.config_for(p.config)
+        command = p.command or (f.m.command_of(c) if c else "")
+        name = c.name if c else flags_change(p.config, f.m.base_flags)
+        out.append(PolicyServer(span, lo, hi, dict(p.config), c, command, name))
     return out
 
 
@@ -158,8 +155,7 @@ def routing_rule(servers: list[PolicyServer]) -> str:
 
 
 def deploy_policy(f: Figures, servers: list[PolicyServer]) -> list[Block]:
-    rec = f.m.recommendation or {}
-    crossover = rec.get("crossover") or []
+    crossover = f.m.recommendation.crossover if f.m.recommendation is not None else []
     n = NUMBER_WORDS.get(len(servers), str(len(servers)))
     at = f" (crossover at C={', '.join(map(str, crossover))})" if crossover else ""
     out: list[Block] = [
@@ -215,16 +211,16 @@ def where_text(f: Figures, c: Configuration | None) -> str:
 
 
 def policy_text(f: Figures) -> str:
-    rec = f.m.recommendation or {}
-    policy = [p for p in rec.get("policy") or [] if isinstance(p, dict)]
-    crossover = rec.get("crossover") or []
+    rec = f.m.recommendation
+    policy = rec.policy if rec is not None else []
+    crossover = rec.crossover if rec is not None else []
     if len(policy) > 1:
         parts = []
         for p in policy:
-            lo, hi = p.get("from_concurrency"), p.get("to_concurrency")
+            lo, hi = p.from_concurrency, p.to_concurrency
             span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
-            c = f.m.config_for(p.get("config"))
-            change = flags_change(p.get("config"), f.m.base_flags)
+            c = f.m.config_for(p.config)
+            change = flags_change(p.config, f.m.base_flags)
             parts.append(f"{span}: **{c.name}** ({change})" if c else f"{span}: {change}")
         text = "; ".join(parts)
         return text + (f" (crossover at C={', '.join(map(str, crossover))})." if crossover else ".")
@@ -257,8 +253,8 @@ def short_text(text: str, width: int) -> str:
 
 
 def in_policy(f: Figures, c: Configuration) -> bool:
-    policy = (f.m.recommendation or {}).get("policy") or []
-    return any(isinstance(p, dict) and f.m.config_for(p.get("config")) is c for p in policy)
+    policy = f.m.recommendation.policy if f.m.recommendation is not None else []
+    return any(f.m.config_for(p.config) is c for p in policy)
 
 
 def chart_curves(f: Figures) -> list[tuple[str, Configuration, str]]:
@@ -283,8 +279,7 @@ def chart_curves(f: Figures) -> list[tuple[str, Configuration, str]]:
 
 
 def crossover_marks(f: Figures) -> list[float]:
-    rec = (f.m.recommendation or {}).get("crossover") or []
-    marks = [float(x) for x in rec if isinstance(x, int | float)]
+    marks = [float(x) for x in (f.m.recommendation.crossover if f.m.recommendation else [])]
     if not marks and f.winner is not None and f.baseline is not None and f.winner is not f.baseline:
         marks = crossing_points(f.winner.sweep, f.baseline.sweep)
     return marks

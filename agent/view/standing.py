@@ -31,14 +31,13 @@ def standing(f: Figures) -> str:
     parts = [named("baseline", f.baseline.name)]
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
-        rec = f.m.recommendation or {}
+        rec = f.m.recommendation
         verdict = "win" if f.winner is f.candidate else f.versus.verdict
-        if rec.get("verdict") == "not established":  # the launch pairs decide (issue 29)
+        if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
             verdict = "not established by its launch pairs"
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
-        paired = rec.get("paired")
-        if isinstance(paired, dict) and paired.get("stated"):
-            parts.append(str(paired["stated"]))
+        if rec is not None and rec.paired is not None and rec.paired.stated:
+            parts.append(rec.paired.stated)
     parts.append(f"noise floor {stats.percent(f.floor)}")
     parts.append(f"winner {f.winner.name}")
     return " · ".join(parts)
@@ -66,7 +65,8 @@ def final_lines(run_path: Path, f: Figures | None) -> list[str]:
         )
         lines += [f"server for {s.span} ({s.name}): {s.command}" for s in servers]
     elif f is not None and f.winner is not None:
-        command = (f.m.recommendation or {}).get("command") or f.m.command_of(f.winner)
+        stated = f.m.recommendation.command if f.m.recommendation is not None else ""
+        command = stated or f.m.command_of(f.winner)
         what = "keep the baseline" if f.winner is f.baseline else f"deploy {f.winner.name}"
         if command:
             lines.append(f"{what}: {command}")

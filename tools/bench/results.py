@@ -18,7 +18,14 @@ from pydantic import ValidationError
 from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
 from tools.bench.confighash import config_hash, normalize_command, workload_key
-from tools.bench.schema import BenchResult, ClientInfo, Point, ServerRef, Workload
+from tools.bench.schema import (
+    BenchResult,
+    ClientInfo,
+    DriftRecord,
+    Point,
+    ServerRef,
+    Workload,
+)
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
 from tools.domain import stats
 from tools.domain.gpus import gpus_of
@@ -279,10 +286,10 @@ class SeenDrift:
     earlier: TimedSweep
     later: TimedSweep
 
-    def record(self, floor: float | None) -> dict[str, Any]:
+    def record(self, floor: float | None) -> DriftRecord:
         """As recommendation.json states it."""
         d = self.drift
-        return {
+        return DriftRecord.model_validate({
             "change": round(d.change, 5),
             "size": round(d.size, 5),
             "noise_floor": None if floor is None else round(floor, 5),
@@ -292,7 +299,7 @@ class SeenDrift:
             "to": {"results": list(self.later.ids), "finished": self.later.finished,
                    "value": round(d.later_value, 3)},
             "note": f"the baseline moved more than the noise floor: {DRIFTED}",
-        }  # fmt: skip
+        })  # fmt: skip
 
 
 DRIFT_NOTE = (

@@ -189,3 +189,113 @@ class BenchResult(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+# --- recommendation.json -----------------------------------------------------------------------
+# The campaign's conclusion, as tools/recommend.py writes it in the run folder (and in its
+# result's data) and the report, the deploy files and the live views read it: one typed record,
+# parsed once (`Recommendation.model_validate_json`). Every field has a default and extra keys are
+# kept, so that a recommendation.json of an older run still loads; the writer dumps only the
+# fields it set (`dump`), in the order declared here - the keys and values it always wrote.
+
+
+class Record(BaseModel):
+    """A part of recommendation.json: unknown keys kept (an older or newer writer's)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def dump(self) -> dict[str, Any]:
+        """As written: the fields set, in declared order, then any extra keys."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+class RecommendedObjective(Record):
+    """The objective the figures are of (the [objective] config's fields; those beyond kind and
+    level - the SLO limits, the precision - are kept as they came)."""
+
+    kind: str = "geomean"
+    level: int | None = None
+
+
+class PolicyServerRecord(Record):
+    """One range of a concurrency policy: its levels (to None: and above), its configuration,
+    its launch command (its own port) and, with a [cost] price, what it costs over its levels."""
+
+    from_concurrency: int = 1
+    to_concurrency: int | None = None
+    config: dict[str, Any] = {}
+    command: str = ""
+    usd_per_hour: float | None = None
+    usd_per_mtok: dict[str, float] | None = None
+
+
+class Deployment(Record):
+    """A configuration with its launch command and policy: what was asked (`candidate`)."""
+
+    config: dict[str, Any] | None = None
+    command: str = ""
+    policy: list[PolicyServerRecord] = []
+    crossover: list[int] = []
+
+
+class PairedRecord(Record):
+    """The configuration against the baseline in launch pairs (stats.Paired): the verdict's
+    figure. `needs`: what it would take, when the pairs do not establish a win."""
+
+    ratio: float | None = None
+    interval: list[float] | None = None
+    pairs: int = 0
+    ratios: list[float] = []
+    verdict: str = ""
+    stated: str = ""
+    needs: str | None = None
+
+
+class DriftSide(Record):
+    """One sweep of the baseline's drift: its results, when it finished, its objective."""
+
+    results: list[str] = []
+    finished: str = ""
+    value: float | None = None
+
+
+class DriftRecord(Record):
+    """The baseline's own sweeps moved beyond the noise floor (results.SeenDrift.record)."""
+
+    change: float = 0.0
+    size: float = 0.0
+    noise_floor: float | None = None
+    levels: list[int] = []
+    earlier: DriftSide = Field(default_factory=DriftSide, alias="from")
+    later: DriftSide = Field(default_factory=DriftSide, alias="to")
+    note: str = ""
+
+
+class Recommendation(Record):
+    """recommendation.json (tools/recommend.py's docstring says each field). `config`,
+    `command`, `policy` and `crossover` are what to deploy: the candidate's on a win, else the
+    baseline's; `value`, `gain` and `geomean_ratio` are always the candidate's."""
+
+    objective: RecommendedObjective | None = None
+    config: dict[str, Any] | None = None
+    command: str = ""
+    policy: list[PolicyServerRecord] = []
+    crossover: list[int] = []
+    verdict: str | None = None
+    candidate: Deployment | None = None
+    value: float | None = None
+    baseline_value: float | None = None
+    gain: float | None = None
+    geomean_ratio: float | None = None
+    noise_floor: float | None = None
+    levels: list[int] = []
+    per_level: dict[str, float] = {}
+    baseline_per_level: dict[str, float] = {}
+    results: list[str] = []
+    baseline_results: list[str] = []
+    reason: str = ""
+    notes: list[str] = []
+    usd_per_hour: float | None = None
+    usd_per_mtok: dict[str, float] | None = None
+    paired: PairedRecord | None = None
+    drift: DriftRecord | None = None
