@@ -68,7 +68,9 @@ def summary(run: Path, boxes: int, wall: float | None = None) -> dict[str, Any]:
     started = [e for e in events if e["type"] == "trial_started"]
     purpose = {e["trial"]: e["purpose"] for e in started}
     fleet = next(e for e in events if e["type"] == "fleet_started")
-    rec = json.loads((run / "recommendation.json").read_text())
+    from tools.bench.schema import Recommendation
+
+    rec = Recommendation.model_validate_json((run / "recommendation.json").read_bytes())
     return {
         "boxes": boxes,
         "wall_s": wall,
@@ -80,8 +82,8 @@ def summary(run: Path, boxes: int, wall: float | None = None) -> dict[str, Any]:
         "boxes_used": len({t["box"] for t in trials}),
         "overlap": max_overlap(trials),
         "configs": sorted({json.dumps(e["flags"], sort_keys=True) for e in started}),
-        "recommended": rec["config"],
-        "floor": rec.get("noise_floor"),
+        "recommended": rec.config,
+        "floor": rec.noise_floor,
         "run": str(run),
     }
 

@@ -45,6 +45,7 @@ from benchmarks.kill_resume_lab import (
 )
 from state.events import read_events
 from state.fold import fold
+from tools.bench.schema import Recommendation
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIGGERS = ("time", "run_benchmark", "server_started", "todo", "benchmark")
@@ -212,8 +213,9 @@ class Trial:
         ports = {int(e["port"]) for e in events if e["type"] == "server_started"}
         r.leftovers = leftover_processes(ports)
         try:
-            r.recommendation = json.loads((self.path / "recommendation.json").read_text())["config"]
-        except (OSError, ValueError, KeyError):
+            path = self.path / "recommendation.json"
+            r.recommendation = Recommendation.model_validate_json(path.read_bytes()).config
+        except (OSError, ValueError):  # none, or not a recommendation (a ValidationError)
             r.recommendation = None
         space = tomllib.loads(self.config.read_text())["search"]
         r.regret = regret(r.recommendation, space, self.workload)
