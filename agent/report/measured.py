@@ -17,6 +17,7 @@ from typing import Any
 
 from state.events import Event
 from state.fold import RunState, fold
+from state.server_events import ServerFailed, ServerStarted, server_event
 from state.sweeps import Sweep, sweeps
 from tools.bench import results
 from tools.bench.confighash import workload_key
@@ -237,7 +238,9 @@ def read_run(run_path: Path, events: list[Event], status: str | None = None) -> 
         recommendation=load_recommendation(run_path, events),
         failures=failures(events),
         launches={
-            e["name"]: str(e.get("command", "")) for e in events if e["type"] == "server_started"
+            s.name: s.command or ""
+            for s in map(server_event, events)
+            if isinstance(s, ServerStarted)
         },
     )
 
@@ -286,19 +289,19 @@ def load_recommendation(run_path: Path, events: list[Event]) -> Recommendation |
 
 
 def failures(events: list[Event]) -> list[Failure]:
-    started: dict[str, Event] = {}
+    started: dict[str, ServerStarted] = {}
     out = []
-    for e in events:
-        if e["type"] == "server_started":
-            started[e["name"]] = e
-        elif e["type"] == "server_failed":
-            launch = started.get(e["name"], {})
+    for s in map(server_event, events):
+        if isinstance(s, ServerStarted):
+            started[s.name] = s
+        elif isinstance(s, ServerFailed):
+            launch = started.get(s.name)
             out.append(
                 Failure(
-                    name=e["name"],
-                    flags=launch.get("flags"),
-                    diagnosis=str(e.get("diagnosis") or "failed"),
-                    excerpt=str(e.get("log_excerpt") or ""),
+                    name=s.name,
+                    flags=launch.flags if launch is not None else None,
+                    diagnosis=s.diagnosis or "failed",
+                    excerpt=s.log_excerpt or "",
                 )
             )
     return out

@@ -13,6 +13,7 @@ from agent.view.standing import figures_of, final_lines, standing
 from agent.view.words import api_unavailable, named, short
 from state.events import Event, read_events
 from state.fold import fold
+from state.server_events import ServerFailed, ServerStarted, server_event
 from state.sweeps import count
 from tools.domain.space import render_flags
 
@@ -61,12 +62,13 @@ def server_words(event: Event) -> str | None:
     """A server's life in words; the autopilot's server is named "server": not "server server"."""
     t = event["type"]
     who = named("server", str(event.get("name", "")))
-    if t == "server_started":
-        return f"{who} starting on {event.get('host')}:{event.get('port')} (pid {event.get('pid')})"
+    server = server_event(event)
+    if isinstance(server, ServerStarted):
+        return f"{who} starting on {server.host}:{server.port} (pid {server.pid})"
     if t == "server_ready":
         return f"{who} ready after {float(event.get('seconds') or 0):.1f} s"
-    if t == "server_failed":
-        return f"{who} failed: {short(str(event.get('diagnosis', '')), 160)}"
+    if isinstance(server, ServerFailed):
+        return f"{who} failed: {short(server.diagnosis or '', 160)}"
     if t == "server_killed":
         killed = event.get("killed")
         n = f" ({count(len(killed), 'process', 'processes')})" if isinstance(killed, list) else ""
