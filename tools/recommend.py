@@ -492,7 +492,7 @@ def _text(rec: Recommendation, objective: Any) -> str:
         hi = p.to_concurrency
         lo = p.from_concurrency
         span = f"C>={lo}" if hi is None else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
-        lines.append(f"  policy {span}: {' '.join(render_flags(p.config)) or '(no flags)'}")
+        lines.append(f"  policy {span}: {' '.join(render_flags(p.config or {})) or '(no flags)'}")
     if rec.crossover:
         lines.append(f"  crossover at C={', '.join(map(str, rec.crossover))}")
     lines += drifted

@@ -93,7 +93,7 @@ def conclusion(f: Figures) -> list[Block]:
             out += deploy_policy(f, servers)
         else:
             out.append(Para(f"**Deploy {win.name}** ({flags_change(win.flags, f.m.base_flags)}):"))
-            out.append(Code((rec.command if rec else "") or f.m.command_of(win)))
+            out.append(Code((rec.command if rec is not None else "") or f.m.command_of(win)))
         measured = ""
         if rec is not None and rec.value is not None and rec.baseline_value is not None:
             measured = f" ({rec.value:,.1f} vs {rec.baseline_value:,.1f})"
@@ -143,7 +143,7 @@ def policy_servers(f: Figures) -> list[PolicyServer]:
         c = f.m.config_for(p.config)
         command = p.command or (f.m.command_of(c) if c else "")
         name = c.name if c else flags_change(p.config, f.m.base_flags)
-        out.append(PolicyServer(span, lo, hi, dict(p.config), c, command, name))
+        out.append(PolicyServer(span, lo, hi, dict(p.config or {}), c, command, name))
     return out
 
 

@@ -223,7 +223,7 @@ class PolicyServerRecord(Record):
 
     from_concurrency: int = 1
     to_concurrency: int | None = None
-    config: dict[str, Any] = {}
+    config: dict[str, Any] | None = None
     command: str = ""
     usd_per_hour: float | None = None
     usd_per_mtok: dict[str, float] | None = None
