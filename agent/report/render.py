@@ -121,10 +121,11 @@ h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2rem; border-bo
 #ddd; padding-bottom: .2rem; } code, pre { font: 13px/1.4 ui-monospace, Menlo, Consolas,
 monospace; background: #f4f4f6; border-radius: 4px; } code { padding: 0 .25rem; }
 pre { padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
+pre code { padding: 0; }  /* inline code's padding would indent a command's first line only */
 table { border-collapse: collapse; margin: .6rem 0; font-size: 14px; }
 th, td { border: 1px solid #ddd; padding: .25rem .55rem; } th { background: #f4f4f6; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-img { max-width: 100%; } .nw { white-space: nowrap; }
+img { max-width: 100%; } .nw { white-space: nowrap; } .wide { overflow-x: auto; }
 """
 
 
@@ -160,7 +161,9 @@ def to_html(blocks: list[Block], title: str) -> str:
                 + "</tr>"
                 for row in b.rows
             )
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            # wider than a narrow window: the table scrolls in its own box, the page stays put
+            table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            out.append(f'<div class="wide">{table}</div>')
         elif isinstance(b, Code):  # a long command wraps between flags, never inside one
             out.append(f"<pre><code>{_unbroken(html.escape(b.text.rstrip()))}</code></pre>")
         elif isinstance(b, Image):
