@@ -12,6 +12,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from agent.report import gather, render_files
+from agent.report.chart import colours
 from agent.report.figures import Figures
 from agent.report.outcome import chart_curves
 from agent.report.over_time import OVER_TIME_FILE, chosen, figure, section
@@ -79,10 +80,14 @@ def test_the_baseline_and_the_winner_show_every_level_in_order(
     _, f = sampled
     rows = chosen(f)
     assert [c for _, c, _, _ in rows] == [f.baseline, f.winner] and f.winner is not f.baseline
+    curves = chart_curves(f)
+    roles = colours([r for *_, r in curves])
+    throughput_colours = dict(zip([lb for lb, *_ in curves], roles, strict=True))
     fig = figure(rows)
     assert len(fig.axes) == 2 * 3  # requests, KV cache, acceptance: one row each
     for i, (label, _, colour, levels) in enumerate(rows):
         assert [lv.name for lv in levels] == [f"C={c}" for c in LEVELS]
+        assert colour == throughput_colours[label]  # its colour in the other charts
         requests, kv, accept = fig.axes[3 * i : 3 * i + 3]
         running = [ln for ln in drawn(requests) if ln.get_linestyle() == "-"]  # one per level
         assert len(running) == len(LEVELS)
@@ -93,12 +98,10 @@ def test_the_baseline_and_the_winner_show_every_level_in_order(
         assert {to_hex(ln.get_color()) for ln in running} == {colour}
         assert max(drawn(kv)[-1].get_ydata()) == 100  # a fraction drawn as a percentage
         assert bool(drawn(accept)) == (f.winner is rows[i][1])  # only EAGLE accepted drafts
-    colours_of_the_throughput_chart = {label: c for label, c, _ in chart_curves(f)}
-    assert {label for label, *_ in rows} <= set(colours_of_the_throughput_chart)
 
 
 def test_the_report_has_the_chart_and_a_row_per_level(sampled: tuple[Path, Figures]) -> None:
-    folder, f = sampled
+    folder, _ = sampled
     md = (folder / "report.md").read_text()
     assert "## Server metrics over time" in md and f"]({OVER_TIME_FILE})" in md
     assert (folder / OVER_TIME_FILE).stat().st_size > 10_000

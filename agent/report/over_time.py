@@ -83,7 +83,7 @@ def figure(rows: list[tuple[str, Configuration, str, list[Level]]]) -> Any:
         axes = [fig.add_subplot(len(rows), len(panels), i * len(panels) + j + 1)
                 for j in range(len(panels))]  # fmt: skip
         offset = 0.0
-        for lv in found:
+        for k, lv in enumerate(found):
             t = [offset + float(x) for x in lv.series["t"]]
             for ax, (key, _) in zip(axes, panels, strict=True):
                 if key == "requests":
@@ -97,7 +97,7 @@ def figure(rows: list[tuple[str, Configuration, str, list[Level]]]) -> Any:
             for ax in axes:
                 ax.axvline(offset, color="#999999", linestyle=":", linewidth=0.8, label="_boundary")
             axes[0].annotate(lv.name, xy=(offset, 1.0), xycoords=("data", "axes fraction"),
-                             xytext=(2, -2), textcoords="offset points", va="top",
+                             xytext=(2, -2 - 9 * (k % 2)), textcoords="offset points", va="top",
                              fontsize=7, color="#555555")  # fmt: skip
             offset = (t[-1] if t else offset) + float(lv.series.get("every_s") or 1.0)
         for ax, (key, title) in zip(axes, panels, strict=True):
@@ -107,8 +107,8 @@ def figure(rows: list[tuple[str, Configuration, str, list[Level]]]) -> Any:
                 ax.text(0.5, 0.5, "not served", transform=ax.transAxes, ha="center",
                         color="#777777", fontsize=8)  # fmt: skip
             ax.set_ylim(bottom=0)
-            top = ax.get_ylim()[1]
-            ax.set_ylim(0, top * 1.3 if top > 0 else 1)  # room for the level names, the legend
+            top = ax.get_ylim()[1]  # room above for the level names (staggered) and the legend
+            ax.set_ylim(0, top * 1.3 if top > 0 else 1)
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelsize=7)
             if i == len(rows) - 1:
