@@ -117,6 +117,17 @@ async def test_eagle_serves_an_acceptance_length() -> None:
     assert accepted and all(1 <= a <= 4 for a in accepted)  # tokens per step, bonus counted
 
 
+async def test_the_ideal_sim_serves_its_requests_in_flight() -> None:
+    """Ideal mode has no scheduler: every request runs at once, none waits, no KV is modelled."""
+    command = [sys.executable, "-m", "sim", "--ideal-ttft-ms", "5", "--ideal-itl-ms", "20"]
+    with served_sim([*command, "--load-seconds", "0", "--seed", "1"], "srvmetrics-ideal") as url:
+        out = await run_sweep(spec(url, [4], max_tokens=64))
+    assert not any(n.startswith(server_metrics.NO_METRICS) for n in out.notes), out.notes
+    series = out.points[0]["server_metrics"]
+    assert 1 <= max(series["running"]) <= 4 and set(series["waiting"]) == {0}
+    assert "kv_cache" not in series
+
+
 # --------------------------------------------------------------- servers without /metrics
 
 
@@ -134,6 +145,8 @@ async def test_a_server_without_metrics_is_measured_with_a_note(foreign: str) ->
     assert all("server_metrics" not in p for p in out.points)
     notes = [n for n in out.notes if n.startswith(server_metrics.NO_METRICS)]
     assert len(notes) == 1 and "HTTP 404" in notes[0], out.notes  # once, not per level
+    assert "--metrics" not in notes[0]  # the hint is for llama-server's 501 only
+    assert "(llama-server serves them with --metrics)" in server_metrics.note("x answered HTTP 501")
 
 
 async def test_metrics_that_never_answer_do_not_hold_up_the_level() -> None:

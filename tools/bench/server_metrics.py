@@ -213,8 +213,7 @@ class Sampler:
 
 
 def note(problem: str) -> str:
-    """The result's note for a server without usable /metrics."""
-    return (
-        f"{NO_METRICS}: {problem} - no server metrics over time (llama-server serves them "
-        "with --metrics)"
-    )
+    """The result's note for a server without usable /metrics (501 is llama-server's answer
+    when it was started without --metrics)."""
+    hint = " (llama-server serves them with --metrics)" if "HTTP 501" in problem else ""
+    return f"{NO_METRICS}: {problem} - no server metrics over time{hint}"
