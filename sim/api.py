@@ -41,6 +41,7 @@ class App:
         self.ideal_requests = 0
         self.ideal_tokens = 0
         self.ideal_prompt_tokens = 0
+        self.ideal_running = 0  # requests in flight in ideal mode (all admitted at once)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,6 +145,13 @@ class App:
 
     async def ideal(self, c: openai.Completion, send: Send, gone: asyncio.Event) -> None:
         """Fixed TTFT and ITL whatever the load: the yardstick for clients."""
+        self.ideal_running += 1
+        try:
+            await self._ideal(c, send, gone)
+        finally:
+            self.ideal_running -= 1
+
+    async def _ideal(self, c: openai.Completion, send: Send, gone: asyncio.Event) -> None:
         scale = self.args.time_scale
         ttft = (self.args.ideal_ttft_ms or 0.0) / 1000.0 / scale
         itl = (self.args.ideal_itl_ms or 0.0) / 1000.0 / scale

@@ -22,7 +22,11 @@ def prometheus(app: App) -> str:
             "sglang:prompt_tokens_total": app.ideal_prompt_tokens,
             "sglang:generation_tokens_total": app.ideal_tokens,
         }
-        gauges: dict[str, float] = {}
+        # every request runs at once, nothing queues, no KV cache is modelled
+        gauges: dict[str, float] = {
+            "sglang:num_running_reqs": app.ideal_running,
+            "sglang:num_queue_reqs": 0,
+        }
     else:
         counters = {
             "sglang:num_requests_total": e.requests_total,

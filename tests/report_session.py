@@ -233,14 +233,20 @@ def write_session(folder: Path, files: bool = True, noisy: bool = False) -> Path
 
 
 def bench_in_run(
-    run: Any, rid: str, flags: dict[str, Any], summary: dict[int, float], label: str | None = None
+    run: Any,
+    rid: str,
+    flags: dict[str, Any],
+    summary: dict[int, float],
+    label: str | None = None,
+    extra: dict[int, dict[str, Any]] | None = None,
 ) -> None:
     """A real result file in a live Run and the `benchmark` event run_benchmark appends for it
-    (`label`: the sweep it belongs to, as the autopilot cuts one sweep into several results)."""
+    (`label`: the sweep it belongs to, as the autopilot cuts one sweep into several results;
+    `extra`: more keys of a level's point, e.g. its server_metrics)."""
     points = [
         {"max_concurrency": c, "output_throughput": v, "completed": 5 * c,
          "achieved_concurrency": float(c), "median_ttft_ms": 40.0 + c, "p99_ttft_ms": 50.0 + c,
-         "median_tpot_ms": 15.0 + c / 10, "p99_tpot_ms": 20.0}
+         "median_tpot_ms": 15.0 + c / 10, "p99_tpot_ms": 20.0, **(extra or {}).get(c, {})}
         for c, v in summary.items()
     ]  # fmt: skip
     label = label or rid

@@ -45,6 +45,7 @@ def test_lab_setup_writes_models_and_a_config_that_loads(tmp_path: Path) -> None
 
     config = load_config(lab.config)
     assert config.server.engine == "llama.cpp" and str(lab.target) in config.server.command
+    assert "--metrics" in config.server.command.split()  # /metrics sampled during each level
     assert config.bench.concurrency == [1, 2, 4, 8]
     space = SearchSpace.parse(config.search)
     base = space.baseline

@@ -119,6 +119,37 @@ async def test_a_short_benchmark_has_no_failed_request(ctx: ToolContext) -> None
     assert all(p["output_throughput"] > 0 for p in points)
 
 
+async def test_metrics_are_sampled_with_metrics_and_a_note_without(ctx: ToolContext) -> None:
+    """llama-server's /metrics over each level (tools/bench/server_metrics.py): sampled when it
+    was started with --metrics; without, 501, one note, and the levels measured all the same."""
+    import orjson
+
+    for flags in ({"--metrics": True}, {}):
+        text, is_error, _ = await call(
+            ctx, "start_server", flags={"--threads": 1, "--parallel": 4, **flags}
+        )
+        assert not is_error, text
+        text, is_error, _ = await call(
+            ctx, "run_benchmark", concurrency=[1, 4], input_len=32, max_tokens=128,
+            requests_per_level=24, label="metrics" if flags else "plain",
+        )  # fmt: skip
+        assert not is_error, text
+        result = orjson.loads(Path(events(ctx, "benchmark")[-1]["path"]).read_bytes())
+        assert [p["failed"] for p in result["points"]] == [0, 0]
+        notes = [n for n in result["notes"] if n.startswith("no /metrics")]
+        if flags:
+            assert notes == [], notes
+            for p in result["points"]:
+                series = p["server_metrics"]
+                assert series["source"] == "llamacpp" and series["t"], p["max_concurrency"]
+                assert all(0 <= r <= 4 for r in series["running"])  # --parallel 4 slots
+        else:
+            assert len(notes) == 1 and "HTTP 501" in notes[0], result["notes"]
+            assert all("server_metrics" not in p for p in result["points"])
+        text, is_error, _ = await call(ctx, "kill_server")
+        assert not is_error, text
+
+
 async def test_a_repeated_sweep_is_not_served_from_the_prefix_cache(ctx: ToolContext) -> None:
     """Two sweeps of one configuration: each sends fresh prompts (and llama.cpp is told not to
     reuse a slot's cached prefix), so the second is not several times faster to the first token,

@@ -18,6 +18,7 @@ from agent.report.figures import Figures, compute
 from agent.report.jobs import jobs
 from agent.report.measured import read_run
 from agent.report.outcome import all_configs, conclusion, curves
+from agent.report.over_time import section as over_time_section
 from agent.report.pareto import section as pareto_section
 from agent.report.render import Block, Heading, Image, Para, to_html, to_markdown
 from agent.report.runbook import cost_section, reproduce, setup
@@ -34,6 +35,7 @@ SECTIONS = [
     jobs,
     curves,
     pareto_section,
+    over_time_section,
     all_configs,
     ablation,
     failed,

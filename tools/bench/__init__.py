@@ -11,6 +11,7 @@ Layout (one seam per file):
   loadgen.py         a closed loop of C connections for one level
   shard.py           the same loop in child processes (uvloop, one core each)
   sweep.py           levels in order, progress, Ctrl-C, notes
+  server_metrics.py  the server's /metrics polled during each level -> a neutral series
   confighash.py, vllm_format.py, remote.py, timescale.py, results.py, comparison.py, table.py
 What run_benchmark leaves behind (file, ledger line, event) is tools/benchmark_outcome.py.
 """

@@ -47,6 +47,8 @@ from tools.bench.prefix import reset_cache, shared_prefix_text
 from tools.bench.prompt_length import PromptLength, calibrate
 from tools.bench.request_record import RequestRecord
 from tools.bench.schema import Point, Workload
+from tools.bench.server_metrics import Sampler
+from tools.bench.server_metrics import note as metrics_note
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
 from tools.bench.timescale import point_to_model_time, server_time_scale
 
@@ -89,6 +91,8 @@ class SweepSpec:
     cache_reset_path: str | None = None
     tokenize_path: str | None = "/tokenize"  # None: one token per word, no calibration
     deadlines: Deadlines = field(default_factory=Deadlines)  # every wait's (deadlines.py)
+    # the server's Prometheus /metrics, polled during each level (server_metrics.py); None: not
+    metrics_path: str | None = "/metrics"
 
 
 @dataclass
@@ -162,6 +166,7 @@ class _Sweep:
     slo: dict[str, float] | None  # in wall time (the clock the levels run on)
     pool: ShardPool | None = None
     used: int = 0  # dataset samples taken so far: each level takes the next ones
+    metrics: bool = True  # False once the server showed it has no usable /metrics
 
 
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
@@ -258,7 +263,12 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
         wall_rate = rate * sw.scale  # the target is in the modelled box's time
         job["send_at"] = arrivals(n, wall_rate, wl.burstiness, f"{sw.seed}/{level}/arrivals")
     job["level_s"] = _level_s(spec, wl, job, sw.scale)
-    run = await _attempt(sw, job, rate)
+    sampler = _sampler(sw)
+    try:
+        run = await _attempt(sw, job, rate)
+    finally:
+        series = await sampler.stop() if sampler is not None else None
+        _metrics_problem(sw, sampler)
     measured = compute_point(
         run.records,
         run.duration,
@@ -269,12 +279,31 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
         run.cpu_seconds,
     )
     point = _model_point(measured, rate, wl, run, sw.scale, processes=max(procs, 1))
+    if series is not None:
+        point = point.model_copy(update={"server_metrics": series})
     row = _record(sw, point)
     outcome.processes = max(outcome.processes, procs)
     _check(point, level, procs, outcome.notes)
     check_traffic(point, rate, wl, n, outcome.notes)
     sw.obs.level_end(level, row)
     return point
+
+
+def _sampler(sw: _Sweep) -> Sampler | None:
+    """The level's /metrics sampler, started; None where the sweep does not sample."""
+    path = sw.spec.metrics_path
+    if not path or not sw.metrics:
+        return None
+    sampler = Sampler(Target.parse(sw.spec.url).url + path, sw.scale)
+    sampler.start()
+    return sampler
+
+
+def _metrics_problem(sw: _Sweep, sampler: Sampler | None) -> None:
+    """A server without usable /metrics: one note, and no more sampling in this sweep."""
+    if sampler is not None and sampler.problem is not None:
+        sw.metrics = False
+        sw.outcome.notes.append(metrics_note(sampler.problem))
 
 
 async def _attempt(sw: _Sweep, job: dict[str, Any], rate: float | None) -> LevelRun:

@@ -63,7 +63,10 @@ def search_space(draft: Path, cpus: int) -> dict[str, Any]:
 
 
 def lab_toml(binary: Path, target: Path, draft: Path, port: int, cpus: int) -> dict[str, Any]:
-    command = shlex.join([str(binary), "-m", str(target), "--ctx-size", "4096", "--no-webui"])
+    # --metrics: the benchmark samples /metrics during each level (the report's server metrics)
+    command = shlex.join(
+        [str(binary), "-m", str(target), "--ctx-size", "4096", "--no-webui", "--metrics"]
+    )
     return {
         "server": {
             "engine": "llama.cpp",
