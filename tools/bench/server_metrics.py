@@ -40,7 +40,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 EVERY_S = 0.5  # between scrapes, in the modelled box's time
-MIN_WALL_S = 0.1  # but never more often than this on the wall clock (a fast simulator)
+MIN_WALL_S = 0.25  # but never more often than this on the wall clock (a fast simulator)
 SCRAPE_S = 2.0  # one scrape's own deadline: a busy server's late answer is a missing sample
 
 RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running", "llamacpp:requests_processing")
