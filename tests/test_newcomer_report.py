@@ -108,3 +108,16 @@ def test_html_keeps_flags_and_percentages_whole(report: tuple[Path, str]) -> Non
     assert ".nw { white-space: nowrap; }" in html
     cost = md[md.index("## Cost") :]
     assert "| what | how much |" in cost and "|  |  |" not in cost
+
+
+def test_a_configuration_is_named_by_what_it_is_not_by_its_pairs(make_run: Any) -> None:
+    """The winner launched again in pairs with the baseline keeps its name: "paired" says why a
+    launch was made (the baseline has pairs too), not which configuration it is."""
+    run, _ = make_run()
+    base: dict[str, Any] = {"--attention-backend": "flashinfer"}
+    bench_in_run(run, "baseline-L01", base, sweep())
+    bench_in_run(run, "validate-L02-fa3", FA3, sweep(1.1))
+    bench_in_run(run, "pair-L03", base, sweep(1.01))
+    bench_in_run(run, "pair-L04-fa3", FA3, sweep(1.12))
+    names = {c.name for c in gather(run.path, read_events(run.events_path).events).measured}
+    assert names == {"baseline", "candidate: fa3"}

@@ -47,8 +47,17 @@ def test_an_older_event_parses_and_a_hand_edited_one_is_skipped() -> None:
         {**old, "flags": {"--tp": 2}},
         {"seq": 4, "type": "server_failed", "name": "base"},  # no diagnosis: an older writer
         {"seq": 5, "type": "server_failed", "name": "r", "diagnosis": "refused", "flags": {}},
+        # refused before launch: its own flags, not those of the name's earlier launch
+        {**old, "seq": 6, "name": "c", "flags": {"--tp": 4}},
+        {"seq": 7, "type": "server_failed", "name": "c", "flags": {"--tp": 8}, "diagnosis": "no"},
+        {"seq": 8, "type": "server_failed", "name": "base", "diagnosis": "again"},
     ]
     said = [(f.name, f.flags, f.diagnosis, f.excerpt) for f in failures(events)]
-    assert said == [("base", {"--tp": 2}, "failed", ""), ("r", None, "refused", "")]
+    assert said == [
+        ("base", {"--tp": 2}, "failed", ""),
+        ("r", {}, "refused", ""),
+        ("c", {"--tp": 8}, "no", ""),
+        ("base", None, "again", ""),  # its launch's failure was already told
+    ]
     assert server_words(events[0]) == "server base starting on None:30000 (pid None)"
     assert server_words(events[2]) == "server r failed: refused"

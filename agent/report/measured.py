@@ -86,10 +86,12 @@ def human_label(label: str) -> str:
 class Configuration:
     """The results of one configuration, in the order they were measured."""
 
-    name: str  # for the reader: human_label of its latest label, "baseline" for the baseline's
+    # for the reader: human_label of its latest label but a pair's (group); "baseline" for the
+    # baseline's
+    name: str
     runs: list[BenchResult]
     from_file: list[bool]  # per run: read from its result file (else rebuilt from the event)
-    label: str = ""  # its latest label as the brain wrote it (the result files carry it)
+    label: str = ""  # that label as the brain wrote it (the result files carry it)
     # what its runs add up to (state/sweeps.py): the unit every count of the report uses
     sweeps: list[Sweep] = field(default_factory=list)
 
@@ -246,8 +248,9 @@ def read_run(run_path: Path, events: list[Event], status: str | None = None) -> 
 
 
 def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuration]:
-    """One Configuration per config hash and workload, named by its latest label (else its
-    server's name), unique."""
+    """One Configuration per config hash and workload, named by its latest label that says what
+    it is (a pair's label says only why it was launched again: "paired" is both the baseline and
+    the winner), else its server's name; unique."""
     by_key: dict[str, Configuration] = {}
     for r, f in zip(loaded, from_file, strict=True):
         key = json.dumps([r.config_hash, workload_key(r.workload.model_dump())], sort_keys=True)
@@ -257,9 +260,9 @@ def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuratio
     configs = list(by_key.values())
     used: set[str] = set()
     for c in configs:
-        c.label = next((r.label for r in reversed(c.runs) if r.label), "") or (
-            c.runs[-1].server.name or c.runs[-1].id
-        )
+        labels = [r.label for r in c.runs if r.label]
+        naming = [label for label in labels if not label.startswith("pair-")] or labels
+        c.label = (naming[-1] if naming else "") or (c.runs[-1].server.name or c.runs[-1].id)
         words = {human_label(r.label) for r in c.runs if r.label}
         base = "baseline" if words & {"baseline", "baseline repeat"} else human_label(c.label)
         name, n = base, 2
@@ -295,11 +298,13 @@ def failures(events: list[Event]) -> list[Failure]:
         if isinstance(s, ServerStarted):
             started[s.name] = s
         elif isinstance(s, ServerFailed):
-            launch = started.get(s.name)
+            # a launch refused before it started says its own flags; a launch that failed to
+            # start has them in its server_started (once: a later refusal of the name is not it)
+            launch = started.pop(s.name, None)
             out.append(
                 Failure(
                     name=s.name,
-                    flags=launch.flags if launch is not None else None,
+                    flags=s.flags if s.flags is not None else launch.flags if launch else None,
                     diagnosis=s.diagnosis or "failed",
                     excerpt=s.log_excerpt or "",
                 )
