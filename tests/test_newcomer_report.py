@@ -121,3 +121,21 @@ def test_a_configuration_is_named_by_what_it_is_not_by_its_pairs(make_run: Any) 
     bench_in_run(run, "pair-L04-fa3", FA3, sweep(1.12))
     names = {c.name for c in gather(run.path, read_events(run.events_path).events).measured}
     assert names == {"baseline", "candidate: fa3"}
+
+
+def test_a_legend_names_every_flag_whole(make_run: Any) -> None:
+    """Two configurations that differ only in their last flags read differently in the chart's
+    legend: long flag lists wrap after a flag, never cut."""
+    run, _ = make_run()
+    base: dict[str, Any] = {"--attention-backend": "flashinfer"}
+    bench_in_run(run, "baseline-L01", base, sweep())
+    many = {**FA3, "--speculative-algorithm": "EAGLE3", "--speculative-num-draft-tokens": 8}
+    bench_in_run(run, "validate-L02-x", {**many, "--speculative-num-steps": 3}, sweep(1.2))
+    bench_in_run(run, "validate-L03-y", {**many, "--speculative-num-steps": 1}, sweep(1.1))
+    labels = [
+        label for label, _, _ in chart_curves(gather(run.path, read_events(run.events_path).events))
+    ]
+    for steps in (3, 1):
+        label = next(x for x in labels if f"--speculative-num-steps {steps})" in x)
+        assert "--speculative-num-draft-tokens 8," in label and "…" not in label
+        assert all(len(line) <= 72 for line in label.splitlines()[1:])

@@ -240,12 +240,24 @@ def policy_text(f: Figures) -> str:
 
 
 def legend(f: Figures, c: Configuration, prefix: str = "") -> str:
-    change = (
-        "" if c is f.baseline else f" ({short_text(flags_change(c.flags, f.m.base_flags), 48)})"
-    )
+    change = "" if c is f.baseline else f" ({flags_change(c.flags, f.m.base_flags)})"
+    change = wrap_flags(change, 56)
     if prefix and c.name.startswith(prefix.rstrip(": ")):  # "baseline", not "baseline: baseline"
         prefix = ""
     return f"{prefix}{c.name}{change}"
+
+
+def wrap_flags(text: str, width: int) -> str:
+    """`text` on lines of about `width`, broken only after a flag's comma: a legend says every
+    flag whole (cut, two configurations that differ late in their flags read the same)."""
+    lines = [""]
+    for part in text.split(", "):
+        if lines[-1] and len(lines[-1]) + len(part) + 2 > width:
+            lines[-1] += ","
+            lines.append("  " + part)
+        else:
+            lines[-1] += (", " if lines[-1] else "") + part
+    return "\n".join(lines)
 
 
 def short_text(text: str, width: int) -> str:
