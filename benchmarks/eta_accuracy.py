@@ -4,6 +4,8 @@ had left, at each benchmark (at most one line per 20 s of the run): docs/supervi
     agent run --goal "beat baseline" --runs-dir /tmp/eta --run-id lab
     python -m benchmarks.eta_accuracy /tmp/eta/lab [MORE_RUNS ...] [--eta OTHER/agent/view/eta.py]
 
+A run is a run folder or its events file (a recorded session: tests/sessions/autopilot/lab.jsonl).
+
 The estimate is computed as `agent watch` would have drawn it then: from the todo list and the
 events up to that point. Per run, and over all the runs given, it prints the median absolute error
 of the time left (|estimated - real| / real) at the points once a quarter of the run was done, and
@@ -40,7 +42,7 @@ def load_eta(path: Path | None) -> ModuleType:
 
 def one_run(run: Path, eta: ModuleType) -> tuple[list[float], float]:
     """(relative errors once a quarter of the run is done, the largest jump in seconds)."""
-    events = read_events(run / "events.jsonl").events
+    events = read_events(run if run.is_file() else run / "events.jsonl").events
     stamps = [parse_ts(e["ts"]) for e in events]
     start, end = stamps[0], stamps[-1]
     assert start is not None and end is not None
@@ -78,9 +80,12 @@ def one_run(run: Path, eta: ModuleType) -> tuple[list[float], float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.eta_accuracy")
-    ap.add_argument("runs", nargs="+", type=Path, help="finished run folders")
+    ap.add_argument("runs", nargs="+", type=Path, help="finished runs: folders or events files")
     ap.add_argument("--eta", type=Path, help="another eta.py to measure (default: this tree's)")
     args = ap.parse_args(argv)
+    for run in args.runs:
+        if not (run.is_file() or (run / "events.jsonl").is_file()):
+            ap.error(f"{run}: neither an events file nor a run folder with events.jsonl")
     eta = load_eta(args.eta)
     errors: list[float] = []
     medians, jumps = [], []

@@ -1,9 +1,15 @@
 """How long the campaign will still take, as the supervisor's view estimates it: the open items of
-the planner's todo list times what one item costs as measured in this run - at least one launch
-and one sweep, and the mean time the items that measured something took (a stage of the plan may
-hold several experiments); the item in progress counts half an item, or as long again as it has
-run. An item that says how many experiments it still holds ("... (12 experiments left)", as the
-autopilot's screening stage does) counts that many launches and sweeps instead. A rough figure
+the planner's todo list, each costed by what this run says of its stages. An experiment costs
+what one took from one launch to the next within a todo item (the screens, the confirming sweeps
+and the thinking between them), at least one launch and one sweep. An item that says how many
+experiments it still holds ("... (12 experiments left)", as the autopilot's screening stage
+does) counts that many; one that does not holds as many launches as the items so far did on
+average (the one in progress counted with the launches it says are left), each an experiment -
+not as long as the items so far took, which the long screening stage would set for every later,
+shorter one. The item in progress has what is left of an item to go, at least a quarter of one;
+one that says its count: those, and at least as long again as it has run. Before any launch is
+counted (a run whose events have no `server_started`, a fleet) an item costs the mean time of the
+finished items that measured something, at least a launch and a sweep. A rough figure
 (docs/supervising.md says how rough); there is none before the first launch and sweep.
 
 The figure shown is smoothed: the median of the estimates made at the last SMOOTH_OVER moments
@@ -40,7 +46,7 @@ class Eta:
     item_s: float  # what one open item is expected to cost
     launch_s: float
     sweep_s: float
-    experiments: int = 0  # held by the items that say so, a launch and a sweep each
+    experiments: int = 0  # held by the items that say so, `experiment_s` each
     at_once: float = 1.0  # how many of those run at once (a fleet: the average so far)
     # the parts, in seconds, that add up to `seconds` + `ago`: the experiments, the pending items
     # that do not say how many they hold, and what is left of the item in progress
@@ -48,6 +54,8 @@ class Eta:
     items_s: float = 0.0
     running_s: float = 0.0
     ago: float = 0.0  # made this long before the latest event (the smoothing chose it)
+    experiment_s: float = 0.0  # what one experiment costs (0: a launch and a sweep)
+    item_launches: float = 0.0  # the launches an item of unknown size holds (0: timed instead)
 
 
 def measured_times(events: list[Event]) -> tuple[float, float] | None:
@@ -137,6 +145,49 @@ def item_seconds(events: list[Event]) -> tuple[list[float], float]:
     return took_s, current
 
 
+def experiment_seconds(events: list[Event]) -> float | None:
+    """The mean time from one launch (`server_started`) to the next within one todo item, or
+    None before two: a gap across items holds those items' other work (the baseline's repeat
+    sweep on the same server, ...), not an experiment's."""
+    gaps: list[float] = []
+    previous: float | None = None
+    item: str | None = None
+    for e in events:
+        if e["type"] == "todo":
+            todos = e.get("todos") or []
+            now = next((str(t.get("id")) for t in todos if t.get("status") == "in_progress"), None)
+            if now != item:
+                item, previous = now, None
+        elif e["type"] == "server_started" and (at := stamp(e)) is not None:
+            if previous is not None:
+                gaps.append(at - previous)
+            previous = at
+    return sum(gaps) / len(gaps) if gaps else None
+
+
+def item_launches(events: list[Event]) -> tuple[list[int], int]:
+    """The launches under each finished todo item that launched a server, and under the item in
+    progress (the items that launched nothing - killing leftovers, the repeat on the server
+    already up - say nothing of how many launches a stage holds)."""
+    began: dict[str, int] = {}  # item in progress -> its launches so far
+    sizes: list[int] = []
+    for e in events:
+        if e["type"] == "server_started":
+            for key in began:
+                began[key] += 1
+        if e["type"] != "todo":
+            continue
+        for t in e.get("todos") or []:
+            key, status = str(t.get("id")), t.get("status")
+            if status == "in_progress":
+                began.setdefault(key, 0)
+            elif key in began and status in ("completed", "cancelled"):
+                if began[key]:
+                    sizes.append(began[key])
+                del began[key]
+    return sizes, max(began.values(), default=0)
+
+
 def stamp(event: Event) -> float | None:
     return epoch(event.get("ts", ""))
 
@@ -186,19 +237,31 @@ def raw_estimate(
     if times is None:
         return None
     launch, sweep = times
-    items, current = item_seconds(events)
-    spans = [*items, current] if current else items  # the one in progress: at least this long
-    item = max(launch + sweep, sum(spans) / len(spans) if spans else 0.0)
+    experiment = max(launch + sweep, experiment_seconds(events) or 0.0)
     left, experiments, counted_now = open_items(todos)
+    items, current = item_seconds(events)
+    sizes, launched_now = item_launches(events)
+    held_now = launched_now + (experiments if counted_now else 0)
+    if held_now and (sizes or launched_now):  # the one in progress, once a launch is counted:
+        sizes.append(held_now)  # what it launched and what it says is left
+    per_item = sum(sizes) / len(sizes) if sizes else 0.0
+    if per_item:
+        item = max(experiment, per_item * experiment)
+    else:  # no launch counted: the mean time of the items so far
+        spans = [*items, current] if current else items  # the one in progress: at least this
+        item = max(launch + sweep, sum(spans) / len(spans) if spans else 0.0)
     # the item in progress: what is left of an item, at least a quarter of one; one that says
     # how many experiments it holds: those, and at least as long again as it has run (its count
     # is of the changes known now: a new best brings new ones, a screen may need a sweep)
     now = max(item - current, item / 4) if left % 1 else 0.0
-    held = experiments * (launch + sweep) / at_once
+    held = experiments * experiment / at_once
     running = now + (max(current - held, 0.0) if counted_now else 0.0)
     pending = int(left) * item
     seconds = pending + held + running
-    return Eta(seconds, left, item, launch, sweep, experiments, at_once, held, pending, running)
+    return Eta(
+        seconds, left, item, launch, sweep, experiments, at_once, held, pending, running,
+        experiment_s=experiment, item_launches=per_item,
+    )  # fmt: skip
 
 
 def eta_text(eta: Eta | None, finished: bool) -> str:
@@ -212,12 +275,13 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
     amount = f"{minutes:.0f} min" if minutes >= 2 else f"{eta.seconds:.0f} s"
     parts = []
     if eta.experiments:
-        each = clock(eta.launch_s + eta.sweep_s)
+        each = clock(eta.experiment_s or eta.launch_s + eta.sweep_s)
         parallel = f" ÷ {eta.at_once:.1f} at once" if eta.at_once > 1 else ""
         parts.append(f"{count(eta.experiments, 'experiment')} × {each}{parallel}")
     pending = int(eta.open_items)
     if pending:
-        parts.append(f"{count(pending, 'open todo')} × {clock(eta.item_s)} each")
+        size = f" ({eta.item_launches:.1f} launches)" if eta.item_launches else ""
+        parts.append(f"{count(pending, 'open todo')} × {clock(eta.item_s)} each{size}")
     if eta.running_s >= 1:
         parts.append(f"{clock(eta.running_s)} for the one in progress")
     total = " + ".join(parts)
@@ -225,9 +289,12 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
         total += f" = {clock(eta.seconds + eta.ago)}"
     if eta.ago >= 1:
         total += f", estimated {clock(eta.ago)} ago"
+    apart = ""
+    if eta.experiment_s > eta.launch_s + eta.sweep_s:
+        apart = f", launch to launch {clock(eta.experiment_s)}"
     return (
         f"about {amount} left ({total}; a launch took {clock(eta.launch_s)}, "
-        f"a sweep {clock(eta.sweep_s)})"
+        f"a sweep {clock(eta.sweep_s)}{apart})"
     )
 
 
