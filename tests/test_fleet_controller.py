@@ -251,7 +251,7 @@ def test_say_reaches_the_planner_and_is_answered_as_on_one_box(tmp_path: Path) -
 
 
 def test_the_launch_pairs_run_one_at_a_time_on_one_box(tmp_path: Path) -> None:
-    """The winner against the baseline in launch pairs (baseline, winner, baseline, winner):
+    """The winner against the baseline in launch pairs (baseline, winner, winner, baseline):
     each alone on the fleet, and every one after the first on the first one's node."""
     run = new_run(tmp_path)
     fleet = FakeFleet()
@@ -260,7 +260,7 @@ def test_the_launch_pairs_run_one_at_a_time_on_one_box(tmp_path: Path) -> None:
     started = [e for e in events(run.path) if e["type"] == "trial_started"]
     pairs = [e for e in started if e["purpose"] == "pair"]
     base = {"--attention-backend": "flashinfer", "--speculative-algorithm": False}
-    assert [e["flags"] == base for e in pairs][:4] == [True, False, True, False]
+    assert [e["flags"] == base for e in pairs][:4] == [True, False, False, True]
     assert fleet.pins[pairs[0]["trial"]] is None  # the first goes where Ray places it
     assert all(fleet.pins[e["trial"]] == "n1" for e in pairs[1:])  # then on its node
     log = events(run.path)

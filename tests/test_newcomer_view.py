@@ -156,3 +156,34 @@ def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: An
     text = screen(run)
     total = clock((left + 2) * 120.0)
     assert f"({left} experiments × 2:00 + 2 open todos × 2:00 each = {total}; a launch" in text
+
+
+def test_the_revalidation_item_says_the_launches_it_holds() -> None:
+    """Once a configuration beats the baseline, the re-validation item says the launches it
+    holds at least (the winner's fresh launch and the launch pairs), one fewer per launch made:
+    the time left counts each instead of one item for nine launches."""
+    space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
+    h = History(space)
+
+    def sweep(config: dict[str, Any], value: float, label: str, fresh: bool = True) -> None:
+        if fresh:
+            h.launched(config)
+        h.measured(config, len(h.launches) - 1, dict.fromkeys(DEFAULT_LEVELS, value), label)
+
+    def validate_left() -> int | None:
+        item = next(t for t in todos(planner, h, "explore") if t["id"] == "validate")
+        found = re.search(r"\((\d+) experiments? left\)$", item["content"])
+        return int(found.group(1)) if found else None
+
+    sweep(space.baseline, 100.0, "baseline")
+    sweep(space.baseline, 100.0, "noise", fresh=False)
+    assert validate_left() is None  # nothing beat the baseline: nothing to pair
+    better = space.complete({**space.baseline, "--attention-backend": "fa3"})
+    sweep(better, 130.0, "confirm")
+    assert validate_left() == 5  # its fresh launch and two launch pairs
+    sweep(better, 131.0, "validate")
+    assert validate_left() == 4
+    sweep(space.baseline, 100.0, "pair")
+    sweep(better, 130.0, "pair")
+    assert validate_left() == 2

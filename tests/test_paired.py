@@ -1,5 +1,5 @@
 """Decisions that survive a drifting machine (issue 29, items 1 and 3): the winner is measured
-against the baseline in launch pairs (baseline, winner, baseline, winner), and the conclusion
+against the baseline in launch pairs (baseline, winner, winner, baseline: ABBA), and the conclusion
 claims only what the pairs show - a paired gain with its interval, or "not established" with
 what it would take. The harness: the planner on the simulator's truth (offline.simulate) on a
 box whose speed steps during the campaign."""
@@ -82,8 +82,28 @@ def test_a_campaign_on_a_drifting_box_claims_no_more_than_the_paired_truth(
     if h.key(finish.best) != h.key(BASE):  # a pick other than the baseline was measured in pairs
         pairs = [m for m in h.measurements if m.purpose == "pair"]
         order = [h.key(m.config) == h.key(BASE) for m in pairs]
-        assert order[:4] == [True, False, True, False], order
+        assert order[:4] == [True, False, False, True], order  # ABBA
         assert len({m.launch for m in pairs}) == len(pairs)  # each on a fresh launch
+
+
+def test_a_box_that_slows_steadily_biases_no_pair_the_same_way() -> None:
+    """A ramp (from the first launch pair on, each sweep 3 % slower than the one before) favours
+    the first launch of every pair; ABBA puts the winner first in every other pair, so the pairs'
+    ratios fall on both sides of the truth and their mean is the truth (ABAB: 2-3 % low in each)."""
+    quiet, _ = simulate(planner(), TRUTH, seed=3, noise=Noise())
+    start = next(i for i, m in enumerate(quiet.measurements) if m.purpose == "pair")
+    ramp = lambda n: 1.0 if n < start else 0.97 ** (n - start)  # noqa: E731
+    h, _ = simulate(planner(), TRUTH, seed=3, noise=Noise(), drift=ramp)
+    # the candidate the pairs measured (the ramp raises the floor: it may not be established)
+    paired_with = next(
+        m.config for m in h.measurements if m.purpose == "pair" and h.key(m.config) != h.key(BASE)
+    )
+    p = conclude.paired(planner().read(h), paired_with)
+    truth = truth_ratio(paired_with)
+    assert p.n >= conclude.MIN_PAIRS
+    below = [r < truth for r in p.ratios]
+    assert True in below and False in below, (p.ratios, truth)
+    assert abs(p.ratio / truth - 1) <= 0.02, (p.ratio, truth)
 
 
 def test_a_quiet_box_establishes_the_gain_in_pairs() -> None:

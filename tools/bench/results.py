@@ -331,20 +331,21 @@ def pairs(
     baseline: list[BenchResult], candidate: list[BenchResult]
 ) -> list[tuple[list[BenchResult], list[BenchResult]]]:
     """The launch pairs of a paired comparison (issue 29): the results labelled `pair-...` of
-    the baseline and of the candidate in measured order, each baseline's sweep followed by the
-    candidate's next - the results of each (a sweep may be split into calls by groups of levels).
-    """
+    the baseline and of the candidate in measured order, two sweeps in a row, one of each, in
+    either order (the autopilot alternates: ABBA) - each pair (the baseline's results, the
+    candidate's; a sweep may be split into calls by groups of levels)."""
     runs = [r for r in [*baseline, *candidate] if r.label.startswith(PAIR)]
     base_ids = {r.id for r in baseline}
     ordered = sorted(runs, key=lambda r: (r.created, _number(r.id)))
     out: list[tuple[list[BenchResult], list[BenchResult]]] = []
     waiting: list[BenchResult] | None = None
     for _, _, parts in _sweeps(ordered):
-        if parts[0].id in base_ids:
-            waiting = parts
-        elif waiting is not None:
-            out.append((waiting, parts))
+        is_base = parts[0].id in base_ids
+        if waiting is not None and (waiting[0].id in base_ids) != is_base:
+            out.append((parts, waiting) if is_base else (waiting, parts))
             waiting = None
+        else:
+            waiting = parts
     return out
 
 

@@ -29,7 +29,7 @@ ratio between sweeps taken at different times measures the machine as much as th
 only paired comparisons (measured alternately, close in time) should count.
 
 Paired. A ratio between sweeps taken minutes apart measures the box too; a decision is read from
-pairs instead: the baseline and the candidate on fresh launches, one after the other (ABAB), each
+pairs instead: the baseline and the candidate on fresh launches, one after the other (ABBA), each
 pair's objective ratio its own comparison, so a drift common to both cancels. `paired` states the
 geometric mean of the pair ratios and a 95 % interval: Student's t on the log ratios (n - 1
 degrees of freedom), their spread never taken below what the noise floor says one sweep against

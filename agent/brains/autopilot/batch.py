@@ -23,10 +23,10 @@ best -> its neighbours) is the critical path; the batch shapes it:
   reads the noise floor or the leader, waits for what it reads;
 - the re-validations (the winner, the challenger: fresh launches of two configurations) run
   together and alone, and nothing starts until they are measured;
-- the launch pairs (the baseline, then the winner, again: conclude.pair) run one launch at a
-  time, alone: a pair measured on two boxes at once would compare the boxes, and a trial beside
-  it would load the box it shares. The controller places a pair's second launch on the node of
-  its first (fleet_controller: `pin`).
+- the launch pairs (the baseline then the winner, the winner then the baseline: conclude.pair) run
+  one launch at a time, alone: a pair measured on two boxes at once would compare the boxes, and a
+  trial beside it would load the box it shares. The controller places a pair's second launch on the
+  node of its first (fleet_controller: `pin`).
 
 `plan_batch(..., screen_ahead=False)` holds the free boxes instead (the previous batch, kept for
 benchmarks/fleet_speedup.py's comparison).

@@ -1,13 +1,15 @@
 """The end of a campaign (stage 5 of the strategy): re-validation on fresh launches, then the
-winner against the baseline in launch pairs (ABAB), then the winner and the concurrency policy.
+winner against the baseline in launch pairs (ABBA), then the winner and the concurrency policy.
 
-The pairs (issue 29): the baseline and the winner launched alternately - baseline, winner,
-baseline, winner - each pair one comparison (stats.Paired), so a drift of the box common to both
-launches of a pair cancels; a ratio of sweeps taken minutes apart (the baseline's at the start,
-a candidate's later) measures the machine as much as the configuration. At least MIN_PAIRS, then
-more while the interval is not decided and more pairs could decide it (within the budget). The
-verdict reads only the pairs: a win when their interval excludes "no gain" by more than the
-noise floor, else "not established" with what it would take."""
+The pairs (issue 29): the baseline and the winner launched alternately - baseline, winner, then
+winner, baseline, and so on - each pair one comparison (stats.Paired), so a drift of the box common
+to both launches of a pair cancels, and a drift that goes one way all along (a box warming up, a
+load ramping down) favours the winner in one pair and the baseline in the next, so it cancels over
+the pairs instead of biasing every pair the same way (as ABAB would); a ratio of sweeps taken
+minutes apart (the baseline's at the start, a candidate's later) measures the machine as much as the
+configuration. At least MIN_PAIRS, then more while the interval is not decided and more pairs could
+decide it (within the budget). The verdict reads only the pairs: a win when their interval excludes
+"no gain" by more than the noise floor, else "not established" with what it would take."""
 
 from __future__ import annotations
 
@@ -70,22 +72,27 @@ def reserved(max_launches: int) -> int:
     return 1 + min(2 * MIN_PAIRS, 2 * (max_launches // 8))
 
 
-def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measurement]], bool]:
-    """The launch pairs measured for `inc`: each `pair` sweep of the baseline followed by the next
-    `pair` sweep, of `inc`, in measured order; and whether a baseline's sweep waits for its
-    winner (the pair's second launch is next)."""
+def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measurement]], Flags | None]:
+    """The launch pairs measured for `inc`, each (the baseline's sweep, `inc`'s): two `pair`
+    sweeps in a row, one of each, in either order (ABBA), in measured order; and the
+    configuration whose launch completes the pair that is half made (None: none is)."""
     base, levels = r.space.baseline, r.settings.levels
     h = r.h
     runs = [m for m in h.measurements if m.purpose == "pair" and set(levels) <= set(m.per_level)]
     pairs: list[tuple[Measurement, Measurement]] = []
     waiting: Measurement | None = None
     for m in runs:
-        if h.key(m.config) == h.key(base):
-            waiting = m
-        elif waiting is not None and h.key(m.config) == h.key(inc):
-            pairs.append((waiting, m))
+        is_base = h.key(m.config) == h.key(base)
+        if not is_base and h.key(m.config) != h.key(inc):
+            continue  # a pair of an earlier winner
+        if waiting is not None and (h.key(waiting.config) == h.key(base)) != is_base:
+            pairs.append((m, waiting) if is_base else (waiting, m))
             waiting = None
-    return pairs, waiting is not None
+        else:
+            waiting = m
+    if waiting is None:
+        return pairs, None
+    return pairs, inc if h.key(waiting.config) == h.key(base) else base
 
 
 def paired(r: Reading, inc: Flags) -> stats.Paired:
@@ -100,16 +107,20 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
 
 
 def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
-    """The next launch of the paired comparison: the baseline, then the winner, again - at least
-    MIN_PAIRS pairs, and more while they leave the verdict open and more could settle it."""
+    """The next launch of the paired comparison: the baseline then the winner, the winner then
+    the baseline, and so on (ABBA) - at least MIN_PAIRS pairs, and more while they leave the
+    verdict open and more could settle it."""
     base, levels = r.space.baseline, r.settings.levels
     if r.h.key(inc) == r.h.key(base) or left < 1:
         return None
     pairs, waiting = pair_runs(r, inc)
     k = len(pairs) + 1
-    if waiting:
-        why = f"launch pair {k}: the winner right after the baseline (a drift of both cancels)"
-        return Experiment(inc, levels, "pair", why, fresh=True, base=base)
+    if waiting is not None:
+        if r.h.key(waiting) == r.h.key(inc):
+            why = f"launch pair {k}: the winner right after the baseline (a drift of both cancels)"
+            return Experiment(inc, levels, "pair", why, fresh=True, base=base)
+        why = f"launch pair {k}: the baseline right after the winner (a drift of both cancels)"
+        return Experiment(base, levels, "pair", why, fresh=True, base=inc)
     if left < 2:
         return None
     if len(pairs) >= MIN_PAIRS:
@@ -117,8 +128,14 @@ def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
         need = p.pairs_needed()
         if p.wins or need is None or need - p.n > left // 2:
             return None  # decided, or no number of pairs the budget allows would decide it
-    why = f"launch pair {k}: the baseline again on a fresh launch, then the winner"
-    return Experiment(base, levels, "pair", why, fresh=True, base=inc)
+    if k % 2:
+        why = f"launch pair {k}: the baseline again on a fresh launch, then the winner"
+        return Experiment(base, levels, "pair", why, fresh=True, base=inc)
+    why = (
+        f"launch pair {k}: the winner first this time, then the baseline (ABBA: a drift that "
+        "goes one way cancels over the pairs)"
+    )
+    return Experiment(inc, levels, "pair", why, fresh=True, base=base)
 
 
 def finish(r: Reading) -> Finish:

@@ -108,7 +108,7 @@ class Planner:
             if step is not None:
                 return step
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
-        # against the baseline in launch pairs (ABAB: the verdict reads them), then conclude
+        # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude
         return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
 
     def read(self, h: History) -> Reading:

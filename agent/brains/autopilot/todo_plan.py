@@ -92,6 +92,8 @@ def todos(
             status = "pending"
         if key == "explore" and status != "cancelled" and i >= at:
             content += left_text(planner, h)
+        if key == "validate" and i >= at:
+            content += validate_left(planner, h)
         out.append({"id": key, "content": content, "status": status, "priority": priority})
     return out
 
@@ -107,6 +109,22 @@ def left_text(planner: Planner, h: History) -> str:
     left = len({h.key(c) for _, c in screening.untried(r, r.incumbent)})
     kept = conclude.reserved(s.max_launches)  # to re-validate, and for the launch pairs
     left = min(left, max(0, s.max_launches - h.launches_used() - kept))
+    return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
+
+
+def validate_left(planner: Planner, h: History) -> str:
+    """The re-validation item's " (N experiments left)": the winner's fresh launch if it is not
+    re-validated yet and the launches of the MIN_PAIRS launch pairs not made yet, within the
+    launches left - the least the stage holds (undecided pairs may ask for more), so the time-left
+    estimate does not cost it as one item like the stages before it."""
+    s, r = planner.settings, planner.read(h)
+    inc = r.incumbent
+    if h.key(inc) == h.key(r.space.baseline):
+        return ""  # nothing beat the baseline: nothing to re-validate or pair
+    pairs, waiting = conclude.pair_runs(r, inc)
+    made = 2 * len(pairs) + (waiting is not None)
+    left = (0 if conclude.validated(r, inc) else 1) + max(0, 2 * conclude.MIN_PAIRS - made)
+    left = min(left, max(0, s.max_launches - h.launches_used()))
     return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
 
 
