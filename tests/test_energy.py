@@ -6,6 +6,7 @@ simulator, and a server whose host reports no power: no joules per token, and a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import stat
 import sys
@@ -137,10 +138,8 @@ def test_joules_per_token_is_energy_over_tokens() -> None:
 
 
 def test_the_modelled_power_doubles_with_its_watts() -> None:
-    double = REFERENCE.__class__(
-        **{**REFERENCE.__dict__, "idle_w": 2 * REFERENCE.idle_w, "busy_w": 2 * REFERENCE.busy_w,
-           "peak_w": 2 * REFERENCE.peak_w}
-    )  # fmt: skip
+    r = REFERENCE
+    double = dataclasses.replace(r, idle_w=2 * r.idle_w, busy_w=2 * r.busy_w, peak_w=2 * r.peak_w)
     for running in (0, 1, 30, 200, 1000):
         one = modelled_power(REFERENCE, 8, running, 160)
         assert modelled_power(double, 8, running, 160) == pytest.approx(2 * one)

@@ -126,8 +126,11 @@ def joules_per_token(mean_w: float | None, duration_s: float, output_tokens: int
     return mean_w * duration_s / output_tokens
 
 
+NO_POWER_TAIL = " - no joules per output token"
+
+
 def no_power_note(why: str) -> str:
-    return f"{NO_POWER}: {why} - no joules per output token"
+    return f"{NO_POWER}: {why}{NO_POWER_TAIL}"
 
 
 @dataclass
