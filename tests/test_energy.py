@@ -6,15 +6,21 @@ simulator, and a server whose host reports no power: no joules per token, and a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import json
 import os
+import socket
 import stat
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.cli.bench import main as bench_main
 from sim.hardware import REFERENCE
 from sim.metrics import modelled_power
 from sim.space import DEFAULT_BASE_FLAGS
@@ -241,3 +247,48 @@ async def test_the_hosts_gpus_give_joules_per_token(
         check_energy(p, "nvidia-smi")
         assert p["power_w"] == pytest.approx(300.5 + 301.5)
         assert p["power_gpus"] == "0,1"
+
+
+# ------------------------------------------------------------------------------ agent bench
+
+
+@pytest.fixture
+def foreign_process() -> Any:
+    """A server that is not the simulator (no modelled power), as a process of its own."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.foreign_server", "llama", str(port)])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_agent_bench_reads_this_machines_gpus_when_told(
+    foreign_process: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    fake_smi(tmp_path, prints(EIGHT_GPUS))
+    argv = ["--url", foreign_process, "--concurrency", "1", "--max-tokens", "16", "--processes", "0"]
+    out = tmp_path / "r.json"
+    assert bench_main([*argv, "--gpu-power", "6,7", "--json", str(out)]) == 0
+    point = json.loads(out.read_text())["points"][0]
+    check_energy(point, "nvidia-smi")
+    assert point["power_w"] == pytest.approx(306.5 + 307.5) and point["power_gpus"] == "6,7"
+    assert bench_main([*argv, "--json", str(out)]) == 0  # not told: not read, and said why
+    result = json.loads(out.read_text())
+    assert result["points"][0]["j_per_token"] is None  # the file keeps every field
+    assert any(n.startswith(energy.NO_POWER) and "--gpu-power" in n for n in result["notes"])
+
+
+def test_agent_bench_refuses_a_bad_gpu_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["--url", "http://127.0.0.1:9", "--gpu-power", "first"]) == 2
+    assert "'all' or GPU indices such as 0,1" in capsys.readouterr().err
