@@ -1,7 +1,7 @@
 """Energy per level (tools/bench/energy.py): the power read on the server's host with nvidia-smi
 (here a small executable placed first on PATH that prints exactly what nvidia-smi prints - this
 machine has no GPU), the simulator's modelled power through real sweeps against the real
-simulator, and a server whose host reports no power: no joules per token, and a note that says so."""
+simulator, and a server whose host reports no power: no joules per token, and a note saying so."""
 
 from __future__ import annotations
 
@@ -177,9 +177,8 @@ def flat_box(folder: Path, watts: float) -> str:
     """A profile of the reference box whose GPUs draw `watts` each, busy or not: its mean power is
     the same whatever the samples caught, so two runs differ only in their tokens."""
     path = folder / f"flat{watts:g}.toml"
-    path.write_text(
-        f'hardware = "reference"\n[constants]\nidle_w = {watts}\nbusy_w = {watts}\npeak_w = {watts}\n'
-    )
+    constants = "".join(f"{k} = {watts}\n" for k in ("idle_w", "busy_w", "peak_w"))
+    path.write_text(f'hardware = "reference"\n[constants]\n{constants}')
     return str(path)
 
 
@@ -277,7 +276,16 @@ def test_agent_bench_reads_this_machines_gpus_when_told(
 ) -> None:
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     fake_smi(tmp_path, prints(EIGHT_GPUS))
-    argv = ["--url", foreign_process, "--concurrency", "1", "--max-tokens", "16", "--processes", "0"]
+    argv = [
+        "--url",
+        foreign_process,
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "16",
+        "--processes",
+        "0",
+    ]
     out = tmp_path / "r.json"
     assert bench_main([*argv, "--gpu-power", "6,7", "--json", str(out)]) == 0
     point = json.loads(out.read_text())["points"][0]

@@ -337,7 +337,7 @@ def energy_words(shown: list[Configuration], figures: bool) -> str:
         text = (
             "J/token: joules per output token, the level's mean GPU power (nvidia-smi on the "
             "server's host, or the simulator's modelled power) x its duration / its output "
-            "tokens (docs/benchmark.md, \"Energy\")."
+            'tokens (docs/benchmark.md, "Energy").'
         )
         return text + (f" - where the host reported no power: {reasons}." if why else "")
     return f"No joules per output token: {reasons}." if why else ""

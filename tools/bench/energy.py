@@ -104,8 +104,8 @@ class HostPower:
             async with asyncio.timeout(self.call_s + 2.0):
                 res = await self.host.run(command, timeout=self.call_s, cwd="/")
         except TimeoutError:
-            raise PowerTimeout(f"nvidia-smi on {self.host.name} took over {self.call_s:g} s")
-        if res.timed_out:
+            res = None
+        if res is None or res.timed_out:
             raise PowerTimeout(f"nvidia-smi on {self.host.name} took over {self.call_s:g} s")
         if res.exit_code == 127:
             raise PowerUnavailable("no nvidia-smi")

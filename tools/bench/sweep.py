@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 
 from tools.bench import datasets
-from tools.bench.energy import HostPower, LevelPower, joules_per_token, no_power_note
 from tools.bench.deadlines import ABANDONED, LEVEL_DEADLINE, WAITED_OUT, Deadlines
+from tools.bench.energy import HostPower, LevelPower, joules_per_token, no_power_note
 from tools.bench.http import BadURL, Target
 from tools.bench.level_traffic import (
     add_samples,

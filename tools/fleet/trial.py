@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from state.secrets import resolve
 from tools.bench.deadlines import Deadlines
-from tools.bench.schema import Workload
 from tools.bench.energy import HostPower, launch_gpus
+from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
 from tools.errors import ToolError
