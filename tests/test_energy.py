@@ -24,14 +24,18 @@ from agent.cli.bench import main as bench_main
 from sim.hardware import REFERENCE
 from sim.metrics import modelled_power
 from sim.space import DEFAULT_BASE_FLAGS
+from state.run import Run
 from tests.foreign_server import ForeignServer
 from tests.served_sim import served_sim
+from tools.base import ToolBox, ToolContext
 from tools.bench import energy
 from tools.bench.energy import HostPower, PowerTimeout, PowerUnavailable, parse_power
 from tools.bench.schema import Point, Workload
 from tools.bench.sweep import SweepSpec, run_sweep
-from tools.domain.config import HostConfig
+from tools.domain.config import HostConfig, lab_config
+from tools.hosts import HostPool
 from tools.hosts.local import LocalHost
+from tools.run_benchmark import RunBenchmark
 
 SCALE = 10
 # what `nvidia-smi --query-gpu=index,power.draw --format=csv,noheader,nounits` prints
@@ -300,3 +304,35 @@ def test_agent_bench_reads_this_machines_gpus_when_told(
 def test_agent_bench_refuses_a_bad_gpu_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["--url", "http://127.0.0.1:9", "--gpu-power", "first"]) == 2
     assert "'all' or GPU indices such as 0,1" in capsys.readouterr().err
+
+
+# ------------------------------------------- run_benchmark: the server's host, its launch's GPUs
+
+
+async def test_run_benchmark_reads_the_servers_host_and_its_gpus(
+    foreign: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started on host `local` with CUDA_VISIBLE_DEVICES=1,2: nvidia-smi is run on that
+    host through the run's host pool, and only GPUs 1 and 2 are summed."""
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    fake_smi(tmp_path, prints(EIGHT_GPUS))
+    port = int(foreign.rsplit(":", 1)[1])
+    run = Run.create(tmp_path / "runs", "r1")
+    command = f"CUDA_VISIBLE_DEVICES=1,2 python -m tests.foreign_server llama {port}"
+    run.append("server_started", name="gpu", host="local", port=port, command=command, flags={})
+    config = lab_config()
+    config.bench = config.bench.model_copy(update={"requests_per_level": 4, "warmup_requests": 1})
+    hosts = HostPool(config)
+    ctx = ToolContext(run=run, config=config, hosts=hosts)
+    try:
+        inp = {"server": "gpu", "concurrency": [1], "input_len": 16, "max_tokens": 32}
+        res, _ = await ToolBox([RunBenchmark()]).call(ctx, "run_benchmark", inp)
+    finally:
+        await hosts.close()
+        run.close()
+    assert not res.is_error, res.text
+    saved = json.loads(Path(res.data["path"]).read_text())
+    point = saved["points"][0]
+    check_energy(point, "nvidia-smi")
+    assert point["power_w"] == pytest.approx(301.5 + 302.5) and point["power_gpus"] == "1,2"
+    assert not any(n.startswith(energy.NO_POWER) for n in saved["notes"]), saved["notes"]
