@@ -15,9 +15,10 @@ VERSION = "0.5.4-sim"
 
 
 def modelled_power(hw: Hardware, gpus: int, running: int, max_running: int) -> float:
-    """The modelled box's power (W) over the server's `gpus`: each idle while nothing runs, else
-    from busy (a batch of one) up to peak (a full batch of max_running) in proportion to the
-    batch - a function of the scheduler's state only, so the same run draws the same watts."""
+    """The modelled box's power (W) over the server's `gpus`: each idle while no request runs or
+    waits (`running`: both), else from busy (a batch of one) up to peak (a full batch of
+    max_running) in proportion to the batch - a function of the scheduler's state only, so the
+    same run draws the same watts."""
     if running <= 0:
         per_gpu = hw.idle_w
     else:
@@ -29,8 +30,9 @@ def modelled_power(hw: Hardware, gpus: int, running: int, max_running: int) -> f
 def prometheus(app: App) -> str:
     label = f'{{model_name="{app.served}"}}'
     e = app.engine
-    running = app.ideal_running if e is None else len(e.running)
-    power = modelled_power(app.model.hw, app.args.tp, running, app.model.max_running)
+    # a request waiting is being prefilled, or waits for a full batch: the GPUs work either way
+    busy = app.ideal_running if e is None else len(e.running) + len(e.waiting)
+    power = modelled_power(app.model.hw, app.args.tp, busy, app.model.max_running)
     if e is None:
         counters: dict[str, float] = {
             "sglang:num_requests_total": app.ideal_requests,

@@ -144,6 +144,12 @@ def test_joules_per_token_is_energy_over_tokens() -> None:
     assert energy.joules_per_token(None, 10.0, 100) is None
 
 
+def test_the_mean_is_over_the_levels_own_window() -> None:
+    power = energy.LevelPower(watts=[560.0, 2000.0, 2000.0, 560.0], at=[0.0, 1.0, 2.0, 3.0])
+    assert power.during(0.5, 2.5) == [2000.0, 2000.0]  # not the idle moments around it
+    assert power.during(5.0, 6.0) == power.watts  # a level between two samples: all of them
+
+
 # -------------------------------------------------------------------- the simulator's power
 
 

@@ -141,10 +141,19 @@ class LevelPower:
     source: str = ""  # "simulator" | "nvidia-smi"; "" while nothing was read
     gpus: str = ""  # nvidia-smi: "0,1" or "all"
     watts: list[float] = field(default_factory=list)
+    at: list[float] = field(default_factory=list)  # each sample's time.perf_counter()
     missed: int = 0
     problem: str | None = None  # the host has no reading (PowerUnavailable's line)
 
-    @property
-    def mean_w(self) -> float | None:
-        """The mean of the samples (taken evenly over the level)."""
-        return sum(self.watts) / len(self.watts) if self.watts else None
+    def add(self, watts: float, at: float) -> None:
+        """A sample and when it was asked for (a scrape's send, a call's midpoint)."""
+        self.watts.append(watts)
+        self.at.append(at)
+
+    def during(self, start: float, end: float) -> list[float]:
+        """The samples taken between the level's first dispatch and its last completion (the
+        requests' perf_counter clock, CLOCK_MONOTONIC: a client process's too): the window its
+        duration and tok/s are over, not the idle moment before its first request. A level
+        shorter than the sampling interval has none in it: all of its samples then."""
+        inside = [w for w, t in zip(self.watts, self.at, strict=True) if start <= t <= end]
+        return inside or list(self.watts)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +191,7 @@ class Sampler:
         self.power = LevelPower()
         self._host = power
         self._call: asyncio.Task[float] | None = None  # the nvidia-smi call in flight
+        self._call_at = 0.0  # when it started (time.perf_counter: the requests' clock)
         self._task: asyncio.Task[None] | None = None
         self._start = 0.0
 
@@ -236,6 +238,7 @@ class Sampler:
     ) -> Reading | None:
         """One scrape into the series; the reading for the next one's interval."""
         assert self.url is not None
+        sent = time.perf_counter()  # the power sample's time: the server reads it on arrival
         try:
             async with asyncio.timeout(SCRAPE_S):
                 resp = await client.get(self.url)
@@ -254,7 +257,7 @@ class Sampler:
         if reading.power_w is not None:  # the simulator's modelled box: its power, not the host's
             if self.power.source != "simulator":
                 self.power = LevelPower(source="simulator")
-            self.power.watts.append(reading.power_w)
+            self.power.add(reading.power_w, sent)
             self._host = None
         return reading
 
@@ -268,6 +271,7 @@ class Sampler:
             self._took(call)
             self._call = None
         if self._host is not None:
+            self._call_at = time.perf_counter()
             self._call = asyncio.get_running_loop().create_task(self._host.read())
 
     def _took(self, call: asyncio.Task[float]) -> None:
@@ -283,7 +287,7 @@ class Sampler:
         else:
             power.source = HostPower.source
             power.gpus = host.which if host is not None else "all"
-            power.watts.append(call.result())
+            power.add(call.result(), (self._call_at + time.perf_counter()) / 2)  # ~when read
 
 
 def note(problem: str) -> str:

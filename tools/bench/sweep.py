@@ -291,7 +291,7 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
     if series is not None:
         point = point.model_copy(update={"server_metrics": series})
     if sampler is not None:
-        point = _energy(sw, point, sampler.power)
+        point = _energy(sw, point, sampler.power, run)
     elif not sw.power_said:
         sw.power_said = True
         outcome.notes.append(no_power_note(spec.no_power))
@@ -314,13 +314,16 @@ def _sampler(sw: _Sweep) -> Sampler | None:
     return sampler
 
 
-def _energy(sw: _Sweep, point: Point, power: LevelPower) -> Point:
-    """The level's power and joules per output token (energy.joules_per_token, over the point's
+def _energy(sw: _Sweep, point: Point, power: LevelPower, run: LevelRun) -> Point:
+    """The level's mean power over its samples between its first dispatch and its last
+    completion, and its joules per output token (energy.joules_per_token, over the point's
     duration in the modelled box's time: its tok/s's); without a reading, the note why."""
     if power.problem is not None:
         sw.power = None  # the host has no reading: not asked again in this sweep
-    mean = power.mean_w
-    if mean is None:
+    done = run.done
+    start = min((r.start for r in done), default=0.0)
+    samples = power.during(start, max((r.end for r in done), default=float("inf")))
+    if not samples:
         if power.problem is not None or sw.power is None:
             why = power.problem or sw.spec.no_power
             if not sw.power_said:
@@ -331,11 +334,11 @@ def _energy(sw: _Sweep, point: Point, power: LevelPower) -> Point:
                 no_power_note(f"{point.name}: every nvidia-smi call ran past its deadline")
             )
         return point
-    mean = round(mean, 2)  # as stored: the point's figures agree with each other
+    mean = round(sum(samples) / len(samples), 2)  # as stored: the point's figures agree
     update: dict[str, Any] = {
         "power_source": power.source,
         "power_w": mean,
-        "power_samples": len(power.watts),
+        "power_samples": len(samples),
     }
     if power.gpus:
         update["power_gpus"] = power.gpus
