@@ -38,6 +38,10 @@ class Hardware:
     alpha: float  # EAGLE-3 per-token acceptance probability (greedy, chain)
     tree_gain: float  # how much extra top-k branches raise the acceptance (exponent)
     custom_ar_ms: float  # fixed-cost change when custom all-reduce works (NVLink only)
+    # --- modelled power per GPU (W), served on /metrics as sim:power_watts (docs/sim.md) ---
+    idle_w: float = 70.0  # loaded, nothing running
+    busy_w: float = 250.0  # decoding a batch of one (memory-bound: the weights read each step)
+    peak_w: float = 380.0  # a full batch (max-running-requests): H100 NVL's 400 W board limit
 
 
 REFERENCE = Hardware(

@@ -9,13 +9,30 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sim.api import App
+    from sim.hardware import Hardware
 
 VERSION = "0.5.4-sim"
+
+
+def modelled_power(hw: Hardware, gpus: int, running: int, max_running: int) -> float:
+    """The modelled box's power (W) over the server's `gpus`: each idle while no request runs or
+    waits (`running`: both), else from busy (a batch of one) up to peak (a full batch of
+    max_running) in proportion to the batch - a function of the scheduler's state only, so the
+    same run draws the same watts."""
+    if running <= 0:
+        per_gpu = hw.idle_w
+    else:
+        load = min(1.0, (running - 1) / max(1, max_running - 1))
+        per_gpu = hw.busy_w + (hw.peak_w - hw.busy_w) * load
+    return gpus * per_gpu
 
 
 def prometheus(app: App) -> str:
     label = f'{{model_name="{app.served}"}}'
     e = app.engine
+    # a request waiting is being prefilled, or waits for a full batch: the GPUs work either way
+    busy = app.ideal_running if e is None else len(e.running) + len(e.waiting)
+    power = modelled_power(app.model.hw, app.args.tp, busy, app.model.max_running)
     if e is None:
         counters: dict[str, float] = {
             "sglang:num_requests_total": app.ideal_requests,
@@ -47,6 +64,7 @@ def prometheus(app: App) -> str:
                 "vllm:spec_decode_num_accepted_tokens_total": e.spec_accepted,
             }
             gauges["sglang:spec_accept_length"] = round(e.accept_length, 4)
+    gauges["sim:power_watts"] = round(power, 2)  # the modelled box's GPUs (docs/sim.md)
     lines = []
     for name, value in counters.items():
         lines += [f"# TYPE {name} counter", f"{name}{label} {value}"]

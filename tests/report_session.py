@@ -239,10 +239,11 @@ def bench_in_run(
     summary: dict[int, float],
     label: str | None = None,
     extra: dict[int, dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> None:
     """A real result file in a live Run and the `benchmark` event run_benchmark appends for it
     (`label`: the sweep it belongs to, as the autopilot cuts one sweep into several results;
-    `extra`: more keys of a level's point, e.g. its server_metrics)."""
+    `extra`: more keys of a level's point, e.g. its server_metrics; `notes`: the result's)."""
     points = [
         {"max_concurrency": c, "output_throughput": v, "completed": 5 * c,
          "achieved_concurrency": float(c), "median_ttft_ms": 40.0 + c, "p99_ttft_ms": 50.0 + c,
@@ -259,6 +260,7 @@ def bench_in_run(
         points=points,
         label=label,
         run_id=run.id,
+        notes=notes or [],
     )
     path = save(result, run.path / "results")
     run.append("benchmark", id=rid, path=str(path), config_hash=result.config_hash, server=rid,

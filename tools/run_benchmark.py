@@ -22,6 +22,7 @@ from pydantic import Field
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results, workload_options
 from tools.bench.deadlines import Deadlines
+from tools.bench.energy import HostPower, launch_gpus
 from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
@@ -36,6 +37,7 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.benchmark_outcome import BenchProgress, record
+from tools.hosts.base import HostError
 from tools.servers.profiles import ENGINES, Engine, ProfileError, engine_for
 
 MAX_LEVEL = 4096
@@ -170,6 +172,7 @@ class RunBenchmark(Tool):
                     tokenize_path=engine.tokenize_path if engine else "/tokenize",
                     deadlines=Deadlines.from_job(bench.deadlines.given()),  # [bench.deadlines]
                 )
+                spec.power, spec.no_power = _power(ctx, server, host_name)
                 client.connect_timeout_s, client.stall_timeout_s = (
                     spec.connect_timeout_s,
                     spec.stall_timeout_s,
@@ -359,6 +362,22 @@ def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:
     except ProfileError:
         pass
     return ENGINES.get(server.engine or "")
+
+
+def _power(
+    ctx: ToolContext, server: ServerRef, host_name: str | None
+) -> tuple[HostPower | None, str]:
+    """Where the server's GPUs' power is read: nvidia-smi on its host, over the GPUs its launch
+    was given (CUDA_VISIBLE_DEVICES), else all; else why not (a simulator models its own)."""
+    if host_name is None:
+        return None, "a bare URL: the server's host is not known, so there is no nvidia-smi to read"
+    if ctx.hosts is None:
+        return None, "no host pool in this run to read the server's host's nvidia-smi"
+    try:
+        host = ctx.hosts.get(host_name)
+    except HostError as err:
+        return None, f"host {host_name!r}: {err}"
+    return HostPower(host, launch_gpus(server.command)), ""
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

@@ -6,6 +6,7 @@
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
                 [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
                 [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
+                [--gpu-power all|0,1,..]
                 [--deadline-head S] [--deadline-first-token S] [--deadline-pace TOK_S]
                 [--deadline-floor S] [--deadline-slack X] [--deadline-level S]
                 [--deadline-probe S]
@@ -32,6 +33,7 @@ from agent.report.pareto import chart_files
 from state.atomic import write_json_atomic
 from tools.bench import results, workload_options
 from tools.bench.deadlines import DeadlineError, Deadlines
+from tools.bench.energy import HostPower
 from tools.bench.level_traffic import level_name, requests_at_rate
 from tools.bench.rate_search import START_RATE, find_max_rate
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
@@ -43,6 +45,8 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.bench.table import sweep_table
+from tools.domain.config import HostConfig
+from tools.hosts.local import LocalHost
 
 DEFAULT_LEVELS = "1,2,5,10,30,70,100,250"
 
@@ -57,6 +61,16 @@ def levels_arg(text: str) -> list[int]:
     if not levels or any(c < 1 for c in levels):
         raise argparse.ArgumentTypeError(f"levels must be positive integers: {text!r}")
     return levels
+
+
+def gpu_power_arg(text: str) -> list[int]:
+    """--gpu-power: `all` ([]: every GPU) or the indices nvidia-smi lists, e.g. 0,1."""
+    if text.strip() == "all":
+        return []
+    parts = text.replace(" ", "").split(",")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"'all' or GPU indices such as 0,1, got {text!r}")
+    return [int(p) for p in parts]
 
 
 def _option(parse: Any) -> Any:
@@ -217,6 +231,14 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="GPUs the server uses: the Pareto chart's tokens/s per GPU (default 1)",
     )
+    ap.add_argument(
+        "--gpu-power",
+        metavar="all|0,1,..",
+        type=gpu_power_arg,
+        default=None,
+        help="the server runs on this machine: read its GPUs' power with nvidia-smi here (all, "
+        "or these indices) for joules per output token; a simulator reports its own",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     return ap
 
@@ -331,7 +353,11 @@ def main(argv: list[str]) -> int:
         connect_timeout_s=args.connect_timeout,
         stall_timeout_s=args.stall_timeout,
         deadlines=deadlines,
+        no_power="the server's host is not read without --gpu-power (nvidia-smi on this machine)",
     )
+    if args.gpu_power is not None:
+        here = LocalHost(HostConfig(name="local"))
+        spec.power = HostPower(here, args.gpu_power or None)
     columns = (
         TextColumn("{task.description:<22}"),
         BarColumn(),

@@ -150,6 +150,16 @@ class Configuration:
         ]
         return sum(values) / len(values) if values else None
 
+    def energy(self, level: int) -> float | None:
+        """Joules per output token at the level (the point's `j_per_token`, tools/bench/energy.py),
+        the mean over the sweeps that served it and carry it; None where no host reported power."""
+        return self.latency(level, "j_per_token")
+
+    @property
+    def notes(self) -> list[str]:
+        """Every note of its results, in order."""
+        return [n for r in self.runs for n in r.notes]
+
 
 def _mean_point(points: list[dict[str, Any]]) -> dict[str, Any]:
     """The numbers of a level's points averaged; anything else (errors, names) the latest's."""

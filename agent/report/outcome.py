@@ -10,6 +10,7 @@ from agent.report.chart import crossing_pairs, crossing_points, draw
 from agent.report.figures import Figures
 from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Code, Heading, Image, Para, Table
+from tools.bench.energy import NO_POWER, NO_POWER_TAIL
 from tools.domain import stats
 from tools.recommend import ROUTING_RULE
 
@@ -311,21 +312,47 @@ def curves(f: Figures) -> list[Block]:
     shown = [
         c for _, c, role in chart_curves(f) if role in ("baseline", "winner") or in_policy(f, c)
     ]
-    for level in sorted({c for k in shown for c in k.levels}):
+    levels = sorted({c for k in shown for c in k.levels})
+    energy = any(c.energy(level) is not None for c in shown for level in c.levels)
+    for level in levels:
         here = [c for c in shown if level in c.levels]
         top = max(here, key=lambda c: c.sweep[level])
         for c in here:
             vs = f.level_ratios(c).get(level)
             name = f"**{c.name}**" if c is top and len(here) > 1 else c.name
-            row = [str(level), name, num(c.sweep[level]), "-" if vs is None else f"{vs:.3f}x"]
+            row = [str(level), name, num(c.sweep[level])]
+            row += [joules(c.energy(level))] if energy else []
+            row += ["-" if vs is None else f"{vs:.3f}x"]
             row += [num(c.latency(level, k)) for k in LATENCIES]
             rows.append(row)
-    headers = ["C", "configuration", "tok/s", "vs baseline"]
+    headers = ["C", "configuration", "tok/s"] + (["J/token"] if energy else []) + ["vs baseline"]
     headers += ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]
-    out.append(Table(headers, rows, right={0, 2, 3, 4, 5, 6, 7}))
+    out.append(Table(headers, rows, right={0} | set(range(2, len(headers)))))
     if len(shown) > 1:
         out.append(Para("The fastest configuration at each level is in bold."))
+    said = energy_words(shown, energy)
+    if said:
+        out.append(Para(said))
     return out
+
+
+def joules(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def energy_words(shown: list[Configuration], figures: bool) -> str:
+    """What J/token is, and why it is missing where it is (the results' notes: the host
+    reported no power); "" where no result says anything of power (results from before)."""
+    why = list(dict.fromkeys(n for c in shown for n in c.notes if n.startswith(NO_POWER)))
+    reasons = "; ".join(n.removeprefix(NO_POWER + ": ").removesuffix(NO_POWER_TAIL) for n in why)
+    if figures:
+        text = (
+            "J/token: joules per output token, the level's mean GPU power (nvidia-smi on the "
+            "server's host, or the simulator's modelled power) x its duration / its output "
+            'tokens (docs/benchmark.md, "Energy").'
+        )
+        return text + (f" - where the host reported no power: {reasons}." if why else "")
+    return f"No joules per output token: {reasons}." if why else ""
 
 
 def all_configs(f: Figures) -> list[Block]:

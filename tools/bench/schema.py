@@ -122,6 +122,12 @@ class Point(BaseModel):
     usage_counted: int = 0  # successes without a usage message: tokens counted from the chunks
     level_failed: bool = False
     interrupted: bool = False  # Ctrl-C during this level: the requests that finished
+    # energy (tools/bench/energy.py): absent where the host reported no power (a note says why)
+    power_source: Literal["simulator", "nvidia-smi"] | None = None
+    power_w: float | None = None  # the mean power of the level's samples, watts
+    power_samples: int | None = None
+    power_gpus: str | None = None  # nvidia-smi: the GPUs summed, "0,1" or "all"
+    j_per_token: float | None = None  # power_w x duration / total_output_tokens (joules)
 
     @property
     def rate(self) -> float | None:

@@ -21,6 +21,11 @@ A gauge served under several label sets (vLLM's engine, SGLang's dp_rank) is sum
 request counts and averaged for the fractions. Parsing is prometheus_client's own
 (`text_string_to_metric_families`).
 
+The same sampler reads the power of the level (tools/bench/energy.py): the simulator's modelled
+power from the same scrape (`sim:power_watts`), else, where the sweep was given the server's host,
+nvidia-smi there - one call in flight at a time, each under its own deadline, started after the
+level's first scrape showed no modelled power.
+
 Sampling never holds up or fails a benchmark: each scrape has its own deadline, a scrape that
 times out is a missing sample, and a server whose /metrics answers something other than 200 with
 known gauges (llama-server without --metrics: 501) is sampled no more in that sweep and gets a
@@ -33,11 +38,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tools.bench.energy import MODELLED, HostPower, LevelPower, PowerUnavailable
 
 EVERY_S = 0.5  # between scrapes, in the modelled box's time
 MIN_WALL_S = 0.25  # but never more often than this on the wall clock (a fast simulator)
@@ -75,6 +83,7 @@ class Reading:
     kv_cache: float | None = None
     accept_gauge: float | None = None
     spec: tuple[float, float] | None = None
+    power_w: float | None = None  # the simulator's modelled power (sim:power_watts)
 
 
 def parse(text: str) -> dict[str, list[float]]:
@@ -107,6 +116,7 @@ def read(text: str) -> Reading:
         if drafts in values and accepted in values:
             spec = (sum(values[drafts]), sum(values[accepted]))
             break
+    power = first((MODELLED,), "sum")
     named = [x[0] for x in (running, waiting, kv, gauge) if x is not None]
     if not named:
         raise MetricsError("none of the running, waiting or KV-cache gauges of SGLang, vLLM or "
@@ -118,6 +128,7 @@ def read(text: str) -> Reading:
         kv_cache=None if kv is None else kv[1],
         accept_gauge=None if gauge is None else gauge[1],
         spec=spec,
+        power_w=None if power is None else power[1],
     )
 
 
@@ -161,14 +172,26 @@ class Series:
 
 
 class Sampler:
-    """Polls `url` (the server's /metrics) from start() to stop(), each scrape under its own
-    deadline. `problem` is set (and sampling ends) where the server has no usable /metrics."""
+    """Polls `url` (the server's /metrics; None: not) from start() to stop(), each scrape under
+    its own deadline, and reads the level's power (`power`: the server's host, where known).
+    `problem` is set (and scraping ends) where the server has no usable /metrics; `power` holds
+    what was read of the power, and why nothing was."""
 
-    def __init__(self, url: str, scale: float = 1.0, every_s: float = EVERY_S) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        scale: float = 1.0,
+        every_s: float = EVERY_S,
+        power: HostPower | None = None,
+    ) -> None:
         self.url, self.scale = url, scale if scale > 0 else 1.0
         self.wall_every = max(MIN_WALL_S, every_s / self.scale)
         self.series = Series(every_s=round(self.wall_every * self.scale, 3))
         self.problem: str | None = None
+        self.power = LevelPower()
+        self._host = power
+        self._call: asyncio.Task[float] | None = None  # the nvidia-smi call in flight
+        self._call_at = 0.0  # when it started (time.perf_counter: the requests' clock)
         self._task: asyncio.Task[None] | None = None
         self._start = 0.0
 
@@ -178,11 +201,23 @@ class Sampler:
         self._task = loop.create_task(self._poll())
 
     async def stop(self) -> dict[str, Any] | None:
-        """End the polling (at once: a scrape in flight is dropped); the series taken."""
+        """End the polling (at once: a scrape or power call in flight is dropped); the series
+        taken."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        call, self._call = self._call, None
+        if call is not None and not call.done() and not self.power.watts:
+            # a level shorter than one nvidia-smi call: its answer is the level's one sample
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait([call])  # the call's own deadline bounds it
+        if call is not None and call.done():
+            self._took(call)
+        elif call is not None:
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await call
         return self.series.dump()
 
     async def _poll(self) -> None:
@@ -191,26 +226,68 @@ class Sampler:
         limits = httpx.Timeout(SCRAPE_S)
         # straight to the server, as the benchmark's own client goes (no HTTP_PROXY detour)
         async with httpx.AsyncClient(timeout=limits, trust_env=False) as client:
-            while True:
+            while self.url is not None or self._host is not None:
                 at = loop.time()
-                try:
-                    async with asyncio.timeout(SCRAPE_S):
-                        resp = await client.get(self.url)
-                except (httpx.HTTPError, TimeoutError, OSError):
-                    self.series.missed += 1  # busy or restarting: a gap, not a verdict
-                else:
-                    if resp.status_code != 200:
-                        self.problem = f"{self.url} answered HTTP {resp.status_code}"
-                        return
-                    try:
-                        reading = read(resp.text)
-                    except MetricsError as err:
-                        self.problem = f"{self.url}: {err}"
-                        return
-                    t = (at - self._start) * self.scale
-                    self.series.add(t, reading, acceptance(before, reading))
-                    before = reading
+                if self.url is not None:
+                    before = await self._scrape(client, at, before)
+                self._power_call()
                 await asyncio.sleep(max(0.0, self.wall_every - (loop.time() - at)))
+
+    async def _scrape(
+        self, client: httpx.AsyncClient, at: float, before: Reading | None
+    ) -> Reading | None:
+        """One scrape into the series; the reading for the next one's interval."""
+        assert self.url is not None
+        sent = time.perf_counter()  # the power sample's time: the server reads it on arrival
+        try:
+            async with asyncio.timeout(SCRAPE_S):
+                resp = await client.get(self.url)
+        except (httpx.HTTPError, TimeoutError, OSError):
+            self.series.missed += 1  # busy or restarting: a gap, not a verdict
+            return before
+        if resp.status_code != 200:
+            self.problem, self.url = f"{self.url} answered HTTP {resp.status_code}", None
+            return before
+        try:
+            reading = read(resp.text)
+        except MetricsError as err:
+            self.problem, self.url = f"{self.url}: {err}", None
+            return before
+        self.series.add((at - self._start) * self.scale, reading, acceptance(before, reading))
+        if reading.power_w is not None:  # the simulator's modelled box: its power, not the host's
+            if self.power.source != "simulator":
+                self.power = LevelPower(source="simulator")
+            self.power.add(reading.power_w, sent)
+            self._host = None
+        return reading
+
+    def _power_call(self) -> None:
+        """The host's power: the call that finished taken, the next one started (one at a
+        time: a slow nvidia-smi is sampled as often as it answers)."""
+        call = self._call
+        if call is not None and not call.done():
+            return
+        if call is not None:
+            self._took(call)
+            self._call = None
+        if self._host is not None:
+            self._call_at = time.perf_counter()
+            self._call = asyncio.get_running_loop().create_task(self._host.read())
+
+    def _took(self, call: asyncio.Task[float]) -> None:
+        host, power = self._host, self.power
+        if call.cancelled() or power.source == "simulator":
+            return
+        err = call.exception()
+        if isinstance(err, PowerUnavailable):
+            name = host.host.name if host is not None else "?"
+            power.problem, self._host = f"host {name} reports none ({err})", None
+        elif err is not None:  # PowerTimeout, or a lost SSH channel: a gap, not a verdict
+            power.missed += 1
+        else:
+            power.source = HostPower.source
+            power.gpus = host.which if host is not None else "all"
+            power.add(call.result(), (self._call_at + time.perf_counter()) / 2)  # ~when read
 
 
 def note(problem: str) -> str:

@@ -30,6 +30,7 @@ import httpx
 
 from tools.bench import datasets
 from tools.bench.deadlines import ABANDONED, LEVEL_DEADLINE, WAITED_OUT, Deadlines
+from tools.bench.energy import HostPower, LevelPower, joules_per_token, no_power_note
 from tools.bench.http import BadURL, Target
 from tools.bench.level_traffic import (
     add_samples,
@@ -93,6 +94,10 @@ class SweepSpec:
     deadlines: Deadlines = field(default_factory=Deadlines)  # every wait's (deadlines.py)
     # the server's Prometheus /metrics, polled during each level (server_metrics.py); None: not
     metrics_path: str | None = "/metrics"
+    # the server's host, for its GPUs' power (energy.py); None: only a simulator's modelled power
+    power: HostPower | None = None
+    # why there is no host to read, said in the note where the server models no power either
+    no_power: str = "the server's host is not known here (nvidia-smi is read on that host)"
 
 
 @dataclass
@@ -167,6 +172,8 @@ class _Sweep:
     pool: ShardPool | None = None
     used: int = 0  # dataset samples taken so far: each level takes the next ones
     metrics: bool = True  # False once the server showed it has no usable /metrics
+    power: HostPower | None = None  # the spec's, None once its host showed it has no reading
+    power_said: bool = False  # the note of no power reading given (once per sweep)
 
 
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
@@ -234,7 +241,9 @@ async def _start(spec: SweepSpec, obs: Observer) -> _Sweep:
     slo_ms = spec.slo_ms or wl.slo_ms or None  # in model time; the clock below is the wall's
     slo = {k: v / scale for k, v in slo_ms.items()} if slo_ms else None
     reset = spec.cache_reset_path or wl.cache_reset
-    return _Sweep(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
+    sw = _Sweep(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
+    sw.power = spec.power
+    return sw
 
 
 async def _level(sw: _Sweep, step: float, procs: int) -> Point:
@@ -281,6 +290,11 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
     point = _model_point(measured, rate, wl, run, sw.scale, processes=max(procs, 1))
     if series is not None:
         point = point.model_copy(update={"server_metrics": series})
+    if sampler is not None:
+        point = _energy(sw, point, sampler.power, run)
+    elif not sw.power_said:
+        sw.power_said = True
+        outcome.notes.append(no_power_note(spec.no_power))
     row = _record(sw, point)
     outcome.processes = max(outcome.processes, procs)
     _check(point, level, procs, outcome.notes)
@@ -290,13 +304,48 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
 
 
 def _sampler(sw: _Sweep) -> Sampler | None:
-    """The level's /metrics sampler, started; None where the sweep does not sample."""
+    """The level's sampler of /metrics and power, started; None where it samples neither."""
     path = sw.spec.metrics_path
-    if not path or not sw.metrics:
+    url = Target.parse(sw.spec.url).url + path if path and sw.metrics else None
+    if url is None and sw.power is None:
         return None
-    sampler = Sampler(Target.parse(sw.spec.url).url + path, sw.scale)
+    sampler = Sampler(url, sw.scale, power=sw.power)
     sampler.start()
     return sampler
+
+
+def _energy(sw: _Sweep, point: Point, power: LevelPower, run: LevelRun) -> Point:
+    """The level's mean power over its samples between its first dispatch and its last
+    completion, and its joules per output token (energy.joules_per_token, over the point's
+    duration in the modelled box's time: its tok/s's); without a reading, the note why."""
+    if power.problem is not None:
+        sw.power = None  # the host has no reading: not asked again in this sweep
+    done = run.done
+    start = min((r.start for r in done), default=0.0)
+    samples = power.during(start, max((r.end for r in done), default=float("inf")))
+    if not samples:
+        if power.problem is not None or sw.power is None:
+            why = power.problem or sw.spec.no_power
+            if not sw.power_said:
+                sw.power_said = True
+                sw.outcome.notes.append(no_power_note(why))
+        elif power.missed:
+            sw.outcome.notes.append(
+                no_power_note(f"{point.name}: every nvidia-smi call ran past its deadline")
+            )
+        return point
+    mean = round(sum(samples) / len(samples), 2)  # as stored: the point's figures agree
+    update: dict[str, Any] = {
+        "power_source": power.source,
+        "power_w": mean,
+        "power_samples": len(samples),
+    }
+    if power.gpus:
+        update["power_gpus"] = power.gpus
+    jpt = joules_per_token(mean, point.duration, point.total_output_tokens)
+    if jpt is not None:
+        update["j_per_token"] = round(jpt, 6)
+    return point.model_copy(update=update)
 
 
 def _metrics_problem(sw: _Sweep, sampler: Sampler | None) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from state.secrets import resolve
 from tools.bench.deadlines import Deadlines
+from tools.bench.energy import HostPower, launch_gpus
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, Observer, SweepSpec, run_sweep
 from tools.domain.config import Config, HostConfig
@@ -177,6 +178,7 @@ async def run_trial(
                 extra_body=engine.extra_body,
                 tokenize_path=engine.tokenize_path,
                 deadlines=Deadlines.from_job(config.bench.deadlines.given()),
+                power=HostPower(host, launch_gpus(out.command)),  # the server runs here
             )
             got = await run_sweep(sweep, Observer())
             out.points += got.points
