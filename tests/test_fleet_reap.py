@@ -164,7 +164,25 @@ async def test_a_gone_node_is_named_and_no_task_is_sent_to_it(
     future.set_exception(RuntimeError("the node died"))
     _, out = await fleet.next_done()  # no _reaper: a task would fail with AttributeError
     assert (out.node, out.box) == (node, "box2")
-    assert out.cleanup == f"box2 (node {'f' * 12}) is gone: its processes went with it"
+    # a joined cluster's node Ray declared dead may be a raylet that only stopped answering
+    # (issue 24.6): its server is not said to be gone with it, but named left at the run's end
+    where = f"box2 (node {'f' * 12})"
+    assert out.cleanup == (
+        f"could not clean up on {where}: Ray declared the node dead (its server runs on if only "
+        "its raylet stopped); named left at the run's end"
+    )
+    await fleet.close()
+    [left] = fleet.settled()
+    assert left.left and (left.trial, left.node, left.box) == ("t1", node, "box2")
+    dead = "Ray declared the node dead (its server runs on if only its raylet stopped)"
+    assert left.text == f"LEFT on {where}: {dead}"
+    pidfile = tmp_path / node / "t1.json"  # on box2: this machine cannot read it
+    assert (
+        left.pgid is None
+        and left.kill.startswith("on box2: kill -KILL -- -")
+        and str(pidfile) in left.kill
+    )
+    assert fleet.settled() == []  # handed over once
 
 
 def test_a_dead_controllers_lab_cluster_is_killed_before_a_new_one_starts(
