@@ -36,7 +36,8 @@ from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import RayFleet
 from tools.fleet.trial import TrialSpec, node_dir
 
-pytestmark = pytest.mark.ray
+# a loaded machine: the cluster, the trials' workers, Ray's health checks take their time
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 # a server that listens and never answers (never ready: its trial runs until its deadline). With
 # --escape, a part of its group is out of the lab's reach, as a server on a box of a real cluster
@@ -187,4 +188,72 @@ async def test_a_wedged_nodes_clean_up_waits_for_it_and_one_that_never_answers_i
         for pid in servers:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+    assert until(lambda: not set(live(RAY_PROCESSES)) - ray_before, 30)
+
+
+async def test_a_node_ray_declares_dead_while_wedged_is_not_said_to_have_taken_its_server(
+    tmp_path: Path, make_run: Any
+) -> None:
+    """Ray's own health checks (defaults here) declare a node whose raylet is stopped dead; its
+    server still runs on this machine, so its trial's clean-up is not `gone: its processes went
+    with it` but named LEFT at the run's end, with the group and port that still listen."""
+    script = tmp_path / "mute.py"
+    script.write_text(MUTE)
+    ray_before = set(live(RAY_PROCESSES))
+    run, _ = make_run()
+    # its deadline is met only when the controller next waits on it (below, once Ray has
+    # declared the node dead): its clean-up then asks a node that is not alive
+    fleet = RayFleet(FleetConfig(trial_timeout_min=0.1, reap_timeout_s=5), tmp_path / "fleet")
+    fleet.connect(boxes=2)
+    raylet = 0
+    server = 0
+    try:
+        assert fleet.local is not None
+        two = fleet.local.workers[0].node_id
+        raylet = fleet.local.workers[0].all_processes["raylet"][0].process.pid
+        config = ServerConfig(engine="sim", command=f"{sys.executable} {script} --escape")
+        fleet.submit(TrialSpec("t1", Config(server=config, search={}), {}, []), pin=two)
+        pidfile = node_dir(tmp_path / "fleet", two) / "t1.json"
+        info: dict[str, Any] = {}
+
+        def up() -> bool:
+            with contextlib.suppress(OSError, ValueError):
+                info.update(json.loads(pidfile.read_text()))
+            return bool(info.get("pid")) and listens(int(info["port"]))
+
+        deadline = time.monotonic() + 80
+        while not up() and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        assert up(), f"the trial's server did not come up: {info}"
+        server = int(info["pid"])
+        os.kill(raylet, signal.SIGSTOP)
+        deadline = time.monotonic() + 240  # Ray's defaults: about 30-65 s
+        while two in fleet.nodes() and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+        assert two not in fleet.nodes(), "Ray did not declare the stopped node dead"
+        # the trial is cancelled at its deadline (Ray did not fail its task here: its worker
+        # runs on), or lost with its node: its clean-up finds its server's group running here
+        _, out = await fleet.next_done("t1")
+        assert out.reason.startswith(("not back within 0.1 min", "lost on its node")), out.reason
+        where = f"box2 (node {two[:12]})"
+        dead = f"Ray declared the node dead, but its server's group {server} still runs on "
+        dead += "this machine"
+        assert out.cleanup == f"could not clean up on {where}: {dead}; named left at the run's end"
+        await fleet.close()
+        record_cleanups(run, fleet)
+        late = [e for e in events(run) if e["type"] in ("trial_cleaned", "trial_left")]
+        assert [e["type"] for e in late] == ["trial_left"]
+        assert late[0]["reason"] == f"LEFT on {where}: {dead}"
+        assert (late[0]["pgid"], late[0]["port"]) == (server, info["port"])
+        assert group_alive(server) and listens(info["port"])  # it is left indeed
+        subprocess.run(["bash", "-c", late[0]["kill"].split(": ", 1)[1]], check=True, timeout=30)
+        assert until(lambda: not group_alive(server) and not listens(info["port"]), 30)
+    finally:
+        if raylet:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(raylet, signal.SIGCONT)
+        fleet.shutdown()
+        if server:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server, signal.SIGKILL)
     assert until(lambda: not set(live(RAY_PROCESSES)) - ray_before, 30)
