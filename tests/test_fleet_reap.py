@@ -269,3 +269,60 @@ def test_a_dead_controllers_folder_is_reaped_though_its_pid_now_names_another_pr
             os.close(fd)
     finally:
         release_temp(mine)
+
+
+class Reaper:
+    """The clean-up task as the controller submits it (`options(...).remote(...)`), without Ray:
+    each submission a future the test answers (or never does: a wedged node)."""
+
+    def __init__(self) -> None:
+        self.sent: list[asyncio.Future[Any]] = []
+
+    def options(self, **_: Any) -> Reaper:
+        return self
+
+    def remote(self, *_: Any) -> asyncio.Future[Any]:
+        self.sent.append(asyncio.get_running_loop().create_future())
+        return self.sent[-1]
+
+
+async def test_an_owed_clean_up_is_sent_again_done_once_and_left_if_it_never_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Ray: a clean-up not answered in reap_timeout_s is owed; a try that failed on a node
+    still alive is sent again; the one that ran is handed over once; one never answered is LEFT
+    at the close, with the try that failed."""
+    pytest.importorskip("ray")  # the clean-up task's scheduling strategy is Ray's
+    fleet = RayFleet(FleetConfig(reap_timeout_s=0.05), tmp_path)
+    node = "a" * 56
+    monkeypatch.setattr(fleet, "_alive", lambda: {node})
+    monkeypatch.setattr(
+        "ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy", lambda *a, **k: None
+    )
+    fleet._reaper = reaper = Reaper()
+    where = f"box2 (node {'a' * 12})"
+    text = await fleet.clean_up(node, "box2", "t1", True)
+    assert text.startswith(f"could not clean up on {where} yet: no answer in 0.05 s")
+    assert fleet.settled() == []
+    reaper.sent[0].set_exception(RuntimeError("the raylet dropped it"))
+    await asyncio.sleep(0)
+    assert fleet.settled() == [] and len(reaper.sent) == 2  # sent again: the node is alive
+    reaper.sent[1].set_result({"pid": 77, "worker": 5, "by_node": node, "by_box": "box2"})
+    await asyncio.sleep(0)
+    [done] = fleet.settled()
+    assert (done.trial, done.left) == ("t1", False)
+    assert done.text == (
+        f"done after it got no answer at first: {where} killed the server group 77 a trial "
+        "still running left"
+    )
+    assert fleet.settled() == []  # once
+    await fleet.clean_up(node, "box2", "t2", True)
+    reaper.sent[2].set_exception(RuntimeError("the raylet dropped it"))
+    await asyncio.sleep(0)
+    await fleet.close()
+    [left] = fleet.settled()
+    assert left.left and left.trial == "t2"
+    no_answer = "its clean-up got no answer from the node by the run's end (each wait 0.05 s"
+    failed = "a try failed there: (RuntimeError): the raylet dropped it"
+    assert left.text == f"LEFT on {where}: {no_answer}, fleet.reap_timeout_s); {failed}"
+    assert fleet.owed == {}

@@ -128,6 +128,7 @@ class Owed:
     stop_worker: bool
     task: asyncio.Future[Any]
     dead: str = ""  # Ray declared the node dead while it waited: it will never run
+    failed: str = ""  # why its last try failed on the node (it was sent again)
 
 
 @dataclass
@@ -377,6 +378,7 @@ class RayFleet:
                 with contextlib.suppress(Exception):
                     alive = owed.node in self._alive()
                 if alive:  # asked again: it runs when the node can run it
+                    owed.failed = _ray_reason(err)
                     ref = self._reap_on(owed.node, owed.trial, owed.stop_worker)
                     owed.task = asyncio.ensure_future(_await(ref))
                 else:
@@ -406,6 +408,8 @@ class RayFleet:
                 f"its clean-up got no answer from the node by the run's end (each wait "
                 f"{self.reap_timeout_s:g} s, fleet.reap_timeout_s)"
             )
+            if owed.failed and not owed.dead:
+                why += f"; a try failed there: {owed.failed}"
             self.done.append(self._left(owed, why))
         self.owed.clear()
 
@@ -468,11 +472,10 @@ class RayFleet:
         self.pending.clear()
         done: dict[str, str] = {}
         try:
-            ray = _ray()
             if self.owed:  # a dead node's needs no cluster to be named left
                 await self._settle()
             started = [s for s in left if s.on is not None]  # the others have no server
-            if started and ray.is_initialized():
+            if started and _ray().is_initialized():
                 texts = await asyncio.gather(
                     *(self.clean_up(s.on, s.box, s.spec.trial_id, True) for s in started)
                 )
@@ -493,9 +496,10 @@ class RayFleet:
 
     def shutdown(self) -> None:
         try:
-            ray = _ray()
-            if ray.is_initialized():
-                ray.shutdown()
+            with contextlib.suppress(FleetError):  # no Ray installed: none of it was started
+                ray = _ray()
+                if ray.is_initialized():
+                    ray.shutdown()
         finally:
             if self.local is not None:
                 self.local.shutdown()
