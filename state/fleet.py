@@ -9,7 +9,10 @@ Events: `fleet_started {nodes: {node: box}, slots}` (again on each session of th
 (where a trial runs, as soon as the backend knows: optional - without it a trial's box is known
 when it ends), `trial_ended {trial, node, box, ok, reason, seconds, ...}`, `trial_retried
 {trial, reason, avoid}`, `trial_reaped {trial, reason, cleanup}` (a trial only its pid file
-named, on resume); `run_finished` closes the session.
+named, on resume), `trial_cleaned {trial, node, box, cleanup}` (a clean-up that got no answer
+from a wedged node at first, done when the node answered again), `trial_left {trial, node, box,
+reason, pgid, port, kill}` (one that never ran by the run's end: what is left, and the command
+that kills it by hand); `run_finished` closes the session.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class FleetState:
     lost: list[Trial] = field(default_factory=list)  # in flight when its session ended
     retried: list[tuple[str, str]] = field(default_factory=list)  # (trial, why), in order
     reaped: list[str] = field(default_factory=list)  # trials known only by what they left
+    cleaned: list[str] = field(default_factory=list)  # late clean-ups done (trial_cleaned)
+    left: list[dict[str, Any]] = field(default_factory=list)  # servers LEFT (trial_left events)
     sessions: list[Session] = field(default_factory=list)
     baseline: dict[str, Any] = field(default_factory=dict)  # the flags of the first baseline
     placed: bool = False  # the backend reports placements (trial_placed, or box on start)
@@ -167,6 +172,17 @@ class FleetState:
     def _on_trial_reaped(self, e: Event, at: float) -> None:
         """A trial a killed session ran whose own events the kill lost: what it left, killed."""
         self.reaped.append(str(e.get("trial", "")))
+
+    def _on_trial_cleaned(self, e: Event, at: float) -> None:
+        """A clean-up a wedged node did not answer at first, done when it answered again: the
+        server it names is no longer left."""
+        trial = str(e.get("trial", ""))
+        self.cleaned.append(trial)
+        self.left = [x for x in self.left if x.get("trial") != trial]
+
+    def _on_trial_left(self, e: Event, at: float) -> None:
+        """A server whose clean-up never ran by the run's end (a node that never answered)."""
+        self.left.append({k: v for k, v in e.items() if k not in ("seq", "ts", "type")})
 
     def _on_trial_retried(self, e: Event, at: float) -> None:
         name = str(e.get("trial", ""))

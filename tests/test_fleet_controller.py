@@ -27,7 +27,7 @@ from state.run import Run
 from tests.conftest import group_alive
 from tools.domain.config import Config, load_config
 from tools.domain.fleet_config import FleetConfig
-from tools.fleet.ray_backend import Submitted
+from tools.fleet.ray_backend import Cleaned, Submitted
 from tools.fleet.trial import TrialOutcome, TrialSpec
 
 TINY = """
@@ -456,3 +456,48 @@ def _ray_tmpdir(pid: int) -> str | None:
     except OSError:
         return None
     return next((e.decode()[11:] for e in env if e.startswith(b"RAY_TMPDIR=")), None)
+
+
+class WedgedFleet(FakeFleet):
+    """A fleet one of whose clean-ups a wedged node owed: done late (handed over at the second
+    look, while trials come back), and another still owed at the close, LEFT."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+        self.late: list[Cleaned] = []
+
+    def settled(self) -> list[Cleaned]:
+        self.looks += 1
+        out, self.late = self.late, []
+        if self.looks == 2:
+            out.append(Cleaned("t0", "n2", "box2", "done after it got no answer at first: ..."))
+        return out
+
+    async def close(self) -> None:
+        await super().close()
+        left = Cleaned("t9", "n2", "box2", "LEFT on box2 (node n2): ...", True, 4242, 8123)
+        left.kill = "on box2: kill -KILL -- -4242"
+        self.late.append(left)
+
+
+def test_a_wedged_nodes_late_clean_up_and_what_it_left_are_recorded_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = new_run(tmp_path)
+    fleet = WedgedFleet()
+    assert fleet_run_to_end(run, fleet) == 0
+    log = events(run.path)
+    kinds = [e["type"] for e in log]
+    assert kinds.count("trial_cleaned") == 1 and kinds.count("trial_left") == 1
+    cleaned = next(e for e in log if e["type"] == "trial_cleaned")
+    assert (cleaned["trial"], cleaned["node"], cleaned["box"]) == ("t0", "n2", "box2")
+    left = next(e for e in log if e["type"] == "trial_left")
+    assert (left["pgid"], left["port"]) == (4242, 8123)
+    assert left["kill"] == "on box2: kill -KILL -- -4242"
+    assert kinds.index("trial_left") < kinds.index("run_finished")  # recorded before the end
+    assert "fleet: t9: LEFT on box2 (node n2): ...; kill it: on box2: kill -KILL -- -4242" in (
+        capsys.readouterr().err
+    )
+    folded = Run.open(run.path).state.fleet
+    assert folded is not None and folded.cleaned == ["t0"] and folded.left[0]["pgid"] == 4242

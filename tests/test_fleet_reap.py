@@ -164,7 +164,25 @@ async def test_a_gone_node_is_named_and_no_task_is_sent_to_it(
     future.set_exception(RuntimeError("the node died"))
     _, out = await fleet.next_done()  # no _reaper: a task would fail with AttributeError
     assert (out.node, out.box) == (node, "box2")
-    assert out.cleanup == f"box2 (node {'f' * 12}) is gone: its processes went with it"
+    # a joined cluster's node Ray declared dead may be a raylet that only stopped answering
+    # (issue 24.6): its server is not said to be gone with it, but named left at the run's end
+    where = f"box2 (node {'f' * 12})"
+    assert out.cleanup == (
+        f"could not clean up on {where}: Ray declared the node dead (its server runs on if only "
+        "its raylet stopped); named left at the run's end"
+    )
+    await fleet.close()
+    [left] = fleet.settled()
+    assert left.left and (left.trial, left.node, left.box) == ("t1", node, "box2")
+    dead = "Ray declared the node dead (its server runs on if only its raylet stopped)"
+    assert left.text == f"LEFT on {where}: {dead}"
+    pidfile = tmp_path / node / "t1.json"  # on box2: this machine cannot read it
+    assert (
+        left.pgid is None
+        and left.kill.startswith("on box2: kill -KILL -- -")
+        and str(pidfile) in left.kill
+    )
+    assert fleet.settled() == []  # handed over once
 
 
 def test_a_dead_controllers_lab_cluster_is_killed_before_a_new_one_starts(
@@ -251,3 +269,60 @@ def test_a_dead_controllers_folder_is_reaped_though_its_pid_now_names_another_pr
             os.close(fd)
     finally:
         release_temp(mine)
+
+
+class Reaper:
+    """The clean-up task as the controller submits it (`options(...).remote(...)`), without Ray:
+    each submission a future the test answers (or never does: a wedged node)."""
+
+    def __init__(self) -> None:
+        self.sent: list[asyncio.Future[Any]] = []
+
+    def options(self, **_: Any) -> Reaper:
+        return self
+
+    def remote(self, *_: Any) -> asyncio.Future[Any]:
+        self.sent.append(asyncio.get_running_loop().create_future())
+        return self.sent[-1]
+
+
+async def test_an_owed_clean_up_is_sent_again_done_once_and_left_if_it_never_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Ray: a clean-up not answered in reap_timeout_s is owed; a try that failed on a node
+    still alive is sent again; the one that ran is handed over once; one never answered is LEFT
+    at the close, with the try that failed."""
+    pytest.importorskip("ray")  # the clean-up task's scheduling strategy is Ray's
+    fleet = RayFleet(FleetConfig(reap_timeout_s=0.05), tmp_path)
+    node = "a" * 56
+    monkeypatch.setattr(fleet, "_alive", lambda: {node})
+    monkeypatch.setattr(
+        "ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy", lambda *a, **k: None
+    )
+    fleet._reaper = reaper = Reaper()
+    where = f"box2 (node {'a' * 12})"
+    text = await fleet.clean_up(node, "box2", "t1", True)
+    assert text.startswith(f"could not clean up on {where} yet: no answer in 0.05 s")
+    assert fleet.settled() == []
+    reaper.sent[0].set_exception(RuntimeError("the raylet dropped it"))
+    await asyncio.sleep(0)
+    assert fleet.settled() == [] and len(reaper.sent) == 2  # sent again: the node is alive
+    reaper.sent[1].set_result({"pid": 77, "worker": 5, "by_node": node, "by_box": "box2"})
+    await asyncio.sleep(0)
+    [done] = fleet.settled()
+    assert (done.trial, done.left) == ("t1", False)
+    assert done.text == (
+        f"done after it got no answer at first: {where} killed the server group 77 a trial "
+        "still running left"
+    )
+    assert fleet.settled() == []  # once
+    await fleet.clean_up(node, "box2", "t2", True)
+    reaper.sent[2].set_exception(RuntimeError("the raylet dropped it"))
+    await asyncio.sleep(0)
+    await fleet.close()
+    [left] = fleet.settled()
+    assert left.left and left.trial == "t2"
+    no_answer = "its clean-up got no answer from the node by the run's end (each wait 0.05 s"
+    failed = "a try failed there: (RuntimeError): the raylet dropped it"
+    assert left.text == f"LEFT on {where}: {no_answer}, fleet.reap_timeout_s); {failed}"
+    assert fleet.owed == {}

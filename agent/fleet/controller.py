@@ -248,6 +248,7 @@ class FleetCampaign:
             self.supervise()  # raises Stopped or BudgetExhausted, with the one-box reason
             return
         sub, out = done.result()
+        record_cleanups(self.run, self.fleet)  # owed clean-ups a wedged node ran meanwhile
         trial = sub.spec.trial_id
         step = self.in_flight.pop(trial)
         if step.purpose == "pair" and out.node and out.end == "measured":
@@ -359,6 +360,24 @@ class FleetCampaign:
                     print(f"fleet: {block['name']}: {result.text.splitlines()[0]}", file=sys.stderr)
         await self.write_todos("report", done=True)
         return 0
+
+
+def record_cleanups(run: Run, fleet: Any, logged: bool = True) -> None:
+    """The owed clean-ups the backend settled (RayFleet.settled: a wedged node's, done when it
+    answered again, or LEFT at the run's end), each recorded once: `trial_cleaned {trial, node,
+    box, cleanup}`, `trial_left {trial, node, box, reason, pgid, port, kill}` - a LEFT one said
+    on the terminal too, with the command that kills it by hand. `logged` False: said only (a
+    model's run, whose log is closed when its fleet is)."""
+    settled = getattr(fleet, "settled", None)
+    for cleaned in settled() if settled is not None else []:
+        if cleaned.left:
+            line = f"fleet: {cleaned.trial}: {cleaned.text}; kill it: {cleaned.kill}"
+            print(line, file=sys.stderr)
+        elif not logged:
+            print(f"fleet: {cleaned.trial}: {cleaned.text}", file=sys.stderr)
+        if logged:
+            kind = "trial_left" if cleaned.left else "trial_cleaned"
+            run.append(kind, **cleaned.event())
 
 
 def secured(run: Run, fleet: Any) -> str:

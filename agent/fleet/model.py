@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agent.fleet.controller import secured
+from agent.fleet.controller import record_cleanups, secured
 from agent.fleet.resume import reap_left, reap_unnamed_left
 from agent.interrupts import cancel_on_sigterm
 from agent.loop import Agent
@@ -86,6 +86,7 @@ async def _main(agent: Agent, fleet: RayFleet, boxes: int | None, recovering: bo
         if agent.ctx.hosts is not None:
             await agent.ctx.hosts.close()
         await fleet.close()  # the servers of trials still running, the local cluster
+        record_cleanups(agent.run, fleet, logged=False)  # a wedged node's: said, after the log
 
 
 async def settle(agent: Agent, fleet: RayFleet) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.fleet.controller import FleetBackend, FleetCampaign
+from agent.fleet.controller import FleetBackend, FleetCampaign, record_cleanups
 from agent.fleet.resume import fleet_workdir
 from agent.interrupts import cancel_on_sigterm
 from agent.report import write_report
@@ -55,6 +55,7 @@ async def run_fleet(
         status, code, reason = "stopped", 130, "stopped by a signal"
     finally:
         await fleet.close()
+        record_cleanups(run, fleet)  # a wedged node's clean-up: done at last, or LEFT
         write_report(run, status)
         run.append(
             "run_finished",

@@ -21,7 +21,15 @@ from state.fleet import Ended, FleetState, Trial
 
 ENDED_SHOWN = 5  # the latest trials that ended, in the panel
 WHERE_UNKNOWN = "on a box Ray chose, known when the trial ends; -: idle, or running it"
-FLEET_EVENTS = ("fleet_started", "trial_started", "trial_placed", "trial_ended", "trial_retried")
+FLEET_EVENTS = (
+    "fleet_started",
+    "trial_started",
+    "trial_placed",
+    "trial_ended",
+    "trial_retried",
+    "trial_cleaned",
+    "trial_left",
+)
 
 
 def ended_text(trial: str, box: str, seconds: float | None, verdict: str) -> str:
@@ -54,6 +62,15 @@ def fleet_line(event: Event) -> str | None:
         if event.get("avoid"):  # its node was lost: the trial_ended line said how
             return f"fleet: {event.get('trial')} runs again, on another box"
         return f"fleet: {event.get('trial')} runs again: {short(str(event.get('reason')), 120)}"
+    if t == "trial_cleaned":  # a clean-up that got no answer at first, done when the node answered
+        return f"fleet: {event.get('trial')}: {short(str(event.get('cleanup')), 160)}"
+    if t == "trial_left":
+        where = [f"{k} {event[k]}" for k in ("pgid", "port") if event.get(k)]
+        known = f" ({', '.join(where)})" if where else ""
+        return (
+            f"fleet: {event.get('trial')}: {short(str(event.get('reason')), 200)}{known}; "
+            f"kill it: {event.get('kill')}"
+        )
     return None
 
 

@@ -33,6 +33,9 @@ class FleetConfig(BaseModel):
     # a trial not back by then (a wedged node, a server no deadline of the benchmark caught) is
     # cancelled, what it left on its node reaped, and failed: it never holds a box for the run
     trial_timeout_min: float = Field(default=120, gt=0)
+    # a clean-up task on a live node: scheduled, run, answered; one not back by then is kept and
+    # awaited again at each of the controller's waits, once more (this long) at the run's end
+    reap_timeout_s: float = Field(default=60, gt=0)
     object_store_mb: int = Field(default=100, ge=80)  # per simulated box (the lab)
 
     @field_validator("address")

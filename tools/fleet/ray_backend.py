@@ -14,6 +14,15 @@ does not go on (start the server) before the controller has taken that item, so 
 knows the node of every trial that can have a server, even when the worker dies. A node that is
 gone took its processes with it (in the lab `LocalCluster.kill_box` kills its servers itself).
 
+A clean-up that gets no answer in `reap_timeout_s` (a wedged node: alive, its raylet runs
+nothing) is owed, not given up: its task stays submitted and runs when the node answers again;
+each of the controller's waits collects what came back (`settled`: `trial_cleaned`), a task that
+failed on a node still alive is submitted again, and at `close` the owed ones get one more
+`reap_timeout_s`. One that never ran is named LEFT (`trial_left`: box, node, the server's group
+and port where this machine can read them, the command to kill it by hand). A node Ray declared
+dead while its clean-up waited is not taken to have taken its processes with it: a raylet that
+stopped answering is not a machine that went down.
+
 The lab (`LocalCluster`, simulated boxes on this machine) is tools/fleet/lab_cluster.py.
 """
 
@@ -38,12 +47,13 @@ from tools.fleet.trial import (
     TrialOutcome,
     TrialSpec,
     node_dir,
+    read_pidfile,
     reap,
     reap_unnamed,
     run_trial,
 )
+from tools.hosts.local import group_running
 
-REAP_TIMEOUT_S = 60.0  # a clean-up task on a live node: scheduled, run, answered
 DOCS = "docs/fleet.md, 'A cluster of your own: authentication'"
 
 
@@ -107,6 +117,43 @@ class Submitted:
     deadline: float = math.inf  # time.monotonic() by which it is back, or cancelled and failed
 
 
+@dataclass
+class Owed:
+    """A clean-up whose task got no answer (a wedged node): awaited again, resubmitted when it
+    failed on a node still alive."""
+
+    trial: str
+    node: str
+    box: str
+    stop_worker: bool
+    task: asyncio.Future[Any]
+    dead: str = ""  # Ray declared the node dead while it waited: it will never run
+    failed: str = ""  # why its last try failed on the node (it was sent again)
+
+
+@dataclass
+class Cleaned:
+    """An owed clean-up, settled: done at last (`text`), or LEFT at the run's end."""
+
+    trial: str
+    node: str
+    box: str
+    text: str
+    left: bool = False
+    pgid: int | None = None  # the server's process group, where this machine can read it
+    port: int | None = None
+    kill: str = ""  # the command that kills it by hand, on its box
+
+    def event(self) -> dict[str, Any]:
+        """`trial_cleaned {trial, node, box, cleanup}` or `trial_left {trial, node, box,
+        reason, pgid, port, kill}`: its fields."""
+        where = {"trial": self.trial, "node": self.node, "box": self.box}
+        if not self.left:
+            return {**where, "cleanup": self.text}
+        return {**where, "reason": self.text, "pgid": self.pgid, "port": self.port,
+                "kill": self.kill}  # fmt: skip
+
+
 class RayFleet:
     """The controller's side: connect, place trials, hand back finished ones."""
 
@@ -119,6 +166,9 @@ class RayFleet:
         self.pending: dict[asyncio.Future[Any], Submitted] = {}
         self.placed = placed  # told where each trial runs, once it does (before its server)
         self.auth = ""  # one line: whether the cluster asks for a token (after connect)
+        self.reap_timeout_s = config.reap_timeout_s
+        self.owed: dict[tuple[str, str], Owed] = {}  # (trial, node): clean-ups not answered yet
+        self.done: list[Cleaned] = []  # owed ones settled, not yet handed to the controller
 
     def connect(self, boxes: int | None = None) -> None:
         """Join the configured cluster; with address "local" (or `boxes`), start one here."""
@@ -215,6 +265,7 @@ class RayFleet:
     async def next_done(self, trial_id: str | None = None) -> tuple[Submitted, TrialOutcome]:
         """The next trial to end (or the one named), as an outcome: a lost node or worker is a
         failed one."""
+        self._collect()
         waiting = [f for f, s in self.pending.items() if trial_id in (None, s.spec.trial_id)]
         if not waiting:
             raise FleetError(f"no trial {trial_id or 'at all'} in flight")
@@ -259,35 +310,124 @@ class RayFleet:
         """What a trial left on its node, killed by a task pinned there (`reap`, with the
         trial's worker first when `stop_worker`); the outcome's `cleanup`, naming the node that
         did it. No task when the node is unknown (the trial was lost before it said where it
-        runs, so before it started a server) or gone (its processes went with it)."""
+        runs, so before it started a server) or gone (its processes went with it). A task not
+        answered in `reap_timeout_s` is owed: done when the node answers (`settled`)."""
         if node is None:
             return "nothing to clean up: the trial was lost before it named its node (no server)"
         where = f"{box or node[:8]} (node {node[:12]})"
-        gone = f"{where} is gone: its processes went with it"
         try:
             if node not in self._alive():
-                return gone
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            pinned = NodeAffinitySchedulingStrategy(node, soft=False)
-            options = {"num_cpus": 0, "max_retries": 0, "scheduling_strategy": pinned}
-            ref = self._reaper.options(**options).remote(str(self.workdir), trial_id, stop_worker)
-            left: dict[str, Any] = await asyncio.wait_for(_await(ref), REAP_TIMEOUT_S)
-        except TimeoutError:
-            return f"could not clean up on {where}: no answer in {REAP_TIMEOUT_S:.0f} s"
+                return self._gone(node, box, trial_id, stop_worker)
+            task = asyncio.ensure_future(_await(self._reap_on(node, trial_id, stop_worker)))
+            answered, _ = await asyncio.wait({task}, timeout=self.reap_timeout_s)
+            if not answered:
+                self.owed[(trial_id, node)] = Owed(trial_id, node, box, stop_worker, task)
+                return (
+                    f"could not clean up on {where} yet: no answer in {self.reap_timeout_s:g} s "
+                    "(fleet.reap_timeout_s); done when the node answers, named left at the "
+                    "run's end if it never does"
+                )
+            left: dict[str, Any] = task.result()
         except Exception as err:  # the node died meanwhile (NodeDiedError, unschedulable, ...)
             with contextlib.suppress(Exception):
                 if node not in self._alive():
-                    return gone
+                    return self._gone(node, box, trial_id, stop_worker)
             return f"could not clean up on {where}: {_ray_reason(err)}"
-        by = f"{left['by_box']} (node {left['by_node'][:12]})"
-        if left.get("pid"):
-            whose = "a trial still running" if stop_worker else "the lost worker"
-            found = " (no pid file named it: found by its mark)" if left.get("unnamed") else ""
-            return f"{by} killed the server group {left['pid']} {whose} left{found}"
-        if left.get("worker"):
-            return f"{by}: no server to kill (the trial had not started one)"
-        return f"{by}: nothing left (the trial had cleaned up)"
+        return _reaped(left, stop_worker)
+
+    def _gone(self, node: str, box: str, trial_id: str, stop_worker: bool) -> str:
+        """A node Ray no longer counts alive. A machine that went down took its processes with
+        it; a raylet that only stopped answering (a wedged node Ray declared dead) did not: its
+        server runs on. In the lab its group is looked at on this machine; elsewhere it cannot
+        be, so the trial is owed and named LEFT at the run's end, with the command to check."""
+        where = f"{box or node[:8]} (node {node[:12]})"
+        gone = f"{where} is gone: its processes went with it"
+        dead = "Ray declared the node dead"
+        if self.local is not None:
+            info = read_pidfile(node_dir(self.workdir, node) / f"{trial_id}.json") or {}
+            pid = int(info.get("pid") or 0)
+            if not pid or not group_running(pid):
+                return gone
+            dead += f", but its server's group {pid} still runs on this machine"
+        else:
+            dead += " (its server runs on if only its raylet stopped)"
+        task: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        task.cancel()  # nothing to await: no task runs on a dead node
+        self.owed[(trial_id, node)] = Owed(trial_id, node, box, stop_worker, task, dead=dead)
+        return f"could not clean up on {where}: {dead}; named left at the run's end"
+
+    def _reap_on(self, node: str, trial_id: str, stop_worker: bool) -> Any:
+        """The clean-up task, pinned to `node` (hard: it runs there or not at all)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+        options = {"num_cpus": 0, "max_retries": 0, "scheduling_strategy": pinned}
+        return self._reaper.options(**options).remote(str(self.workdir), trial_id, stop_worker)
+
+    def _collect(self) -> None:
+        """The owed clean-ups that came back since the last look, into `done` (each once); one
+        that failed on a node still alive submitted again; one whose node Ray declared dead
+        kept, to be named left at the run's end. Cheap: it waits for nothing."""
+        for key, owed in list(self.owed.items()):
+            if owed.dead or not owed.task.done():
+                continue
+            try:
+                left: dict[str, Any] = owed.task.result()
+            except Exception as err:  # the node died, or the task failed on it
+                alive = False
+                with contextlib.suppress(Exception):
+                    alive = owed.node in self._alive()
+                if alive:  # asked again: it runs when the node can run it
+                    owed.failed = _ray_reason(err)
+                    ref = self._reap_on(owed.node, owed.trial, owed.stop_worker)
+                    owed.task = asyncio.ensure_future(_await(ref))
+                else:
+                    owed.dead = f"Ray declared the node dead while it waited ({_ray_reason(err)})"
+                continue
+            del self.owed[key]
+            text = f"done after it got no answer at first: {_reaped(left, owed.stop_worker)}"
+            self.done.append(Cleaned(owed.trial, owed.node, owed.box, text))
+
+    def settled(self) -> list[Cleaned]:
+        """The owed clean-ups settled since the last call (done at last, or LEFT after `close`),
+        each handed over once: the controller records them (`trial_cleaned`, `trial_left`)."""
+        self._collect()
+        out, self.done = self.done, []
+        return out
+
+    async def _settle(self) -> None:
+        """At the run's end: the owed clean-ups get one more `reap_timeout_s`; what never ran is
+        LEFT, named with what this machine can tell of it (the lab's node folders are here)."""
+        waiting = [o.task for o in self.owed.values() if not o.dead]
+        if waiting:
+            await asyncio.wait(waiting, timeout=self.reap_timeout_s)
+        self._collect()
+        for owed in self.owed.values():
+            owed.task.cancel()
+            why = owed.dead or (
+                f"its clean-up got no answer from the node by the run's end (each wait "
+                f"{self.reap_timeout_s:g} s, fleet.reap_timeout_s)"
+            )
+            if owed.failed and not owed.dead:
+                why += f"; a try failed there: {owed.failed}"
+            self.done.append(self._left(owed, why))
+        self.owed.clear()
+
+    def _left(self, owed: Owed, why: str) -> Cleaned:
+        """An owed clean-up named LEFT: the server's group and port from its pid file where this
+        machine can read it (the lab), else the command reads the pid file on its box."""
+        pidfile = node_dir(self.workdir, owed.node) / f"{owed.trial}.json"
+        info = read_pidfile(pidfile) if self.local is not None else None
+        pgid = int(info["pid"]) if info and info.get("pid") else None
+        port = int(info["port"]) if info and info.get("port") else None
+        box = owed.box or owed.node[:8]
+        if pgid is not None:
+            kill = f"on {box}: kill -KILL -- -{pgid}"
+        else:
+            read = "import json,sys; print(json.load(open(sys.argv[1]))['pid'])"
+            kill = f'on {box}: kill -KILL -- -"$(python3 -c "{read}" {pidfile})"'
+        text = f"LEFT on {box} (node {owed.node[:12]}): {why}"
+        return Cleaned(owed.trial, owed.node, owed.box, text, True, pgid, port, kill)
 
     async def clean_up_unnamed(self, named: set[str]) -> tuple[dict[str, str], list[str]]:
         """On each node alive, a task that reaps the trials its folder has pid files of but
@@ -303,9 +443,9 @@ class RayFleet:
             ref = self._unnamed_reaper.options(**options).remote(str(self.workdir), sorted(named))
             where = f"{box} (node {node[:12]})"
             try:
-                got: dict[str, Any] = await asyncio.wait_for(_await(ref), REAP_TIMEOUT_S)
+                got: dict[str, Any] = await asyncio.wait_for(_await(ref), self.reap_timeout_s)
             except TimeoutError:
-                failed.append(f"could not look on {where}: no answer in {REAP_TIMEOUT_S:.0f} s")
+                failed.append(f"could not look on {where}: no answer in {self.reap_timeout_s:g} s")
                 continue
             except Exception as err:  # the node died meanwhile, unschedulable, ...
                 failed.append(f"could not look on {where}: {_ray_reason(err)}")
@@ -323,29 +463,43 @@ class RayFleet:
         """Stop what was started: the servers of trials still running, each killed (with its
         worker, so that it starts nothing more) by a task on its node before the cluster goes -
         a worker that dies leaves its server's session behind, on a joined cluster and in the
-        lab alike - then the local cluster. Trial -> what its clean-up did."""
+        lab alike - then the local cluster. The owed clean-ups get one more `reap_timeout_s`
+        first; those still owed are LEFT (`settled` hands them over). Trial -> what the clean-up
+        of a trial in flight did."""
         left = list(self.pending.values())
         for future in self.pending:
             future.cancel()
         self.pending.clear()
         done: dict[str, str] = {}
         try:
-            ray = _ray()
+            if self.owed:  # a dead node's needs no cluster to be named left
+                await self._settle()
             started = [s for s in left if s.on is not None]  # the others have no server
-            if started and ray.is_initialized():
+            if started and _ray().is_initialized():
                 texts = await asyncio.gather(
                     *(self.clean_up(s.on, s.box, s.spec.trial_id, True) for s in started)
                 )
                 done = {s.spec.trial_id: text for s, text in zip(started, texts, strict=True)}
         finally:
             self.shutdown()
+            self._after_lab()
         return done
+
+    def _after_lab(self) -> None:
+        """The lab's shutdown kills every process of its cluster, the servers its trials started
+        included (LocalCluster.shutdown): a LEFT server it killed is said so, not left."""
+        for i, c in enumerate(self.done):
+            if c.left and c.pgid is not None and not group_running(c.pgid):
+                text = (f"killed with the lab's cluster at its shutdown (its clean-up task got no "
+                        f"answer from {c.box or c.node[:8]})")  # fmt: skip
+                self.done[i] = Cleaned(c.trial, c.node, c.box, text)
 
     def shutdown(self) -> None:
         try:
-            ray = _ray()
-            if ray.is_initialized():
-                ray.shutdown()
+            with contextlib.suppress(FleetError):  # no Ray installed: none of it was started
+                ray = _ray()
+                if ray.is_initialized():
+                    ray.shutdown()
         finally:
             if self.local is not None:
                 self.local.shutdown()
@@ -354,6 +508,19 @@ class RayFleet:
 
 async def _await(ref: Any) -> Any:
     return await ref
+
+
+def _reaped(left: dict[str, Any], stop_worker: bool) -> str:
+    """What a clean-up task did, in words, naming the node that did it."""
+    by = f"{left['by_box']} (node {left['by_node'][:12]})"
+    if left.get("pid"):
+        whose = "a trial still running" if stop_worker else "the lost worker"
+        found = " (no pid file named it: found by its mark)" if left.get("unnamed") else ""
+        return f"{by} killed the server group {left['pid']} {whose} left{found}"
+    if left.get("worker"):
+        return f"{by}: no server to kill (the trial had not started one)"
+    return f"{by}: nothing left (the trial had cleaned up)"
+    return True
 
 
 async def _follow(stream: Any, sub: Submitted, placed: Placed | None) -> TrialOutcome:

@@ -259,6 +259,11 @@ def _group_of(pid: int) -> int:
         return 0
 
 
+def read_pidfile(path: Path) -> dict[str, Any] | None:
+    """A trial's pid file (node, box, worker, port, pid), None when absent or unreadable."""
+    return _read_json(path)
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         info = json.loads(path.read_text())

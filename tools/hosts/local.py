@@ -102,7 +102,7 @@ class LocalHost(Host):
         return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
 
     async def group_alive(self, pgid: int) -> bool:
-        return await asyncio.to_thread(_group_alive, pgid)
+        return await asyncio.to_thread(group_running, pgid)
 
     async def signal_group(self, pgid: int, sig: str) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -166,7 +166,7 @@ async def kill_group(pgid: int) -> None:
             return
         if sig == signal.SIGTERM:
             deadline = time.monotonic() + KILL_GRACE_S
-            while time.monotonic() < deadline and _group_alive(pgid):
+            while time.monotonic() < deadline and group_running(pgid):
                 await asyncio.sleep(0.05)
 
 
@@ -197,7 +197,8 @@ def holding(variable: str, value: str, but_group: int = 0) -> list[int]:
     return sorted(pids)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_running(pgid: int) -> bool:
+    """Whether process group `pgid` has a live member on this machine (zombies do not count)."""
     try:
         os.killpg(pgid, 0)
     except OSError:
