@@ -7,11 +7,11 @@ An objective over every level (the geometric mean) is measured as before: full s
 from __future__ import annotations
 
 from agent.brains.autopilot import precision
-from agent.brains.autopilot.brain import FLOOR_SWEEP, WAVES_SWEEP, groups
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
 from agent.brains.autopilot.reading import Reading
+from agent.brains.autopilot.steps import FLOOR_SWEEP, WAVES_SWEEP, groups
 from sim.space import DEFAULT_LEVELS, default_space
 from tools.domain import stats
 from tools.domain.space import Flags, SearchSpace
