@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent.brains.autopilot.brain import groups
 from agent.brains.autopilot.directives import read
 from agent.brains.autopilot.engine_limits import engine_check, sim_base_argv
 from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.narrate import short, tag
 from agent.brains.autopilot.reading import NOISE_DEFAULT, Reading
-from agent.brains.autopilot.steps import Settings
+from agent.brains.autopilot.steps import Settings, groups
 from sim.space import DEFAULT_BASE_FLAGS, default_space
 from tools.domain.space import SearchSpace
 from tools.servers.profiles import ENGINES

@@ -29,17 +29,11 @@ from typing import Any, Protocol
 
 from agent.brains.autopilot import directives
 from agent.brains.autopilot.ask_tell import AskTell, Broken, Measured, NotStarted, Sweep
-from agent.brains.autopilot.brain import (
-    FLOOR_SCREEN,
-    FLOOR_SWEEP,
-    WAVES_SCREEN,
-    WAVES_SWEEP,
-    Campaign,
-    groups,
-)
+from agent.brains.autopilot.brain import Campaign
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
+from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
 from agent.fleet.resume import RESUMED, reap_left, replay
@@ -217,11 +211,9 @@ class FleetCampaign:
 
     def groups(self, step: Experiment) -> list[tuple[list[int], Any]]:
         """The levels grouped as the autopilot groups its run_benchmark calls."""
-        waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
         out = []
-        for levels, requests in groups(
-            step.levels, waves, floor, self.config.bench.requests_per_level
-        ):
+        fixed = self.config.bench.requests_per_level
+        for levels, requests in request_groups(step, self.planner.settings.levels, fixed):
             inp = RunBenchmarkInput(concurrency=list(levels), requests_per_level=requests)
             out.append((list(levels), _workload(self.ctx, inp, None)))
         return out

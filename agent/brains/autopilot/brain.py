@@ -25,6 +25,7 @@ from agent.brains.autopilot.observe import (
 )
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from agent.brains.autopilot.reading import Reading
+from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
 from state.fold import RunState
@@ -34,10 +35,6 @@ from tools.domain.space import SearchError
 from tools.servers.profiles import engine_for
 from tools.servers.speculation import speculative_flags
 
-# requests per level: waves x the group's top level, at least a floor (low levels are cheap, and
-# a few waves there keep their noise down)
-WAVES_SWEEP, WAVES_SCREEN = 2, 1
-FLOOR_SWEEP, FLOOR_SCREEN = 30, 10
 MAX_PORT_MOVES = 20
 
 
@@ -88,6 +85,7 @@ class Campaign:
             excluded=self.directives.skip,
             wrap_up=self.directives.wrap_up or state.warned_budget,
             target_noise=obj.precision,
+            requests_per_level=config.bench.requests_per_level,
         )
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
@@ -188,9 +186,8 @@ class Campaign:
         number = h.running + 1 if h.running is not None else 0
         words = narrate.tag(self.space, step.config)
         label = f"{step.purpose}-L{number:02d}" + ("" if words == "baseline" else f"-{words}")
-        waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
         fixed = self.config.bench.requests_per_level
-        for levels, requests in groups(step.levels, waves, floor, fixed):
+        for levels, requests in request_groups(step, self.levels, fixed):
             inp: dict[str, Any] = {
                 "server": self.server,
                 "concurrency": list(levels),
@@ -248,22 +245,6 @@ def reading_of_run(run_path: Path) -> Reading:
     state = read_state(run_path)
     campaign = Campaign(state, run_config(state, run_path), run_path)
     return campaign.planner.read(history_of_run(run_path))  # measured by hand too
-
-
-def groups(
-    levels: tuple[int, ...], waves: int, floor: int, fixed: int | None
-) -> list[tuple[tuple[int, ...], int | None]]:
-    """Levels grouped so that one request count suits each group (each level runs at least
-    `waves` waves of its group's top level). A configured requests_per_level is used as given."""
-    if fixed is not None:
-        return [(levels, fixed)]
-    out: list[list[int]] = []
-    for c in sorted(levels):
-        if out and c <= 4 * out[-1][0]:
-            out[-1].append(c)
-        else:
-            out.append([c])
-    return [(tuple(g), max(waves * g[-1], floor)) for g in out]
 
 
 def compare_sets(h: History, planner: Planner, step: Finish) -> list[list[str]]:

@@ -180,12 +180,13 @@ def precision_note(r: Reading, inc: Flags) -> str:
     floor, target = r.floors[1], r.settings.target_noise
     if floor is None or floor <= target:
         return ""
-    base, levels = r.space.baseline, r.settings.levels
-    extra = max(0, len(r.h.sweeps(base, levels)) - 2)
+    base, level = r.space.baseline, r.settings.one_level()
+    extra = max(0, r.samples(base) - 2)  # beyond the A/A pair (at one level: its samples there)
     extra += sum(1 for m in r.h.measurements if m.purpose == "repeat")
     note = f"; the noise floor ({floor:.1%}) is above the {target:.0%} target"
+    what = "extra sweeps" if level is None else f"extra measurements at C={level}"
     if extra:
-        note += f": measured more before deciding ({extra} extra sweeps)"
+        note += f": measured more before deciding ({extra} {what})"
     noise = r.precision(inc, base)
     if noise > target:
         note += (

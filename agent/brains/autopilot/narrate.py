@@ -89,6 +89,8 @@ def launch(space: SearchSpace, step: Experiment, number: int) -> str:
 
 def measure(space: SearchSpace, step: Experiment, h: History) -> str:
     kind = "full sweep" if step.full else "screen"
+    if step.at_level:
+        kind = "measurement"  # the objective's level alone, as a full sweep measures it
     levels = ",".join(map(str, step.levels))
     return f"{kind.capitalize()} of {short(space, step.config)} at C={levels}: {step.why}."
 

@@ -21,7 +21,8 @@ plain function of what was measured (a Reading of the History), in a file cut by
    left, the changes that were each within the noise alone are launched together on the best,
    and read against the additive model (the stage stops when nothing is expected to beat the best
    by more than the floor);
-3c. noise-adaptive (precision.py): an A/A floor above the target precision sweeps the baseline
+3c. noise-adaptive (precision.py; an objective at one level measures that level alone): an A/A
+   floor above the target precision sweeps the baseline
    again; a full sweep inside the comparison's noise above the best is swept again; a start
    failure is put down to the flags that explain it (reading.crash_reason), and identical launch
    failures no flag explains end the campaign (conclude.same_failures);

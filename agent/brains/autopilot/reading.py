@@ -20,6 +20,8 @@ from tools.domain.gpus import gpus_of
 from tools.domain.space import Flags, SearchSpace, same
 
 NOISE_DEFAULT = 0.03  # what the planner plans with before a repeat measures the floor
+# the purposes that measure the objective's level alone, as a full sweep measures it
+AT_LEVEL = ("noise", "repeat")
 TIE = 1e-9  # objective values this close are a tie (max_load counts levels): the simpler wins
 
 
@@ -99,11 +101,23 @@ class Reading:
         """The objective's floor to plan with: the measured one, or NOISE_DEFAULT while unknown."""
         return NOISE_DEFAULT if self.floors[1] is None else self.floors[1]
 
+    def samples(self, config: Flags) -> int:
+        """How many measurements the objective's figure for config is the mean of: its full
+        sweeps; for an objective at one level, also its measurements of that level alone (the
+        precision stages' repeats there, measured as a full sweep measures that level)."""
+        levels, level = self.settings.levels, self.settings.one_level()
+        full = [m for m in self.h.of(config) if set(levels) <= set(m.per_level)]
+        if level is None:
+            return len(full)
+        alone = [
+            m for m in self.h.of(config) if m.purpose in AT_LEVEL and set(m.per_level) == {level}
+        ]
+        return len(full) + len(alone)
+
     def precision(self, config: Flags, ref: Flags) -> float:
-        """The objective's floor for config against ref, each the mean of its full sweeps: a
-        mean of n sweeps has sqrt(n) less noise (the floor is that of one sweep against one)."""
-        levels = self.settings.levels
-        n, m = len(self.h.sweeps(config, levels)), len(self.h.sweeps(ref, levels))
+        """The objective's floor for config against ref, each the mean of its samples: a mean
+        of n has sqrt(n) less noise (the floor is that of one sweep against one)."""
+        n, m = self.samples(config), self.samples(ref)
         return stats.floor_of_means(self.objective_noise, n, m)
 
     @property

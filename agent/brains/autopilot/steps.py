@@ -21,6 +21,12 @@ class Settings:
     wrap_up: bool = False  # no new candidates: validate and conclude
     challenger: bool = True  # tune a per-level challenger for a concurrency policy
     target_noise: float = 0.02  # the objective's precision to reach before deciding
+    requests_per_level: int | None = None  # [bench] requests_per_level; None: the wave rule
+
+    def one_level(self) -> int | None:
+        """The level the objective reads alone (kind 'level'), or None: it reads several."""
+        level = self.objective.level
+        return level if self.objective.kind == "level" and level in self.levels else None
 
     def screens(self) -> tuple[int, ...]:
         if self.objective.kind == "level" and self.objective.level in self.levels:
@@ -45,6 +51,9 @@ class Experiment:
     why: str
     fresh: bool = False  # on a launch not measured yet, even if this config is running
     base: Flags | None = None  # what it is compared against
+    # a full sweep's measurement of the objective's level alone (precision where it reads):
+    # that level runs the requests it runs in a full sweep
+    at_level: bool = False
 
     @property
     def full(self) -> bool:
@@ -71,6 +80,49 @@ class Finish:
 
 
 Step = Experiment | Finish
+
+# requests per level: waves x the group's top level, at least a floor (low levels are cheap, and
+# a few waves there keep their noise down)
+WAVES_SWEEP, WAVES_SCREEN = 2, 1
+FLOOR_SWEEP, FLOOR_SCREEN = 30, 10
+
+
+def groups(
+    levels: tuple[int, ...], waves: int, floor: int, fixed: int | None
+) -> list[tuple[tuple[int, ...], int | None]]:
+    """Levels grouped so that one request count suits each group (each level runs at least
+    `waves` waves of its group's top level). A configured requests_per_level is used as given."""
+    if fixed is not None:
+        return [(levels, fixed)]
+    out: list[list[int]] = []
+    for c in sorted(levels):
+        if out and c <= 4 * out[-1][0]:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return [(tuple(g), max(waves * g[-1], floor)) for g in out]
+
+
+def sweep_requests(levels: tuple[int, ...], fixed: int | None) -> dict[int, int]:
+    """Each level's request count in a full sweep over `levels`."""
+    out: dict[int, int] = {}
+    for group, requests in groups(levels, WAVES_SWEEP, FLOOR_SWEEP, fixed):
+        for c in group:
+            out[c] = requests if requests is not None else FLOOR_SWEEP
+    return out
+
+
+def request_groups(
+    step: Experiment, levels: tuple[int, ...], fixed: int | None
+) -> list[tuple[tuple[int, ...], int | None]]:
+    """How a step's levels are benchmarked: (levels, requests per level) per call. A
+    measurement at the objective's level runs what that level runs in a full sweep over
+    `levels` (so its samples are like the sweeps' own)."""
+    if step.at_level:
+        each = sweep_requests(levels, fixed)
+        return [((c,), fixed if fixed is not None else each[c]) for c in step.levels]
+    waves, floor = (WAVES_SWEEP, FLOOR_SWEEP) if step.full else (WAVES_SCREEN, FLOOR_SCREEN)
+    return groups(step.levels, waves, floor, fixed)
 
 
 def spread(levels: tuple[int, ...]) -> tuple[int, ...]:
