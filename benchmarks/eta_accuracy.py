@@ -71,7 +71,7 @@ def one_run(run: Path, eta: ModuleType) -> tuple[list[float], float]:
         last = t
         print(
             f"  at {t:4.0f} s: {left:4.0f} s really left, estimated {estimate.seconds:4.0f} s "
-            f"({estimate.experiments} experiments, {estimate.open_items:g} other open todos)"
+            f"(experiments: {estimate.experiments}, other open todos: {estimate.open_items:g})"
         )
     median = statistics.median(errors) if errors else float("nan")
     print(f"  median error once a quarter was done: {median:.0%}; largest jump {jump:.0f} s")
