@@ -337,16 +337,8 @@ def pairs(
     runs = [r for r in [*baseline, *candidate] if r.label.startswith(PAIR)]
     base_ids = {r.id for r in baseline}
     ordered = sorted(runs, key=lambda r: (r.created, _number(r.id)))
-    out: list[tuple[list[BenchResult], list[BenchResult]]] = []
-    waiting: list[BenchResult] | None = None
-    for _, _, parts in _sweeps(ordered):
-        is_base = parts[0].id in base_ids
-        if waiting is not None and (waiting[0].id in base_ids) != is_base:
-            out.append((parts, waiting) if is_base else (waiting, parts))
-            waiting = None
-        else:
-            waiting = parts
-    return out
+    sweeps = [parts for _, _, parts in _sweeps(ordered)]
+    return stats.launch_pairs(sweeps, lambda parts: parts[0].id in base_ids)[0]
 
 
 def _like_groups(measured: list[BenchResult]) -> list[list[TimedSweep]]:

@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 NOISE_MIN = 0.005  # relative; a measured floor below this is luck
 
@@ -236,6 +238,24 @@ MAX_PAIRS = 12  # more pairs than this are not proposed: the box, not the count,
 
 def t95(df: int) -> float:
     return T95[df - 1] if df <= len(T95) else 1.96
+
+
+def launch_pairs(
+    runs: Iterable[T], is_base: Callable[[T], bool]
+) -> tuple[list[tuple[T, T]], T | None]:
+    """The launch pairs among `runs` (the baseline's and one candidate's pair sweeps, in measured
+    order): two in a row, one of each, in either order (ABBA), each as (baseline's, candidate's);
+    and the sweep waiting for the other half of its pair (None: none is)."""
+    pairs: list[tuple[T, T]] = []
+    waiting: T | None = None
+    for run in runs:
+        base = is_base(run)
+        if waiting is not None and is_base(waiting) != base:
+            pairs.append((run, waiting) if base else (waiting, run))
+            waiting = None
+        else:
+            waiting = run
+    return pairs, waiting
 
 
 @dataclass(frozen=True)

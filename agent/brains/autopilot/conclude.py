@@ -78,18 +78,14 @@ def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measureme
     configuration whose launch completes the pair that is half made (None: none is)."""
     base, levels = r.space.baseline, r.settings.levels
     h = r.h
-    runs = [m for m in h.measurements if m.purpose == "pair" and set(levels) <= set(m.per_level)]
-    pairs: list[tuple[Measurement, Measurement]] = []
-    waiting: Measurement | None = None
-    for m in runs:
-        is_base = h.key(m.config) == h.key(base)
-        if not is_base and h.key(m.config) != h.key(inc):
-            continue  # a pair of an earlier winner
-        if waiting is not None and (h.key(waiting.config) == h.key(base)) != is_base:
-            pairs.append((m, waiting) if is_base else (waiting, m))
-            waiting = None
-        else:
-            waiting = m
+    runs = [
+        m
+        for m in h.measurements
+        if m.purpose == "pair"
+        and set(levels) <= set(m.per_level)
+        and h.key(m.config) in (h.key(base), h.key(inc))  # not a pair of an earlier winner
+    ]
+    pairs, waiting = stats.launch_pairs(runs, lambda m: h.key(m.config) == h.key(base))
     if waiting is None:
         return pairs, None
     return pairs, inc if h.key(waiting.config) == h.key(base) else base
