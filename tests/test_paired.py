@@ -170,6 +170,33 @@ async def test_no_pairs_no_paired_figure(ctx: ToolContext) -> None:
     assert "paired" not in rec and rec["verdict"] == "win"
 
 
+async def test_the_autopilot_and_recommend_read_the_same_numbers(ctx: ToolContext) -> None:
+    """The planner's verdict and recommend's are one computation on one set of numbers: a sweep
+    read from the run's events is the result file's, to the last digit (a summary rounded to
+    0.01 tok/s once made the two disagree on a pair whose interval sat on the floor)."""
+    from agent.brains.autopilot.brain import reading_of_run
+    from tools.bench.results import load, sweep_of
+
+    n = len(ctx.run.state.results) + 1
+    for ratio in (1.0512347, 1.0498761, 1.0523459):
+        base = {c: 91.004 * c**0.5 + 0.0031 * c for c in DEFAULT_LEVELS}  # every level, odd digits
+        bench(ctx.run, f"b{n:03d}", LAB_BASE, base, label=f"pair-L{n:02d}")
+        fa3 = {c: v * ratio for c, v in base.items()}
+        bench(ctx.run, f"b{n + 1:03d}", FA3, fa3, label=f"pair-L{n + 1:02d}-fa3")
+        n += 2
+    reading = reading_of_run(ctx.run.path)
+    files = [sweep_of(load(e["path"])) for e in ctx.run.state.results]
+    assert [m.per_level for m in reading.h.measurements] == files
+    await call(ctx, {"config": FA3})
+    rec = json.loads((ctx.run.path / "recommendation.json").read_text())
+    mine = conclude.paired(reading, FA3)
+    assert [round(x, 5) for x in mine.ratios] == rec["paired"]["ratios"]
+    assert round(reading.floors[1] or 0, 5) == rec["noise_floor"]
+    low, high = mine.interval() or (0, 0)
+    assert [round(low, 5), round(high, 5)] == rec["paired"]["interval"]
+    assert mine.verdict == rec["paired"]["verdict"]
+
+
 # --- the interval ---------------------------------------------------------------------------------
 
 

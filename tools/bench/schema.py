@@ -164,9 +164,10 @@ class BenchResult(BaseModel):
 
     def summary(self) -> dict[str, float]:
         """{"<level>": output_throughput} - the `benchmark` event's summary; a failed level is 0
-        (whatever its successes streamed), as every reader of a summary counts it."""
+        (whatever its successes streamed), as every reader of a summary counts it. Not rounded:
+        the autopilot reads its sweeps from here and recommend from the file, one set of numbers."""
         return {
-            str(p.max_concurrency): 0.0 if p.level_failed else round(p.output_throughput, 2)
+            str(p.max_concurrency): 0.0 if p.level_failed else p.output_throughput
             for p in self.points
         }
 
