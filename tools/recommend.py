@@ -50,6 +50,7 @@ from tools.bench.schema import (
     PolicyServerRecord,
     Recommendation,
     RecommendedObjective,
+    RecommendedVerdict,
 )
 from tools.domain import cost, stats
 from tools.domain.config import Config
@@ -136,7 +137,7 @@ class Recommend(Tool):
         )
         decision = stats.Versus(value / base_value if base_value > 0 else None, vs.floor, vs.levels)
         is_base = {r.id for r in mine} == {r.id for r in base}
-        verdict = "baseline" if is_base else decision.verdict
+        verdict: RecommendedVerdict = "baseline" if is_base else decision.verdict
         paired = None if is_base else _paired(base, mine, common, objective, vs.floor)
         if paired is not None and verdict == "win" and not paired.wins:
             verdict = "not established"  # the pairs decide: never a claim larger than they show

@@ -32,7 +32,7 @@ def standing(f: Figures) -> str:
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
         rec = f.m.recommendation
-        verdict = "win" if f.winner is f.candidate else f.versus.verdict
+        verdict: str = "win" if f.winner is f.candidate else f.versus.verdict
         if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
             verdict = "not established by its launch pairs"
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")

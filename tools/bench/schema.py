@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.domain.stats import PairedVerdict, Verdict
+
 SCHEMA_VERSION = 1
 
 
@@ -253,7 +255,7 @@ class PairedRecord(Record):
     interval: list[float] | None = None
     pairs: int = 0
     ratios: list[float] = []
-    verdict: str = ""
+    verdict: PairedVerdict | None = None
     stated: str = ""
     needs: str | None = None
 
@@ -278,6 +280,11 @@ class DriftRecord(Record):
     note: str = ""
 
 
+# recommend's verdict: the comparison's, "baseline" (the baseline was asked for), or "not
+# established" (the means say win and the launch pairs do not)
+RecommendedVerdict = Verdict | PairedVerdict | Literal["baseline"]
+
+
 class Recommendation(Record):
     """recommendation.json (tools/recommend.py's docstring says each field). `config`,
     `command`, `policy` and `crossover` are what to deploy: the candidate's on a win, else the
@@ -288,7 +295,7 @@ class Recommendation(Record):
     command: str = ""
     policy: list[PolicyServerRecord] = []
     crossover: list[int] = []
-    verdict: str | None = None
+    verdict: RecommendedVerdict | None = None
     candidate: Deployment | None = None
     value: float | None = None
     baseline_value: float | None = None

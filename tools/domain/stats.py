@@ -46,13 +46,19 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 T = TypeVar("T")
 
 NOISE_MIN = 0.005  # relative; a measured floor below this is luck
 
 Sweep = Mapping[int, float]  # level -> output tok/s of one sweep; 0.0 = the level failed
+
+# what a comparison concludes (Versus.verdict), and launch pairs (Paired.verdict)
+Verdict = Literal[
+    "win", "within noise", "noise floor unknown", "below the baseline", "not comparable"
+]
+PairedVerdict = Literal["win", "not established"]
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -158,7 +164,7 @@ class Versus:
         return beats(self.ratio, self.floor)
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """win | within noise | noise floor unknown | below the baseline | not comparable."""
         if self.ratio is None:
             return "not comparable"
@@ -303,7 +309,7 @@ class Paired:
         return found is not None and self.floor is not None and found[0] > 1 + self.floor
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> PairedVerdict:
         return "win" if self.wins else "not established"
 
     def pairs_needed(self) -> int | None:
