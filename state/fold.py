@@ -57,6 +57,10 @@ class RunState:
     last_text: str = ""
     current_tool: dict[str, Any] | None = None
     warned_budget: bool = False
+    # the minutes budget's warning: (minutes used, of, servers started by then) - the pace at
+    # which the autopilot's wrap-up sizes what still fits (None: no such warning)
+    minutes_warning: tuple[float, float, int] | None = None
+    launches_started: int = 0  # server_started events, every session's
     compactions: int = 0
     supervisor: list[dict[str, Any]] = field(default_factory=list)
     finished: dict[str, Any] | None = None
@@ -99,10 +103,13 @@ class RunState:
     def _on_limits_changed(self, e: Event) -> None:
         self.limits.update(e["limits"])
         self.warned_budget = False
+        self.minutes_warning = None
         self.inbox_done.add(e.get("inbox_id", ""))
 
     def _on_budget_warning(self, e: Event) -> None:
         self.warned_budget = True
+        if e.get("limit") == "max_minutes":
+            self.minutes_warning = (float(e["used"]), float(e["of"]), self.launches_started)
 
     def _on_supervisor_message(self, e: Event) -> None:
         self.supervisor.append({"seq": e["seq"], "text": e["text"]})
@@ -177,6 +184,7 @@ class RunState:
         self.todos = e["todos"]
 
     def _on_server_started(self, e: Event) -> None:
+        self.launches_started += 1
         self.servers[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}
         self.launched[e["name"]] = self.servers[e["name"]]
 

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.brains.autopilot import AutopilotBrain
 from agent.brains.base import TurnRequest
 from agent.session import Limits, make_agent, start
@@ -125,6 +127,30 @@ async def test_the_budget_warning_wraps_up(tmp_path: Path) -> None:
     assert await drive(run, config, seed=3) in (0, 3)
     labels = [c["input"].get("label", "") for c in calls(run) if c["name"] == "run_benchmark"]
     assert labels[-1].startswith("validate"), "after the warning: re-validate, then conclude"
+
+
+@pytest.mark.parametrize("used, launches_after", [(27.0, 0), (3.0, 1)])
+async def test_a_wrap_up_on_minutes_starts_no_launch_it_cannot_end(
+    tmp_path: Path, used: float, launches_after: int
+) -> None:
+    """The minutes budget's warning with 3 of 30 minutes left after a few launches (minutes per
+    launch far above 3): no launch, the conclusion at once, exit 0; with 27 left the winner is
+    re-validated on a fresh launch as before."""
+    config = lab()
+    run = new_run(tmp_path, config)
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(3))
+    try:
+        while run.state.launches_started < 3:
+            await agent.step()
+        before = len(calls(run))
+        run.append("budget_warning", limit="max_minutes", used=used, of=30.0)
+        assert await agent.run_loop() == 0
+    finally:
+        await agent.ctx.hosts.close()
+    later = [c["name"] for c in calls(run)[before:]]
+    assert later.count("start_server") == launches_after, later
+    assert "recommend" in later and run.state.finished is not None
+    assert run.state.finished["status"] == "finished"
 
 
 async def test_supervisor_directives_are_acknowledged_and_honoured(tmp_path: Path) -> None:

@@ -63,6 +63,19 @@ class AutopilotBrain:
         return pipeline.turn(request.state, config) or campaign.turn()
 
 
+def launches_that_fit(state: RunState) -> int | None:
+    """After the warning on the minutes budget: the launches the minutes it left can pay for at
+    this run's pace (its minutes per server started, up to the warning), less those started since;
+    None without such a warning. A wrap-up that starts a launch it cannot end runs the budget out
+    (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished."""
+    if state.minutes_warning is None:
+        return None
+    used, of, launches = state.minutes_warning
+    if launches == 0 or used <= 0:
+        return None
+    return int((of - used) // (used / launches)) - (state.launches_started - launches)
+
+
 class Campaign:
     """One turn's view of the campaign. `run_path`: the run folder, where the result files are
     found by id (None: at the paths the tools wrote)."""
@@ -84,6 +97,7 @@ class Campaign:
             objective=objective,
             excluded=self.directives.skip,
             wrap_up=self.directives.wrap_up or state.warned_budget,
+            launches_fit=launches_that_fit(state),
             target_noise=obj.precision,
             requests_per_level=config.bench.requests_per_level,
         )

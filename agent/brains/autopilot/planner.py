@@ -89,6 +89,8 @@ class Planner:
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
         left = s.max_launches - h.launches_used()
+        if s.launches_fit is not None:  # a launch the minutes left cannot end is not started
+            left = min(left, s.launches_fit)
         validating = any(m.purpose in ("validate", "pair") for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep

@@ -19,6 +19,9 @@ class Settings:
     max_launches: int = 40
     excluded: tuple[str, ...] = ()  # flags held at their baseline value ("skip speculation")
     wrap_up: bool = False  # no new candidates: validate and conclude
+    # launches the minutes left can still pay for (a wrap-up on the minutes budget: brain.py's
+    # launches_that_fit); None: only max_launches counts
+    launches_fit: int | None = None
     challenger: bool = True  # tune a per-level challenger for a concurrency policy
     target_noise: float = 0.02  # the objective's precision to reach before deciding
     requests_per_level: int | None = None  # [bench] requests_per_level; None: the wave rule
