@@ -281,8 +281,16 @@ def foreign_process() -> Any:
         proc.wait()
 
 
+def header_of(printed: str) -> str:
+    """The sweep table's header line in what `agent bench` printed."""
+    return next(line for line in printed.splitlines() if "ok/fail" in line)
+
+
 def test_agent_bench_reads_this_machines_gpus_when_told(
-    foreign_process: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    foreign_process: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     fake_smi(tmp_path, prints(EIGHT_GPUS))
@@ -301,7 +309,9 @@ def test_agent_bench_reads_this_machines_gpus_when_told(
     point = json.loads(out.read_text())["points"][0]
     check_energy(point, "nvidia-smi")
     assert point["power_w"] == pytest.approx(306.5 + 307.5) and point["power_gpus"] == "6,7"
+    assert "J/token" in header_of(capsys.readouterr().out)
     assert bench_main([*argv, "--json", str(out)]) == 0  # not told: not read, and said why
+    assert "J/token" not in header_of(capsys.readouterr().out)  # no reading, no column
     result = json.loads(out.read_text())
     assert result["points"][0]["j_per_token"] is None  # the file keeps every field
     assert any(n.startswith(energy.NO_POWER) and "--gpu-power" in n for n in result["notes"])
@@ -341,4 +351,7 @@ async def test_run_benchmark_reads_the_servers_host_and_its_gpus(
     point = saved["points"][0]
     check_energy(point, "nvidia-smi")
     assert point["power_w"] == pytest.approx(301.5 + 302.5) and point["power_gpus"] == "1,2"
+    header, row = res.text.splitlines()[1:3]  # the model's table: J/token beside tok/s
+    assert header.split()[:5] == ["C", "ok/fail", "out", "tok/s", "J/token"], header
+    assert row.split()[3] == f"{point['j_per_token']:.2f}", res.text
     assert not any(n.startswith(energy.NO_POWER) for n in saved["notes"]), saved["notes"]

@@ -78,6 +78,10 @@ def sweep_table(result: BenchResult) -> str:
         for row, p in zip(rows, result.points, strict=True):
             extra = p.model_extra or {}
             row[0:1] = [extra.get("request_rate"), extra.get("achieved_request_rate")]
+    if any(p.j_per_token is not None for p in result.points):  # a power reading: energy too
+        headers[3:3] = ["J/token"]
+        for row, p in zip(rows, result.points, strict=True):
+            row[3:3] = [p.j_per_token]
     if wl.slo_ms:
         headers[-1:-1] = ["goodput", "SLO met"]
         for row, p in zip(rows, result.points, strict=True):
