@@ -140,7 +140,8 @@ class RunBenchmark(Tool):
         observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
-                if rates or workload.dataset != "random" or workload.duration_s or bench.min_level_s:
+                timed = workload.duration_s or bench.min_level_s
+                if rates or workload.dataset != "random" or timed:
                     raise ToolError(
                         "bench.client 'remote' runs the remote command's own workload: datasets, "
                         "request rates, durations and min_level_s need the built-in client"

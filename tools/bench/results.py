@@ -365,7 +365,9 @@ def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape, l
     last_label = None
     for r in ordered:
         sweep = sweep_of(r)
-        shape = tuple((p.max_concurrency, _sent(r, p)) for p in r.points if p.max_concurrency in sweep)
+        shape = tuple(
+            (p.max_concurrency, _sent(r, p)) for p in r.points if p.max_concurrency in sweep
+        )
         if r.label and r.label == last_label and not set(sweep) & set(out[-1][0]):
             merged = {**out[-1][0], **sweep}
             shapes = tuple(sorted((*out[-1][1], *shape)))

@@ -1,5 +1,6 @@
 """The workload options `agent bench` and run_benchmark share, parsed one way for both:
---dataset, --request-rate, --burstiness, --duration, --min-level-seconds, --slo (docs/benchmark.md, Workloads)."""
+--dataset, --request-rate, --burstiness, --duration, --min-level-seconds, --slo
+(docs/benchmark.md, Workloads)."""
 
 from __future__ import annotations
 
