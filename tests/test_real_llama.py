@@ -225,3 +225,21 @@ def test_lab_setup_then_a_short_campaign_exits_0(tmp_path: Path, binary: Path) -
     assert recommendation["value"] > 0 and recommendation["baseline_value"] > 0
     report = (runs / "r" / "report.md").read_text()
     assert f"engine: llama.cpp (version {started['engine_version']})" in report
+
+
+async def test_levels_last_the_profiles_minimum(ctx: ToolContext) -> None:
+    """llama.cpp's profile gives every closed level a minimum of 5 s (issue 29): one request of 8
+    tokens is far less, so the level sends more than its count of 1 - and never more than 16 x."""
+    text, is_error, _ = await call(ctx, "start_server", flags={"--threads": 1, "--parallel": 1})
+    assert not is_error, text
+    text, is_error, data = await call(
+        ctx, "run_benchmark", concurrency=[1], input_len=16, max_tokens=8, requests_per_level=1
+    )
+    assert not is_error, text
+    assert "at least 5 s per level" in text
+    import orjson
+
+    result = orjson.loads(Path(data["path"]).read_bytes())
+    assert result["workload"]["min_level_s"] == 5.0
+    (point,) = result["points"]
+    assert 1 < point["num_prompts"] <= 16 and point["failed"] == 0, point["errors"]

@@ -140,10 +140,11 @@ class RunBenchmark(Tool):
         observer = BenchProgress(ctx, result_id, server.name or result_id, len(levels))
         try:
             if bench.client == "remote" and server.name is not None:
-                if rates or workload.dataset != "random" or workload.duration_s:
+                timed = workload.duration_s or bench.min_level_s
+                if rates or workload.dataset != "random" or timed:
                     raise ToolError(
                         "bench.client 'remote' runs the remote command's own workload: datasets, "
-                        "request rates and durations need the built-in client"
+                        "request rates, durations and min_level_s need the built-in client"
                     )
                 client = ClientInfo(
                     kind="remote-command",
@@ -162,6 +163,7 @@ class RunBenchmark(Tool):
                     client.where = "forward" if bench.client == "forward" else "controller"
                 engine = _engine(ctx, server)
                 workload.cache_reset = engine.cache_reset_path if engine else None
+                workload.min_level_s = _min_level_s(bench.min_level_s, engine)
                 spec = SweepSpec(
                     url=server.url,
                     levels=levels,
@@ -350,6 +352,15 @@ def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | Non
         # the config's multi_turn goes with the config's dataset; a call naming a dataset decides
         multi_turn=inp.multi_turn or (bench.multi_turn and inp.dataset is None and not rates),
     )
+
+
+def _min_level_s(configured: float | None, engine: Engine | None) -> float | None:
+    """The least a closed level lasts: [bench] min_level_s (0: none), else the engine profile's
+    (5 s on a real engine, none on the simulator); none for a bare URL, whose engine is not
+    known."""
+    if configured is not None:
+        return configured or None
+    return engine.min_level_s if engine is not None else None
 
 
 def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:

@@ -4,7 +4,7 @@
                 [--max-tokens 512] [--requests-per-level N] [--json PATH] ...
                 [--dataset random|chat|code|sharegpt:FILE|jsonl:FILE]
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
-                [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
+                [--min-level-seconds S] [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
                 [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
                 [--gpu-power all|0,1,..]
                 [--deadline-head S] [--deadline-first-token S] [--deadline-pace TOK_S]
@@ -173,6 +173,14 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--duration", type=float, default=None, help="seconds per level (model time)")
     ap.add_argument(
+        "--min-level-seconds",
+        type=_option(workload_options.min_level_seconds),
+        default=None,
+        metavar="S",
+        help="a closed level goes on past its requests until it has lasted S seconds (model "
+        "time; up to 16 x its requests); default 0: the requests alone",
+    )
+    ap.add_argument(
         "--multi-turn",
         action="store_true",
         help="replay the dataset's conversations turn by turn with their growing history",
@@ -338,6 +346,7 @@ def main(argv: list[str]) -> int:
         traffic="rate" if args.request_rate or args.find_max_rate else "concurrency",
         burstiness=args.burstiness,
         duration_s=args.duration,
+        min_level_s=args.min_level_seconds or None,
         slo_ms=args.slo or {},
         shared_prefix=args.shared_prefix,
         cache_reset=args.cache_reset,

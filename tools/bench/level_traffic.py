@@ -13,13 +13,37 @@ from tools.bench.schema import level_name as level_name  # where readers of traf
 
 RATE_LEVEL_S = 10.0  # a rate level without --duration or a request count: this long
 CLOSED_POOL_PER_C = 64  # a duration-bound closed level prepares this many requests per stream
+# a level with a minimum length prepares this many times its count: the most it may send (a
+# level that ran through them before its minimum is noted)
+MIN_POOL_FACTOR = 16
 
 
 def requests_for(level: int, workload: Workload) -> int:
-    """Requests of a closed level (a duration-bound one: the most it may send)."""
+    """Requests of a closed level: its count rule (a duration-bound one: the most it may send)."""
     if workload.duration_s is not None:
         return workload.requests_per_level or max(CLOSED_POOL_PER_C * level, 10)
     return workload.requests_per_level or max(5 * level, 10)
+
+
+def min_level_s(workload: Workload) -> float | None:
+    """The least a closed level lasts (model time); None: its count alone decides (a
+    duration-bound level lasts its duration, which is no minimum but the length)."""
+    if workload.duration_s is not None or not workload.min_level_s:
+        return None
+    return workload.min_level_s
+
+
+def pool_for(level: int, workload: Workload) -> int:
+    """Requests a closed level prepares: its count, or with a minimum length the most it may
+    send - MIN_POOL_FACTOR x its count."""
+    count = requests_for(level, workload)
+    return count if min_level_s(workload) is None else MIN_POOL_FACTOR * count
+
+
+def owed(level: int, workload: Workload) -> int:
+    """Requests a closed level must send (what a deadline cut before it sent them fails): its
+    count; none for a duration-bound level (what it did not send is not part of it)."""
+    return 0 if workload.duration_s is not None else requests_for(level, workload)
 
 
 def requests_at_rate(rate: float, workload: Workload) -> int:
@@ -70,7 +94,8 @@ def traffic_keys(point: Point, rate: float | None, wl: Workload, run: LevelRun) 
 
 
 def check_traffic(point: Point, rate: float | None, wl: Workload, n: int, notes: list[str]) -> None:
-    """An open level that could not keep its rate; a timed closed level that ran out early."""
+    """An open level that could not keep its rate; a timed closed level, or one with a minimum
+    length, that ran out of its `n` prepared requests early."""
     if rate is not None:
         extra = point.model_extra or {}  # traffic_keys' and metrics' untyped keys
         achieved = extra["achieved_request_rate"]
@@ -83,6 +108,13 @@ def check_traffic(point: Point, rate: float | None, wl: Workload, n: int, notes:
         notes.append(
             f"C={point.max_concurrency}: all {n} prepared requests finished before "
             f"{wl.duration_s:g} s: raise requests_per_level for a full-length level"
+        )
+    elif (least := min_level_s(wl)) is not None and point.num_prompts >= n:
+        # the last request was handed out before the minimum had passed (past its count)
+        notes.append(
+            f"C={point.max_concurrency}: the level sent all {n} requests it may send "
+            f"({MIN_POOL_FACTOR} x its count of {n // MIN_POOL_FACTOR}) before its minimum of "
+            f"{least:g} s: a shorter level than asked"
         )
 
 

@@ -112,21 +112,30 @@ async def run_level(
     deadline_s: float | None = None,
     deadlines: Deadlines | None = None,
     level_s: float | None = None,
+    count: int | None = None,
+    min_s: float | None = None,
 ) -> LevelRun:
     """Send `requests` with `concurrency` in flight; `ready`/`go` let a parent start shards
     together (set `ready` once connected and warmed up, then wait for `go`). `prompt_tokens`:
     each prompt's expected length, kept when the server reports no usage; `max_tokens`: each
     request's output length; `deadline_s`: send no request later than this after the start
-    (the requests not sent are not part of the level); `deadlines`: each request's;
-    `level_s`: the whole level's, from the first connection on (default: derived, deadlines.py)."""
+    (the requests not sent are not part of the level); `min_s` with `count`: send the first
+    `count`, and more of `requests` only until `min_s` seconds have passed (those not sent are
+    not part of the level); `deadlines`: each request's; `level_s`: the whole level's, from the
+    first connection on (default: derived, deadlines.py)."""
     run = out if out is not None else LevelRun()
     dl = deadlines or Deadlines()
     workers = max(1, min(concurrency, len(requests)))
     longest = max(max_tokens or [0])
+    count = len(requests) if min_s is None or count is None else min(count, len(requests))
+    owed = 0 if deadline_s is not None else count  # what a cut or an abandon fails if unsent
     if level_s is None:
         level_s = dl.level_deadline(len(requests), workers, longest, connect_timeout)
         if deadline_s is not None:  # a timed level: its duration, then its last answers
             level_s = min(level_s, connect_timeout + deadline_s + 2 * dl.request_s(longest))
+        elif min_s is not None:  # its count, its minimum, then the answers in flight
+            least = dl.level_deadline(count, workers, longest, connect_timeout)
+            level_s = min(level_s, least + min_s + dl.request_s(longest))
     run.records = new_records(len(requests), prompt_tokens, max_tokens)
     conns: list[StreamConn | None] = []
     guard = asyncio.ensure_future(watchdog(conns, stall_s, dl, run))
@@ -141,7 +150,7 @@ async def run_level(
                 ready.set()
             if go is not None:
                 await go.wait()
-            order = _hopeful(_until(len(requests), deadline_s), run, workers)
+            order = _hopeful(_handout(len(requests), deadline_s, count, min_s), run, workers)
             reuse = _Reuse()
             cpu0 = time.process_time()
 
@@ -156,8 +165,8 @@ async def run_level(
                     for w in range(workers)
                 )
             )
-    except TimeoutError:  # a timed level's unsent requests are not part of it, cut or not
-        cut_level(run, conns, level_s, unsent=deadline_s is None)
+    except TimeoutError:  # the requests it did not owe and did not send are not part of it
+        cut_level(run, conns, level_s, owed)
     finally:
         run.cpu_seconds = time.process_time() - cpu0
         if ready is not None:
@@ -167,25 +176,26 @@ async def run_level(
             if conn is not None:
                 conn.abort("cancelled", "the benchmark was interrupted")
                 conn.close()
-        if run.hopeless(workers) and deadline_s is None:
-            abandon(run)
-        if deadline_s is not None:  # the requests never sent are not part of the level
+        if run.hopeless(workers) and owed:
+            abandon(run, owed)
+        if owed < len(requests):  # the requests never sent and not owed are not part of it
             run.records = [r for r in run.records if r.start > 0]
     return run
 
 
 def cut_level(
-    run: LevelRun, conns: list[StreamConn | None], level_s: float, unsent: bool = True
+    run: LevelRun, conns: list[StreamConn | None], level_s: float, owed: int | None = None
 ) -> None:
-    """The level's deadline passed: what is in flight (and, with `unsent`, what was never sent)
-    fails with it."""
+    """The level's deadline passed: what is in flight, and what of the first `owed` (default:
+    all) was never sent, fails with it."""
     message = f"the level ran past its deadline of {level_s:g} s"
     for conn in conns:
         if conn is not None:
             conn.abort(LEVEL_DEADLINE, message)
     now = perf_counter()
-    for rec in run.records:
-        if rec.end == 0 and (unsent or rec.start > 0):
+    owed = len(run.records) if owed is None else owed
+    for i, rec in enumerate(run.records):
+        if rec.end == 0 and (i < owed or rec.start > 0):
             rec.start = rec.start or now
             rec.end = now
             rec.fail(LEVEL_DEADLINE, message)
@@ -199,13 +209,14 @@ def _hopeful(order: Iterator[int], run: LevelRun, streams: int) -> Iterator[int]
         yield i
 
 
-def abandon(run: LevelRun) -> None:
-    """The requests a hopeless level did not send: failed, with the reason."""
+def abandon(run: LevelRun, owed: int | None = None) -> None:
+    """The requests of the first `owed` (default: all) a hopeless level did not send: failed,
+    with the reason."""
     message = (
         f"not sent: the level's first {run.waited_out} requests got no token before their deadlines"
     )
     now = perf_counter()
-    for rec in run.records:
+    for rec in run.records[:owed]:
         if rec.start == 0:
             rec.start = rec.end = now
             rec.fail(ABANDONED, message)
@@ -221,11 +232,16 @@ def new_records(
     ]
 
 
-def _until(n: int, deadline_s: float | None) -> Iterator[int]:
-    """The request indices in order, none handed out after the deadline."""
-    end = None if deadline_s is None else perf_counter() + deadline_s
+def _handout(n: int, stop_s: float | None, count: int, min_s: float | None) -> Iterator[int]:
+    """The one place that decides whether the level hands out another request: the indices in
+    order, of `n` prepared - none after `stop_s` (a timed level), and past the first `count`
+    none once `min_s` has passed (a level with a minimum length)."""
+    start = perf_counter()
     for i in range(n):
-        if end is not None and perf_counter() >= end:
+        elapsed = perf_counter() - start
+        if stop_s is not None and elapsed >= stop_s:
+            return
+        if min_s is not None and i >= count and elapsed >= min_s:
             return
         yield i
 

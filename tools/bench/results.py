@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
 from tools.bench.confighash import config_hash, normalize_command, workload_key
+from tools.bench.level_traffic import min_level_s, requests_for
 from tools.bench.schema import (
     BenchResult,
     ClientInfo,
@@ -365,7 +366,7 @@ def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape, l
     for r in ordered:
         sweep = sweep_of(r)
         shape = tuple(
-            (p.max_concurrency, p.num_prompts) for p in r.points if p.max_concurrency in sweep
+            (p.max_concurrency, _sent(r, p)) for p in r.points if p.max_concurrency in sweep
         )
         if r.label and r.label == last_label and not set(sweep) & set(out[-1][0]):
             merged = {**out[-1][0], **sweep}
@@ -375,6 +376,15 @@ def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape, l
             out.append((sweep, tuple(sorted(shape)), [r]))
         last_label = r.label
     return out
+
+
+def _sent(result: BenchResult, point: Point) -> int:
+    """A level's requests as its shape counts them: those it sent, or for a closed level with a
+    minimum length its count rule - what it sent past that is the clock's, and two sweeps of one
+    rule are measured alike whatever each sent."""
+    if point.rate is None and min_level_s(result.workload) is not None:
+        return requests_for(point.max_concurrency, result.workload)
+    return point.num_prompts
 
 
 def _number(result_id: str) -> int:

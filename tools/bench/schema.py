@@ -49,12 +49,15 @@ class Workload(BaseModel):
     dataset_digest: str = ""  # a file dataset's content hash: what compare checks, not the path
     lengths: Literal["fixed", "data"] = "fixed"  # output lengths: max_tokens, or the data's
     seed: int = 0
-    requests_per_level: int | None = None  # None: max(5 x C, 10) per level
+    requests_per_level: int | None = None  # None: max(5 x C, 10) per level (the count rule)
     warmup_requests: int = 2  # per level, not measured
     traffic: Literal["concurrency", "rate"] = "concurrency"  # closed loop, or open at a rate
     # open loop: the gamma shape of the gaps (1: Poisson, <1 burstier), or evenly spaced
     burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0
     duration_s: float | None = Field(default=None, gt=0)  # a level lasts this long (model time)
+    # a closed level goes on past its count until it has lasted this long (model time), up to
+    # MIN_POOL_FACTOR x its count (level_traffic.py); None or 0: the count alone
+    min_level_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     slo_ms: dict[str, float] = {}  # {"ttft"|"tpot"|"e2el": p99 limit in ms}: goodput
     shared_prefix: int = Field(default=0, ge=0)  # a system prompt of N tokens every request shares
     multi_turn: bool = False  # a dataset's conversations replayed turn by turn, history growing

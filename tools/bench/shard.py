@@ -113,8 +113,17 @@ async def run_plan(
     }
     if plan.send_at is not None:
         return await run_open_level(target, plan.requests, plan.send_at, **common)
+    count = spec.get("count")  # a level with a minimum length: this shard's share of its count
+    if count is not None:
+        count = share(count, spec.get("shards", 1), spec.get("shard", 0))
     return await run_level(
-        target, plan.requests, spec["concurrency"], deadline_s=spec.get("deadline_s"), **common
+        target,
+        plan.requests,
+        spec["concurrency"],
+        deadline_s=spec.get("deadline_s"),
+        count=count,
+        min_s=spec.get("min_s"),
+        **common,
     )
 
 

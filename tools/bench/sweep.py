@@ -36,6 +36,9 @@ from tools.bench.level_traffic import (
     add_samples,
     check_traffic,
     level_name,
+    min_level_s,
+    owed,
+    pool_for,
     requests_at_rate,
     requests_for,
     reuse_note,
@@ -256,10 +259,13 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
         sw.pool = ShardPool(procs)
         await sw.pool.start()
     rate = float(step) if spec.rates else None
-    n = requests_at_rate(step, wl) if rate is not None else requests_for(int(step), wl)
+    n = requests_at_rate(step, wl) if rate is not None else pool_for(int(step), wl)
     level = n if rate is not None else int(step)  # an open level: no cap but n
-    sw.obs.level_start(level, n)
+    count = n if rate is not None else requests_for(level, wl)  # the count rule
+    sw.obs.level_start(level, count)
     job = _job(spec, wl, level, n, sw.seed, sw.length, sw.scale)
+    if rate is None and (least := min_level_s(wl)) is not None:
+        job["count"], job["min_s"] = count, least / sw.scale  # the clock below is the wall's
     job["prefix"], job["prefix_tokens"] = sw.prefix, wl.shared_prefix
     if sw.reset:
         failed = await reset_cache(
@@ -369,7 +375,8 @@ async def _attempt(sw: _Sweep, job: dict[str, Any], rate: float | None) -> Level
                 plan = level_requests(job, 0, 1)
                 await run_plan(job, plan, run, functools.partial(sw.obs.progress, level))
     except TimeoutError:  # the client process did not cut the level itself: we do
-        _cut(run, n if sw.wl.duration_s is None else 0, job["level_s"])
+        owes = n if rate is not None else owed(level, sw.wl)
+        _cut(run, owes, job["level_s"])
         if sw.pool is not None:
             await sw.pool.close()
             sw.pool = None
@@ -496,9 +503,13 @@ def _level_s(spec: SweepSpec, wl: Workload, job: dict[str, Any], scale: float) -
     dl, n, connect = spec.deadlines, job["num_prompts"], spec.connect_timeout_s
     if job.get("send_at"):  # an open level: the schedule's last send, then its answer
         return dl.level_deadline(n, 1, wl.max_tokens, connect, job["send_at"][-1])
-    full = dl.level_deadline(n, max(1, min(job["concurrency"], n)), wl.max_tokens, connect)
+    streams = max(1, min(job["concurrency"], n))
+    full = dl.level_deadline(n, streams, wl.max_tokens, connect)
     if wl.duration_s is not None and dl.level_s is None:  # a timed level ends sooner
         return min(full, connect + wl.duration_s / scale + 2 * dl.request_s(wl.max_tokens))
+    if job.get("min_s") is not None and dl.level_s is None:  # its count, its minimum, then the
+        least = dl.level_deadline(job["count"], streams, wl.max_tokens, connect)  # last answers
+        return min(full, least + job["min_s"] + dl.request_s(wl.max_tokens))
     return full
 
 

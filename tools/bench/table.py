@@ -95,6 +95,8 @@ def sweep_table(result: BenchResult) -> str:
         head += f"  burstiness {wl.burstiness}"
     if wl.duration_s is not None:
         head += f"  {wl.duration_s:g} s per level"
+    elif wl.min_level_s and wl.traffic == "concurrency":
+        head += f"  at least {wl.min_level_s:g} s per level"
     if wl.slo_ms:
         head += "  SLO " + ",".join(f"{k}_ms={v:g}" for k, v in wl.slo_ms.items())
     text = head + "  (latencies in ms)\n" + render(headers, rows)

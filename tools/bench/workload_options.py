@@ -1,5 +1,6 @@
 """The workload options `agent bench` and run_benchmark share, parsed one way for both:
---dataset, --request-rate, --burstiness, --duration, --slo (docs/benchmark.md, Workloads)."""
+--dataset, --request-rate, --burstiness, --duration, --min-level-seconds, --slo
+(docs/benchmark.md, Workloads)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def burstiness(text: str | float) -> float | Literal["constant"]:
         raise OptionError(f"burstiness is a positive number or 'constant', got {text!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise OptionError(f"burstiness must be a positive number or 'constant', got {text!r}")
+    return value
+
+
+def min_level_seconds(text: str) -> float:
+    """The least a closed level lasts, in seconds: a finite number >= 0 (0: no minimum)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise OptionError(f"--min-level-seconds must be a number of seconds >= 0, got {text}")
     return value
 
 

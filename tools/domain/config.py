@@ -146,6 +146,9 @@ class BenchConfig(Strict):
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None  # open-loop levels (req/s)
     burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0  # 1: Poisson arrivals
     duration_s: float | None = Field(default=None, gt=0)  # seconds per level
+    # the least a closed level lasts (past its requests, up to 16 x them); None: the engine
+    # profile's (5 s on real engines, none on the simulator); 0: the requests alone
+    min_level_s: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] | None = None
     slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] = {}
     shared_prefix: int = Field(default=0, ge=0, le=100_000)  # system-prompt tokens shared
     multi_turn: bool = False  # replay the dataset's conversations turn by turn

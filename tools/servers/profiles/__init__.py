@@ -79,6 +79,11 @@ class Engine:
         return cache_.path if cache_.reset == "post" else None
 
     @property
+    def min_level_s(self) -> float | None:
+        """The least a closed level lasts by default (seconds); None: its requests alone."""
+        return self.profile.bench.min_level_s or None
+
+    @property
     def tokenize_path(self) -> str | None:
         return self.profile.tokens.tokenize_path or None
 

@@ -92,6 +92,15 @@ class FlagCheck(Strict):
         return self
 
 
+class Bench(Strict):
+    """How the engine is measured by default (agent.toml's [bench] overrides it)."""
+
+    # the least a closed level lasts, past its requests (docs/benchmark.md): a real engine's
+    # level of 10-30 requests can be a second, too short to average out a scheduler hiccup;
+    # 0: the requests alone (the simulator, whose lab decides on counts)
+    min_level_s: float = Field(default=5.0, ge=0, allow_inf_nan=False)
+
+
 class Speculation(Strict):
     switches: list[str] = []  # flags that turn speculative decoding on (any value but false)
     dependents: list[str] = []  # its parameters: meaningful only while it is on
@@ -136,4 +145,5 @@ class Profile(Strict):
     version: Version = Version()
     flags: FlagCheck = FlagCheck()
     speculation: Speculation = Speculation()
+    bench: Bench = Bench()
     failures: list[Failure] = []
