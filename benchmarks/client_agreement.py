@@ -97,6 +97,7 @@ class Run:
     failed: int
     load: float  # the 1-minute load average when the run started
     server_ms: float = 0.0  # llama-server's own decode time per token in this run (its log)
+    stagger_ms: float = 0.0  # median gap from a request's start on the server to the nearest other
     client_cpu_s: float = 0.0  # the client's CPU seconds over the run
 
 
@@ -225,19 +226,32 @@ def prompts_file(setup: Setup, seed: str) -> Path:
     return path
 
 
-def server_decode_ms(log: Path, offset: int) -> float:
-    """llama-server's own decode time per token over the tasks it logged after `offset`
-    (`print_timing: ... eval time = X ms / N tokens`): the server's speed during one run."""
+def server_view(log: Path, offset: int) -> tuple[float, float]:
+    """What llama-server logged after `offset` (one run): its own decode time per token
+    (`print_timing: ... eval time = X ms / N tokens`), and the median gap from each request's
+    start (`launch_slot_`) to the nearest other's - a few ms when a pair of requests is sent
+    together and prefilled in one batch, a prefill or more when the client staggers them."""
     with log.open("rb") as f:
         f.seek(offset)
         text = f.read().decode(errors="replace")
     ms = tokens = 0.0
+    starts: list[float] = []
     for line in text.splitlines():
         if "print_timing" in line and " eval time =" in line and "prompt eval" not in line:
             right = line.split(" eval time =", 1)[1]
             ms += float(right.split("ms", 1)[0])
             tokens += float(right.split("/", 1)[1].split("tokens", 1)[0])
-    return ms / tokens if tokens else 0.0
+        elif "launch_slot_" in line:
+            m, sec, milli, micro = line.split()[0].split(".")  # llama.cpp's log clock
+            starts.append(60 * int(m) + int(sec) + int(milli) / 1e3 + int(micro) / 1e6)
+    starts.sort()
+    near = [
+        min(b - a if a else float("inf"), c - b if c else float("inf"))
+        for a, b, c in zip([0.0, *starts[:-1]], starts, [*starts[1:], 0.0], strict=True)
+    ]
+    near = [x for x in near if x != float("inf")]
+    stagger = 1000 * statistics.median(near) if near else 0.0
+    return (ms / tokens if tokens else 0.0), stagger
 
 
 def cpu_seconds(pid: int) -> float:
@@ -320,21 +334,24 @@ async def measure(setup: Setup) -> list[Run]:
             for client in order:
                 at = setup.server_log.stat().st_size
                 run = await client(setup, level, repeat)
-                run.server_ms = server_decode_ms(setup.server_log, at)
+                run.server_ms, run.stagger_ms = server_view(setup.server_log, at)
                 runs.append(run)
                 print(
                     f"  r{repeat} C={level} {run.client:4s} {run.tok_s:7.1f} tok/s "
                     f"(own {run.own_tok_s:7.1f}, failed {run.failed}, load {run.load:.1f}, "
-                    f"server {run.server_ms:.1f} ms/token, client CPU {run.client_cpu_s:.2f} s)",
+                    f"server {run.server_ms:.1f} ms/token, stagger {run.stagger_ms:.0f} ms, "
+                    f"client CPU {run.client_cpu_s:.2f} s)",
                     flush=True,
                 )
+        if repeat < setup.args.repeats - 1:  # what is measured so far, should the rest not be
+            print(table(runs, setup.args.levels), flush=True)
     return runs
 
 
 def table(runs: list[Run], levels: list[int]) -> str:
     head = (
         "C  ours tok/s  vllm tok/s  ours/vllm  paired ratios (min-max)  vllm own tok/s  "
-        "failed ours/vllm  server ms/tok ours/vllm  load"
+        "failed ours/vllm  server ms/tok ours/vllm  stagger ms ours/vllm  load"
     )
     lines = [head]
     for level in levels:
@@ -348,11 +365,13 @@ def table(runs: list[Run], levels: list[int]) -> str:
         own = statistics.median(r.own_tok_s for r in theirs)
         load = statistics.median(r.load for r in ours + theirs)
         failed = f"{sum(r.failed for r in ours)}/{sum(r.failed for r in theirs)}"
-        srv = "/".join(f"{statistics.median(r.server_ms for r in rs):.1f}" for rs in (ours, theirs))
+        both = (ours, theirs)
+        srv = "/".join(f"{statistics.median(r.server_ms for r in rs):.1f}" for rs in both)
+        lag = "/".join(f"{statistics.median(r.stagger_ms for r in rs):.0f}" for rs in both)
         lines.append(
             f"{level:<2} {mo:10.1f}  {mv:10.1f}  {mo / mv:9.3f}  "
             f"{min(pairs):.3f}-{max(pairs):.3f} (median {statistics.median(pairs):.3f})  "
-            f"{own:14.1f}  {failed:>16}  {srv:>23}  {load:4.1f}"
+            f"{own:14.1f}  {failed:>16}  {srv:>23}  {lag:>20}  {load:4.1f}"
         )
     return "\n".join(lines)
 
