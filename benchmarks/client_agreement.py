@@ -190,6 +190,14 @@ class VllmClient:
                 if text.startswith(DONE):
                     return text.split()[-1]
 
+    async def stop(self) -> None:
+        """End of input: the runner's loop ends and the process exits (within KILL_S)."""
+        if self.proc is None or self.proc.stdin is None or self.proc.returncode is not None:
+            return
+        self.proc.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), KILL_S)
+
     async def run(self, argv: list[str], deadline_s: float) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(argv).encode() + b"\n")
@@ -405,7 +413,10 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
         url, str(target), args, work, length.words, vllm, tokenizer, procs, log, server_log
     )
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    runs = await measure(setup)
+    try:
+        runs = await measure(setup)
+    finally:
+        await vllm.stop()  # in the loop: its pipes are closed before the loop is
     print(f"\n{started}, {args.repeats} repeats, {args.requests} requests per level, "
           f"input {args.input_len} / output {args.max_tokens} tokens, warm-up {args.warmup}, "
           f"llama-server {' '.join(argv[argv.index('--threads'):])}")  # fmt: skip
