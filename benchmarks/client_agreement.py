@@ -98,6 +98,8 @@ class Run:
     load: float  # the 1-minute load average when the run started
     server_ms: float = 0.0  # llama-server's own decode time per token in this run (its log)
     stagger_ms: float = 0.0  # median gap from a request's start on the server to the nearest other
+    server_tok_s: float = 0.0  # the server's own output tok/s over the run's measured requests
+    completed: int = 0
     client_cpu_s: float = 0.0  # the client's CPU seconds over the run
 
 
@@ -234,32 +236,52 @@ def prompts_file(setup: Setup, seed: str) -> Path:
     return path
 
 
-def server_view(log: Path, offset: int) -> tuple[float, float]:
+def _clock(line: str) -> float:
+    """llama.cpp's log clock (`M.SS.mmm.uuu` since the server started), in seconds."""
+    m, sec, milli, micro = line.split()[0].split(".")
+    return 60 * int(m) + int(sec) + int(milli) / 1e3 + int(micro) / 1e6
+
+
+def _task(line: str) -> int:
+    return int(line.split("| task", 1)[1].split("|", 1)[0])
+
+
+def server_view(log: Path, offset: int, completed: int) -> tuple[float, float, float]:
     """What llama-server logged after `offset` (one run): its own decode time per token
-    (`print_timing: ... eval time = X ms / N tokens`), and the median gap from each request's
-    start (`launch_slot_`) to the nearest other's - a few ms when a pair of requests is sent
-    together and prefilled in one batch, a prefill or more when the client staggers them."""
+    (`print_timing: ... eval time = X ms / N tokens`); the median gap from each request's start
+    (`launch_slot_`) to the nearest other's - a few ms when a pair of requests is sent together
+    and prefilled in one batch, a prefill or more when they start apart; and the server's own
+    output tok/s over the run's last `completed` requests (the measured ones: the warm-ups end
+    before they start) - their tokens over their first start to their last release."""
     with log.open("rb") as f:
         f.seek(offset)
         text = f.read().decode(errors="replace")
     ms = tokens = 0.0
-    starts: list[float] = []
+    starts: dict[int, float] = {}
+    ends: dict[int, float] = {}
+    generated: dict[int, float] = {}
     for line in text.splitlines():
         if "print_timing" in line and " eval time =" in line and "prompt eval" not in line:
             right = line.split(" eval time =", 1)[1]
+            n = float(right.split("/", 1)[1].split("tokens", 1)[0])
             ms += float(right.split("ms", 1)[0])
-            tokens += float(right.split("/", 1)[1].split("tokens", 1)[0])
+            tokens += n
+            generated[_task(line)] = n
         elif "launch_slot_" in line:
-            m, sec, milli, micro = line.split()[0].split(".")  # llama.cpp's log clock
-            starts.append(60 * int(m) + int(sec) + int(milli) / 1e3 + int(micro) / 1e6)
-    starts.sort()
+            starts[_task(line)] = _clock(line)
+        elif "release:" in line and "| task" in line:
+            ends[_task(line)] = _clock(line)
+    at = sorted(starts.values())
     near = [
         min(b - a if a else float("inf"), c - b if c else float("inf"))
-        for a, b, c in zip([0.0, *starts[:-1]], starts, [*starts[1:], 0.0], strict=True)
+        for a, b, c in zip([0.0, *at[:-1]], at, [*at[1:], 0.0], strict=True)
     ]
     near = [x for x in near if x != float("inf")]
     stagger = 1000 * statistics.median(near) if near else 0.0
-    return (ms / tokens if tokens else 0.0), stagger
+    measured = sorted((t for t in ends if t in starts), key=ends.__getitem__)[-completed:]
+    span = max(ends[t] for t in measured) - min(starts[t] for t in measured) if measured else 0
+    own = sum(generated.get(t, 0.0) for t in measured) / span if span > 0 else 0.0
+    return (ms / tokens if tokens else 0.0), stagger, own
 
 
 def cpu_seconds(pid: int) -> float:
@@ -304,6 +326,7 @@ async def run_ours(setup: Setup, level: int, repeat: int) -> Run:
     tok_s = point["completed"] * args.max_tokens / point["duration"]
     run = Run("ours", level, repeat, tok_s, point["output_throughput"], point["failed"], load)
     run.client_cpu_s = point.get("client_cpu_seconds") or 0.0  # the level's client process
+    run.completed = point["completed"]
     return run
 
 
@@ -328,6 +351,7 @@ async def run_vllm(setup: Setup, level: int, repeat: int) -> Run:
     tok_s = result["completed"] * args.max_tokens / result["duration"]
     run = Run("vllm", level, repeat, tok_s, result["output_throughput"], result["failed"], load)
     run.client_cpu_s = cpu_seconds(setup.vllm.proc.pid) - cpu0  # its setup included
+    run.completed = result["completed"]
     return run
 
 
@@ -342,11 +366,13 @@ async def measure(setup: Setup) -> list[Run]:
             for client in order:
                 at = setup.server_log.stat().st_size
                 run = await client(setup, level, repeat)
-                run.server_ms, run.stagger_ms = server_view(setup.server_log, at)
+                view = server_view(setup.server_log, at, run.completed)
+                run.server_ms, run.stagger_ms, run.server_tok_s = view
                 runs.append(run)
                 print(
-                    f"  r{repeat} C={level} {run.client:4s} {run.tok_s:7.1f} tok/s "
-                    f"(own {run.own_tok_s:7.1f}, failed {run.failed}, load {run.load:.1f}, "
+                    f"  r{repeat} C={level} {run.client:4s} {run.tok_s:7.1f} tok/s, the "
+                    f"server's {run.server_tok_s:7.1f} (own {run.own_tok_s:7.1f}, "
+                    f"failed {run.failed}, load {run.load:.1f}, "
                     f"server {run.server_ms:.1f} ms/token, stagger {run.stagger_ms:.0f} ms, "
                     f"client CPU {run.client_cpu_s:.2f} s)",
                     flush=True,
@@ -359,7 +385,8 @@ async def measure(setup: Setup) -> list[Run]:
 def table(runs: list[Run], levels: list[int]) -> str:
     head = (
         "C  ours tok/s  vllm tok/s  ours/vllm  paired ratios (min-max)  vllm own tok/s  "
-        "failed ours/vllm  server ms/tok ours/vllm  stagger ms ours/vllm  load"
+        "failed ours/vllm  server ms/tok ours/vllm  stagger ms ours/vllm  "
+        "client/server ours vllm  load"
     )
     lines = [head]
     for level in levels:
@@ -376,10 +403,14 @@ def table(runs: list[Run], levels: list[int]) -> str:
         both = (ours, theirs)
         srv = "/".join(f"{statistics.median(r.server_ms for r in rs):.1f}" for rs in both)
         lag = "/".join(f"{statistics.median(r.stagger_ms for r in rs):.0f}" for rs in both)
+        per_run = [  # each run against the server's own figure for that run: no drift between
+            statistics.median(r.tok_s / r.server_tok_s for r in rs if r.server_tok_s) for rs in both
+        ]
         lines.append(
             f"{level:<2} {mo:10.1f}  {mv:10.1f}  {mo / mv:9.3f}  "
             f"{min(pairs):.3f}-{max(pairs):.3f} (median {statistics.median(pairs):.3f})  "
-            f"{own:14.1f}  {failed:>16}  {srv:>23}  {lag:>20}  {load:4.1f}"
+            f"{own:14.1f}  {failed:>16}  {srv:>23}  {lag:>20}  "
+            f"{per_run[0]:10.3f} {per_run[1]:6.3f}  {load:4.1f}"
         )
     return "\n".join(lines)
 
