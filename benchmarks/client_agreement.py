@@ -25,7 +25,10 @@ the client's tokenizer - llama-server puts its usage in the last `choices` messa
 client does not read - and is printed beside it, `vllm own`, to show what that does).
 
 Printed per level: the median of each client over the repeats, their ratio, the paired ratios'
-range (each repeat's pair was measured back to back), failed requests, and the load average. The
+range (each repeat's pair was measured back to back), failed requests, the load average, and from
+llama-server's own log per run: its decode ms per token, the stagger of request starts, and its
+own output tok/s over the run's measured requests - each client's figure over that one is the
+comparison no drift of the box between runs can move. The
 server (and every client process) is killed on every way out: the end, an error, Ctrl-C, SIGTERM.
 """
 
