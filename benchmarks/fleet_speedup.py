@@ -146,7 +146,7 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
     flight = list[tuple[float, int, Experiment]]()
     while True:
         free = boxes - len(flight)
-        steps = search.suggest_batch([e for _, _, e in flight], free, screen_ahead)
+        steps = search.suggest_batch(free, screen_ahead)  # beside the trials told placed
         if steps and isinstance(steps[0], Finish):
             best = steps[0].best
             share = lab_truth.config_value(best) / optimum if best else 0.0
@@ -157,6 +157,7 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
                 took = modelled(step) * rng.uniform(0.9, 1.1)
                 serial += took
                 flight.append((now + took, trials, step))
+                search.placed(step)
         flight.sort(key=lambda f: f[:2])
         now, _, e = flight.pop(0)
         got = truth(e.config, e.levels)

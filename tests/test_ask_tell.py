@@ -34,7 +34,7 @@ COORDINATORS = [
 ]
 # what only AskTell calls: the planner's decisions, the batch planner, the History's writer
 INSIDE = {"decide", "next_step", "plan_batch", "reused_launch", "record_trial"}
-WRITERS = {"launched", "measured", "measured_more", "broke", "serving_nothing"}
+WRITERS = {"launched", "measured", "measured_more", "broke", "serving_nothing", "started", "ended"}
 # the planner's own conclusion (AskTell.conclusion); "finish" alone also names a run's or a
 # campaign's end, so only a call on something named planner counts
 PLANNER_ONLY = {"finish"}
@@ -92,7 +92,7 @@ def test_asking_changes_nothing_and_gives_the_same_answer() -> None:
     s = search()
     first = s.suggest()
     assert isinstance(first, Experiment) and first.purpose == "baseline"
-    assert s.suggest() == first and s.suggest_batch([], 3) == s.suggest_batch([], 3)
+    assert s.suggest() == first and s.suggest_batch(3) == s.suggest_batch(3)
     assert s.history.launches == [] and s.history.measurements == []
 
 
@@ -143,3 +143,63 @@ def test_a_campaign_asked_and_told_concludes_as_simulate_does() -> None:
     assert h is s.history and isinstance(finish, Finish) and finish == finish2
     assert h.measurements == h2.measurements and h.launches == h2.launches
     assert s.suggest() == finish and s.conclusion().best == finish.best
+
+
+def test_one_box_the_experiment_in_flight_is_state_and_measured_next() -> None:
+    """Told started, an experiment is in the History's in_flight (no re-planning names it): it is
+    what is asked next, whatever the planner would propose now; measured, it is no longer."""
+    s = search()
+    screen = Experiment(FA3, (1, 8), "screen", "a neighbour told by hand", fresh=True)
+    up = s.tell(screen, Started())
+    assert s.history.in_flight == [screen] and s.history.running == up
+    assert s.suggest() == screen  # the planner alone would sweep the baseline first
+    assert s.planner.next_step(s.history) != screen
+    s.tell(screen, Measured((Sweep({1: 90.0, 8: 400.0}),)))
+    assert s.history.in_flight == [] and s.suggest() != screen
+
+
+def test_a_fresh_launch_with_nothing_in_flight_is_read_as_launched() -> None:
+    """The planner does not re-plan a launch not measured yet: with no experiment in flight, a
+    History's server up and unmeasured is a launch like any other - its configuration tried, so
+    the next screen is another neighbour (decide is next_step)."""
+    s = search()
+    for value in (100.0, 100.5):  # the baseline and its A/A repeat, on one server
+        step = s.suggest()
+        assert isinstance(step, Experiment) and step.purpose in ("baseline", "noise")
+        s.tell(step, Started()) if s.needs_launch(step) else None
+        s.tell(step, Measured((Sweep(dict.fromkeys(LEVELS, value)),)))
+    screen = s.suggest()
+    assert isinstance(screen, Experiment) and screen.purpose == "screen"
+    s.history.launched(screen.config, serving=True)  # by hand: no experiment told in flight
+    assert s.history.in_flight == []
+    nxt = s.suggest()
+    assert nxt == s.planner.next_step(s.history) and nxt != screen
+
+
+def test_resume_names_the_experiment_the_server_up_was_launched_for() -> None:
+    """A one-box log records the launch, not its purpose: resume names it in flight as the
+    planner named it from the History before the launch - and only a launch it would make."""
+    s = search()
+    baseline = s.suggest()
+    assert isinstance(baseline, Experiment)
+    s.history.launched(BASE, serving=True)
+    s.resume()
+    assert s.history.in_flight == [baseline] and s.suggest() == baseline
+    other = search()
+    other.history.launched(FA3, serving=True)  # not what the planner asks first
+    other.resume()
+    assert other.history.in_flight == []
+
+
+def test_a_fleet_places_and_cancels_through_the_history() -> None:
+    """Placed, an experiment is in flight in the History and suggest_batch plans beside it (the
+    baseline in flight: its A/A repeat next); cancelled, it is planned again."""
+    s = search()
+    first = s.suggest_batch(1)
+    assert [e.purpose for e in first if isinstance(e, Experiment)] == ["baseline"]
+    s.placed(first[0])  # type: ignore[arg-type]
+    assert s.history.in_flight == first
+    nxt = s.suggest_batch(1)
+    assert [e.purpose for e in nxt if isinstance(e, Experiment)] == ["noise"]
+    s.cancelled(first[0])  # type: ignore[arg-type]
+    assert s.history.in_flight == [] and s.suggest_batch(1) == first

@@ -42,6 +42,14 @@ def measure(h: History, e: Experiment, rng: random.Random) -> None:
         search.tell(e, Measured((Sweep({c: v * rng.gauss(1, 0.015) for c, v in got.items()}),)))
 
 
+def flying(h: History, experiments: list[Experiment]) -> History:
+    """`h` with `experiments` in flight (placed and not come back), as the controller tells them."""
+    out = History(h.space, list(h.launches), list(h.measurements), h.running, dict(h.broken))
+    for e in experiments:
+        out.started(e)
+    return out
+
+
 Call = tuple[list[Experiment], list[Experiment], str]  # (in flight, started, the best's key)
 
 
@@ -57,7 +65,7 @@ def fleet_campaign(
     batches: list[list[Experiment]] = []
     calls: list[Call] = []
     for _ in range(500):
-        steps = plan_batch(p, h, in_flight, slots - len(in_flight))
+        steps = plan_batch(p, flying(h, in_flight), slots - len(in_flight))
         if steps and isinstance(steps[0], Finish):
             return h, steps[0], batches, calls
         started = [s for s in steps if isinstance(s, Experiment)]
@@ -78,7 +86,7 @@ def measured(h: History, purpose: str) -> list[Measurement]:
 
 
 def test_first_batch_is_the_a_a_pair_and_a_screen_beside_it() -> None:
-    steps = plan_batch(planner(), History(SPACE), [], 3)
+    steps = plan_batch(planner(), History(SPACE), 3)
     assert [s.purpose for s in steps if isinstance(s, Experiment)] == [
         "baseline",
         "noise",
@@ -91,7 +99,7 @@ def test_first_batch_is_the_a_a_pair_and_a_screen_beside_it() -> None:
     for _ in range(4):
         assert isinstance(screen, Experiment) and screen.purpose == "screen"
         measure(h, screen, rng)  # screens end one after another beside the A/A
-        nxt = plan_batch(p, h, pair, 1)
+        nxt = plan_batch(p, flying(h, pair), 1)
         if not nxt:
             break
         assert len(nxt) == 1
@@ -100,15 +108,15 @@ def test_first_batch_is_the_a_a_pair_and_a_screen_beside_it() -> None:
 
 def test_k_free_slots_give_k_screens_of_different_neighbours() -> None:
     p, h, rng = planner(), History(SPACE), random.Random(0)
-    for e in plan_batch(p, h, [], 2):
+    for e in plan_batch(p, h, 2):
         assert isinstance(e, Experiment)
         measure(h, e, rng)
-    steps = plan_batch(p, h, [], 3)
+    steps = plan_batch(p, h, 3)
     assert len(steps) == 3
     assert all(isinstance(s, Experiment) and s.purpose == "screen" for s in steps)
     assert len({h.key(s.config) for s in steps if isinstance(s, Experiment)}) == 3
     # with those three in flight, one more slot gets a fourth neighbour, not one of them
-    more = plan_batch(p, h, [s for s in steps if isinstance(s, Experiment)], 1)
+    more = plan_batch(p, flying(h, [s for s in steps if isinstance(s, Experiment)]), 1)
     assert len(more) == 1 and isinstance(more[0], Experiment)
     assert h.key(more[0].config) not in {h.key(s.config) for s in steps}  # type: ignore[union-attr]
 
@@ -116,9 +124,9 @@ def test_k_free_slots_give_k_screens_of_different_neighbours() -> None:
 def first_screens() -> tuple[Planner, History, list[Experiment], random.Random]:
     """The A/A pair and the first three screens of the default space measured."""
     p, h, rng = planner(), History(SPACE), random.Random(0)
-    for e in plan_batch(p, h, [], 2):
+    for e in plan_batch(p, h, 2):
         measure(h, e, rng)  # type: ignore[arg-type]
-    screens = [s for s in plan_batch(p, h, [], 3) if isinstance(s, Experiment)]
+    screens = [s for s in plan_batch(p, h, 3) if isinstance(s, Experiment)]
     for s in screens:
         measure(h, s, rng)
     return p, h, screens, rng
@@ -136,13 +144,13 @@ def test_promising_screens_are_confirmed_together_and_screens_run_ahead() -> Non
         s for s in screens if (r.compare(s.config, inc, s.levels)[0] or 0) >= 1 - r.objective_noise
     ]
     assert len(promising) >= 2, "the default space's first screens: fa3 and another may win"
-    held = plan_batch(p, h, [], 3, screen_ahead=False)
+    held = plan_batch(p, h, 3, screen_ahead=False)
     confirms = [s for s in held if isinstance(s, Experiment) and s.purpose == "confirm"]
     assert {h.key(s.config) for s in confirms} == {h.key(s.config) for s in promising}
     assert len(confirms) == len(held)  # the previous batch: the third box waits
-    assert plan_batch(p, h, confirms, 2, screen_ahead=False) == []
-    assert plan_batch(p, h, [], 3)[: len(confirms)] == confirms  # now: it screens ahead
-    ahead = plan_batch(p, h, confirms, 2)
+    assert plan_batch(p, flying(h, confirms), 2, screen_ahead=False) == []
+    assert plan_batch(p, h, 3)[: len(confirms)] == confirms  # now: it screens ahead
+    ahead = plan_batch(p, flying(h, confirms), 2)
     assert len(ahead) == 2 and all(isinstance(s, Experiment) for s in ahead)
     # the predicted best: the confirmation whose screen did best against the best now
     best = max(confirms, key=lambda c: r.compare(c.config, inc, c.levels)[0] or 0)
@@ -159,15 +167,15 @@ def test_a_screen_run_ahead_is_judged_when_it_ends_before_its_confirmation() -> 
     is measured, the screen (the optimum here: fa3 with cuda-graph-max-bs 256) is confirmed -
     it is not lost behind the full sweep that ended after it."""
     p, h, _, rng = first_screens()
-    confirms = [s for s in plan_batch(p, h, [], 3, screen_ahead=False) if isinstance(s, Experiment)]
-    ahead = [s for s in plan_batch(p, h, confirms, 2) if isinstance(s, Experiment)]
+    confirms = [s for s in plan_batch(p, h, 3, screen_ahead=False) if isinstance(s, Experiment)]
+    ahead = [s for s in plan_batch(p, flying(h, confirms), 2) if isinstance(s, Experiment)]
     for s in ahead:
         measure(h, s, rng)
     for c in confirms:
         measure(h, c, rng)
     optimum = [s for s in ahead if SPACE.key(s.config) == SPACE.key(OPT_CONFIG)]
     assert optimum, "fa3 is the predicted best; fa3 with 256 one of its first neighbours"
-    nxt = [s for s in plan_batch(p, h, [], 3) if isinstance(s, Experiment)]
+    nxt = [s for s in plan_batch(p, h, 3) if isinstance(s, Experiment)]
     assert ("confirm", SPACE.key(OPT_CONFIG)) in {(s.purpose, h.key(s.config)) for s in nxt}
 
 
@@ -237,7 +245,7 @@ def test_a_fleet_of_one_decides_as_one_box() -> None:
     """One slot: plan_batch proposes exactly what the planner does, step by step."""
     p, h, rng = planner(), History(SPACE), random.Random(1)
     for _ in range(60):
-        steps = plan_batch(p, h, [], 1)
+        steps = plan_batch(p, h, 1)
         step = p.next_step(h)
         assert len(steps) == 1 and steps[0] == step
         if isinstance(step, Finish):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from tests.conftest import group_alive
 from tools.domain.config import Config, load_config
 from tools.domain.fleet_config import FleetConfig
 from tools.fleet.ray_backend import Cleaned, Submitted
-from tools.fleet.trial import TrialOutcome, TrialSpec
+from tools.fleet.trial import LOST, TrialOutcome, TrialSpec
 
 TINY = """
 [server]
@@ -298,8 +299,10 @@ def test_a_crashed_fleet_run_resumes_places_its_unfinished_trials_and_concludes(
     with pytest.raises(Crash):
         asyncio.run(live.drive())
     run.close()
-    lost = {t for t in live.in_flight if screens(t)}
+    lost = {t for t in live.placed if screens(t)}
     assert lost and not any(e["type"] == "run_finished" for e in events(run.path))
+    # what the planner reads in flight is the History's state: the trials placed, in order
+    assert live.h.in_flight == list(live.placed.values())
     rebuilt = FleetCampaign(Run.open(run.path), live.config, FakeFleet(), events(run.path))
     rebuilt.run.close()
     assert rebuilt.h.measurements == live.h.measurements
@@ -501,3 +504,26 @@ def test_a_wedged_nodes_late_clean_up_and_what_it_left_are_recorded_once(
     )
     folded = Run.open(run.path).state.fleet
     assert folded is not None and folded.cleaned == ["t0"] and folded.left[0]["pgid"] == 4242
+
+
+def test_a_trial_lost_and_placed_again_stays_in_flight_once(tmp_path: Path) -> None:
+    """A trial lost with its node is cancelled in the History and placed again: in flight once,
+    after the others (as the controller's own trials), and nothing is in flight at the end."""
+    run = new_run(tmp_path)
+    lost_once: set[str] = set()
+    seen: list[tuple[list[Any], list[Any]]] = []
+
+    class Losing(FakeFleet):
+        async def next_done(self) -> tuple[Submitted, TrialOutcome]:
+            sub, out = await super().next_done()
+            seen.append((list(live.h.in_flight), list(live.placed.values())))
+            if screens(sub.spec.trial_id) and sub.spec.trial_id not in lost_once:
+                lost_once.add(sub.spec.trial_id)
+                out = replace(out, end="lost", ok=False, reason=f"{LOST}: it died", node="n1")
+            return sub, out
+
+    live = FleetCampaign(run, tiny_config(tmp_path), Losing())
+    assert asyncio.run(live.drive()) == 0
+    run.close()
+    assert lost_once and any(e["type"] == "trial_retried" for e in events(run.path))
+    assert all(h == c for h, c in seen) and live.h.in_flight == []

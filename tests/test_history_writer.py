@@ -1,8 +1,8 @@
 """One writer of the planner's History (issue 30): only agent/brains/autopilot/history.py changes
-a History's launches, measurements, broken launches or running server. Everyone else - the
-one-box brain's observe, the fleet controller, the batch planner, the offline study, benchmarks
-and tests - records through its methods (launched, measured, measured_more, broke,
-serving_nothing, copy), so each rule of recording is written once."""
+a History's launches, measurements, broken launches, experiments in flight or running server.
+Everyone else - the one-box brain's observe, the fleet controller, the batch planner, the offline
+study, benchmarks and tests - records through its methods (launched, measured, measured_more,
+broke, started, ended, serving_nothing, copy), so each rule of recording is written once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITER = ROOT / "agent" / "brains" / "autopilot" / "history.py"
-FIELDS = {"launches", "measurements", "broken"}
+FIELDS = {"launches", "measurements", "broken", "in_flight"}
 MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "setdefault", "update"}
 
 
@@ -62,5 +62,6 @@ def test_the_check_sees_a_direct_write() -> None:
         "h.broken.setdefault(0, 'why')\n"
         "h.running = None\n"
         "self.running = None\n"
+        "h.in_flight.append(e)\n"
     )
-    assert sorted(line for line, _ in writes(ast.parse(code))) == [1, 2, 3, 4]
+    assert sorted(line for line, _ in writes(ast.parse(code))) == [1, 2, 3, 4, 6]

@@ -100,7 +100,7 @@ class FleetCampaign:
         self.search = AskTell(self.campaign.planner)  # the planner asked, the History told
         self.h = self.search.history
         self.answer()
-        self.in_flight: dict[str, Experiment] = {}
+        self.placed: dict[str, Experiment] = {}  # trial -> its experiment, not come back yet
         self.attempts: dict[str, int] = {}  # trial in flight -> its attempt
         self.trials = 0
         self.pair_node: str | None = None  # where the launch pairs run: all on one box
@@ -122,13 +122,13 @@ class FleetCampaign:
             await self.place_unfinished()
             while True:
                 self.supervise()
-                free = slots - len(self.in_flight)
-                steps = self.search.suggest_batch(list(self.in_flight.values()), free)
+                free = slots - len(self.placed)
+                steps = self.search.suggest_batch(free)  # beside the History's in flight
                 if steps and isinstance(steps[0], Finish):
                     return await self.conclude(steps[0])
                 started = [await self.start(s) for s in steps if isinstance(s, Experiment)]
                 self.narrate(started)
-                if not self.in_flight:  # nothing to wait for and nothing to start: conclude
+                if not self.placed:  # nothing to wait for and nothing to start: conclude
                     return await self.conclude(self.search.conclusion())
                 await self.collect()
         except RunEnded as end:  # `agent stop`, a budget: the status and exit code of one box
@@ -190,7 +190,8 @@ class FleetCampaign:
             first = f"{step.purpose}-L{self.trials:02d}"
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
-        self.in_flight[trial], self.attempts[trial] = step, attempt
+        self.placed[trial], self.attempts[trial] = step, attempt
+        self.search.placed(step)  # in flight in the History the planner reads, until told
         config = launchable(self.config)  # checked before the cluster started (agent/fleet/run.py)
         spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
         self.run.append(
@@ -242,7 +243,7 @@ class FleetCampaign:
         sub, out = done.result()
         record_cleanups(self.run, self.fleet)  # owed clean-ups a wedged node ran meanwhile
         trial = sub.spec.trial_id
-        step = self.in_flight.pop(trial)
+        step = self.placed.pop(trial)
         if step.purpose == "pair" and out.node and out.end == "measured":
             self.pair_node = out.node
         self.attempts.pop(trial, None)
@@ -251,6 +252,7 @@ class FleetCampaign:
         self.run.append("trial_ended", **ended_fields(out, sub.attempt))
         if retry:
             self.run.append("trial_retried", trial=trial, reason=out.reason, avoid=out.node)
+            self.search.cancelled(step)  # placed again below: in flight after the others
             await self.start(step, sub.attempt + 1, out.node or sub.node, first_name(trial))
             return
         self.learn(step, out.end, out.reason, events)
@@ -303,10 +305,11 @@ class FleetCampaign:
         """A stop or a budget: the trials in flight cancelled and their servers killed (the
         fleet closed: RayFleet.close), each recorded as ended with the reason and what its
         clean-up did - not learned from: a resume places them again."""
-        if not self.in_flight:
+        if not self.placed:
             return
         done = await self.fleet.close() or {}
-        for trial in self.in_flight:
+        for trial, step in self.placed.items():
+            self.search.cancelled(step)
             self.run.append(
                 "trial_ended",
                 trial=trial,
@@ -317,7 +320,7 @@ class FleetCampaign:
                 cleanup=done.get(trial) or CANCELLED,
                 attempt=self.attempts.get(trial, 1),
             )
-        self.in_flight.clear()
+        self.placed.clear()
         self.attempts.clear()
 
     def record(self, step: Experiment, out: TrialOutcome) -> list[dict[str, Any]]:

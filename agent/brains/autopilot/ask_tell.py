@@ -3,7 +3,8 @@ Tune's searchers are driven through `suggest` and `on_trial_complete`.
 
     search = AskTell(planner)                   # or AskTell(planner, history) to go on from one
     step = search.suggest()                     # one box: the next Experiment, or the Finish
-    steps = search.suggest_batch(in_flight, k)  # a fleet: up to k to start now (batch.py)
+    steps = search.suggest_batch(k)             # a fleet: up to k to start now (batch.py)
+    search.placed(step)                         # a fleet: placed on a box, in flight
     search.tell(step, Measured((Sweep({1: 92.6, 8: 410.0}),)))   # what came back
     search.conclusion()                         # the Finish from what was told, whatever is left
 
@@ -11,9 +12,14 @@ The contract:
 - `suggest` and `suggest_batch` read only the History (the planner is pure): asking twice without
   a tell in between gives the same answer; asking never changes anything.
 - `tell` records one outcome of one suggested experiment through the History's writer (history.py)
-  and nothing else: `Started` (one box: its server is up and serving), `NotStarted` (the launch
-  failed: the reason), `Broken` (it started and could not be measured), `Measured` (its sweep, in
-  the groups of levels it was benchmarked in). A measurement is on the server up now when that is
+  and nothing else: `Started` (one box: its server is up and serving, the experiment in flight),
+  `NotStarted` (the launch failed: the reason), `Broken` (it started and could not be measured),
+  `Measured` (its sweep, in the groups of levels it was benchmarked in). A fleet tells `placed`
+  (the experiment in flight on a box) and `cancelled` (no longer in flight, nothing learned: a
+  trial lost and placed again, or cancelled by a stop). The experiments in flight are the
+  History's (`in_flight`): the planner reads them as it reads what was measured - on one box the
+  one in flight is measured next (Planner.decide), on a fleet they count as launched and not
+  measured (batch.plan_batch). A measurement is on the server up now when that is
   the experiment's configuration (one box); else it reuses the launch it counts as measuring again
   (batch.reused_launch: a fleet's trial measuring a screened configuration again) or is a launch
   of its own. The launch's index is returned.
@@ -21,7 +27,8 @@ The contract:
 
 Who asks and tells: the one-box brain asks every turn and tells through its run's events (observe.py
 rebuilds the History from the fold with the same writer, so a resumed or replayed run asks the
-same question); the fleet controller and the offline models (offline.simulate for the efficiency
+same question; `resume` names the experiment the server up was launched for, which start_server
+does not record); the fleet controller and the offline models (offline.simulate for the efficiency
 study, benchmarks/fleet_speedup.py) ask and tell here. A `plan` tool for a model (issue 26) would
 build an AskTell on its run's History and answer with `suggest()`.
 """
@@ -85,16 +92,15 @@ class AskTell:
 
     # --- ask -------------------------------------------------------------------------------------
     def suggest(self) -> Step:
-        """One box: the next experiment, or the conclusion (a server launched for an experiment
-        and not measured yet is that experiment still: Planner.decide)."""
+        """One box: the next experiment - the one in flight, when its server is up and not
+        measured yet (Planner.decide) - or the conclusion."""
         return self.planner.decide(self.history)
 
-    def suggest_batch(
-        self, in_flight: list[Experiment], free: int, screen_ahead: bool = True
-    ) -> list[Step]:
-        """A fleet: up to `free` experiments to start beside `in_flight`; [Finish] when nothing is
-        in flight and the planner concludes; [] when the next decision waits (batch.plan_batch)."""
-        return plan_batch(self.planner, self.history, in_flight, free, screen_ahead)
+    def suggest_batch(self, free: int, screen_ahead: bool = True) -> list[Step]:
+        """A fleet: up to `free` experiments to start beside those in flight (told `placed`);
+        [Finish] when nothing is in flight and the planner concludes; [] when the next decision
+        waits (batch.plan_batch)."""
+        return plan_batch(self.planner, self.history, free, screen_ahead)
 
     def conclusion(self) -> Finish:
         """The conclusion from what was told so far, whatever is left to do."""
@@ -106,12 +112,39 @@ class AskTell:
         h = self.history
         return h.running_key() != h.key(step.config) or (step.fresh and not h.running_fresh())
 
+    def resume(self) -> None:
+        """A History rebuilt from a one-box log (observe.py) has the launch of the server up but
+        not what it was launched for (start_server records flags, not a purpose). When that server
+        is the last launch and was not measured yet, its experiment is told in flight as the
+        planner named it: the planner's step on the History before that launch (it is pure).
+        A launch it would not make now (the directives changed since) names none: the planner
+        reads it as launched."""
+        h = self.history
+        if h.in_flight or not h.running_fresh() or h.running != len(h.launches) - 1:
+            return
+        before = History(h.space, h.launches[:-1], h.measurements, None, h.broken)
+        step = self.planner.next_step(before)
+        if isinstance(step, Experiment) and h.key(step.config) == h.running_key():
+            h.started(step)
+
     # --- tell ------------------------------------------------------------------------------------
+    def placed(self, step: Experiment) -> None:
+        """A fleet: `step` is placed on a box, in flight until its outcome is told."""
+        self.history.started(step)
+
+    def cancelled(self, step: Experiment) -> None:
+        """`step` is no longer in flight and nothing is learned from it: a fleet's trial lost
+        with its node (placed again), or cancelled by a stop or a budget."""
+        self.history.ended(step)
+
     def tell(self, step: Experiment, outcome: Outcome) -> int:
         """Record what came of `step` (see the module docstring); the index of its launch."""
         h = self.history
+        h.ended(step)
         if isinstance(outcome, Started):
-            return h.launched(step.config, serving=True)
+            launch = h.launched(step.config, serving=True)
+            h.started(step)
+            return launch
         if isinstance(outcome, NotStarted):
             return h.launched(step.config, ok=False, reason=outcome.reason, serving=True)
         if isinstance(outcome, Broken):

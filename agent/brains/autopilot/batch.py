@@ -2,10 +2,16 @@
 each other's outcome - and, on boxes that would otherwise wait, the screens the planner will ask
 for next if the full sweeps in flight come out as their screens predict.
 
-The planner stays sequential and pure (planner.py is not changed): `plan_batch` asks its
-`next_step` again on a History where every experiment in flight - and every one proposed so far
-in this batch - counts as launched and not measured yet. Such a configuration is "tried", so the
-next screen is the next neighbour. On a fleet the planner's chain (screen -> confirm -> move the
+The planner stays sequential and pure (the batch adds nothing to it): the experiments in flight are
+the History's own state (History.in_flight: each trial placed and not come back, told through
+AskTell.placed), and `plan_batch` asks the planner's `next_step` again on a copy where each of them
+(and every one proposed so far in this batch) counts as launched and not measured yet (`pending`:
+a launch recorded for it, or the launch it measures again). Such a configuration is "tried", so the
+next screen is the next neighbour. Three what-ifs stand in for results not in yet, so that the
+planner reads past them: a baseline sweep or A/A repeat in flight counts as swept (zeros: nothing is
+decided from them, only screens run beside them), a re-validation or launch pair as measured at the
+estimate it has (the next one to validate), and - screening ahead - a confirmation as its screen
+predicts (`predicted`). On a fleet the planner's chain (screen -> confirm -> move the
 best -> its neighbours) is the critical path; the batch shapes it:
 
 - the baseline and its A/A repeat start together (two boxes give the A/A pair across boxes, so
@@ -81,16 +87,11 @@ def same(a: Experiment, b: Experiment, h: History) -> bool:
     return a.purpose == b.purpose and h.key(a.config) == h.key(b.config)
 
 
-def plan_batch(
-    planner: Planner,
-    h: History,
-    in_flight: list[Experiment],
-    free: int,
-    screen_ahead: bool = True,
-) -> list[Step]:
-    """Up to `free` experiments to start now; [Finish] when nothing is in flight and the planner
-    concludes; [] when the next decision must wait for a trial in flight."""
-    levels = planner.settings.levels
+def plan_batch(planner: Planner, h: History, free: int, screen_ahead: bool = True) -> list[Step]:
+    """Up to `free` experiments to start now beside those in flight (h.in_flight); [Finish] when
+    nothing is in flight and the planner concludes; [] when the next decision must wait for a
+    trial in flight."""
+    levels, in_flight = planner.settings.levels, list(h.in_flight)
     if any(e.purpose in SERIAL for e in in_flight):
         return []
     out: list[Experiment] = leaders(planner, h, in_flight, free, everyone=screen_ahead)

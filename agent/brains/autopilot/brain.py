@@ -104,6 +104,7 @@ class Campaign:
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
         self.search = AskTell(self.planner, self.h)  # told through the run's events (observe)
+        self.search.resume()  # the experiment the server up was launched for, still in flight
         self.blocks: list[dict[str, Any]] = []
         self.calls = 0
 

@@ -3,18 +3,29 @@
 The planner reads nothing else. The brain rebuilds a History from the run's fold every turn, the
 fleet controller from its trials, and the efficiency study from the simulator's truth, so all drive
 the same planner. The methods under "recording" are the only writers of a History's launches,
-measurements, running server and broken launches (tests/test_history_writer.py checks the tree).
+measurements, running server, broken launches and experiments in flight
+(tests/test_history_writer.py checks the tree).
+
+The experiments in flight are state, as Optuna's GridSampler reads finished and running trials from
+one storage: each experiment started and not measured (nor broken, nor failed to start) yet, with
+its purpose - on one box the one whose server is up (`started` after `launched(..., serving=True)`),
+on a fleet every trial placed. The planner reads them (Planner.decide: the one-box experiment in
+flight is measured next; batch.plan_batch: what is in flight counts as launched), nothing re-derives
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tools.domain import stats
 from tools.domain.objective import objective_value
 from tools.domain.space import Flags, SearchSpace
+
+if TYPE_CHECKING:  # steps.py reads this module's Purpose and Objective
+    from agent.brains.autopilot.steps import Experiment
 
 # What an experiment is for (steps.Experiment.purpose), the first word of its measurement's label:
 # the baseline, its A/A sweep (noise), a screen of a neighbour, a full sweep of a promising screen
@@ -103,6 +114,7 @@ class History:
     measurements: list[Measurement] = field(default_factory=list)
     running: int | None = None  # the launch whose server is up now
     broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmarks failed
+    in_flight: list[Experiment] = field(default_factory=list)  # started, no outcome yet, in order
 
     # --- recording: the only writers ------------------------------------------------------------
     def launched(
@@ -115,6 +127,17 @@ class History:
         if serving:
             self.running = index if ok else None
         return index
+
+    def started(self, experiment: Experiment) -> None:
+        """`experiment` is in flight: on one box its server (the launch just recorded) is up and
+        measured next; on a fleet it is placed on a box. Until its outcome is told (`ended`)."""
+        self.in_flight.append(experiment)
+
+    def ended(self, experiment: Experiment) -> None:
+        """`experiment` is no longer in flight: measured, broken, failed to start, or cancelled
+        (the first equal one, in the order started; none when it was not in flight)."""
+        if experiment in self.in_flight:
+            self.in_flight.remove(experiment)
 
     def serving_nothing(self) -> None:
         """No server of this campaign is up (killed, died, or its launch was cut short)."""
@@ -149,7 +172,8 @@ class History:
         self.broken.setdefault(launch, reason)
 
     def copy(self) -> History:
-        """A History to record hypothetical work into, leaving this one as it is; no server up."""
+        """A History to record hypothetical work into, leaving this one as it is; no server up
+        and nothing in flight."""
         return History(
             self.space, list(self.launches), list(self.measurements), None, dict(self.broken)
         )
