@@ -286,13 +286,13 @@ class Reaper:
         return self.sent[-1]
 
 
+@pytest.mark.ray  # runs in the ray stage, where Ray is installed (no cluster is started)
 async def test_an_owed_clean_up_is_sent_again_done_once_and_left_if_it_never_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No Ray: a clean-up not answered in reap_timeout_s is owed; a try that failed on a node
     still alive is sent again; the one that ran is handed over once; one never answered is LEFT
     at the close, with the try that failed."""
-    pytest.importorskip("ray")  # the clean-up task's scheduling strategy is Ray's
     fleet = RayFleet(FleetConfig(reap_timeout_s=0.05), tmp_path)
     node = "a" * 56
     monkeypatch.setattr(fleet, "_alive", lambda: {node})
