@@ -82,7 +82,7 @@ async def test_the_benchmark_counts_tokens_from_the_chunks_and_says_so(ctx: Tool
     assert [p["failed"] for p in points] == [0, 0, 0, 0], [p["errors"] for p in points]
     for p in points:
         # every answer counted from its chunks: no usage message came, and none was taken as 0
-        assert p["usage_counted"] == p["completed"] == 8
+        assert p["usage_counted"] == p["completed"] >= 8  # the count, then the 5 s minimum
         assert p["total_output_tokens"] > 0 and p["output_throughput"] > 0
     (note,) = [n for n in saved["notes"] if n.startswith("usage: counted from chunks")]
     assert note.startswith("usage: counted from chunks at C=1, C=2, C=3, C=4"), note
