@@ -98,6 +98,14 @@ class Deadlines:
         rounds = math.ceil(max(requests, 1) / max(streams, 1))
         return connect_s + one * (1 + rounds)
 
+    def minimum_level_deadline(
+        self, full: float, count: int, streams: int, max_tokens: int, connect_s: float, min_s: float
+    ) -> float:
+        """A level with a minimum length (`full`: its deadline for every request it prepared):
+        its count's deadline, the minimum, then the answers in flight - at most `full`."""
+        least = self.level_deadline(count, streams, max_tokens, connect_s)
+        return min(full, least + min_s + self.request_s(max_tokens))
+
     def tick_s(self, stall_s: float) -> float:
         """How often the watchdog looks: a quarter of the shortest wait, at most a second."""
         return min(1.0, stall_s / 4, self.head_s / 4, self.first_token_s / 4, self.floor_s / 4)

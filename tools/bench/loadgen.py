@@ -133,9 +133,10 @@ async def run_level(
         level_s = dl.level_deadline(len(requests), workers, longest, connect_timeout)
         if deadline_s is not None:  # a timed level: its duration, then its last answers
             level_s = min(level_s, connect_timeout + deadline_s + 2 * dl.request_s(longest))
-        elif min_s is not None:  # its count, its minimum, then the answers in flight
-            least = dl.level_deadline(count, workers, longest, connect_timeout)
-            level_s = min(level_s, least + min_s + dl.request_s(longest))
+        elif min_s is not None:
+            level_s = dl.minimum_level_deadline(
+                level_s, count, workers, longest, connect_timeout, min_s
+            )
     run.records = new_records(len(requests), prompt_tokens, max_tokens)
     conns: list[StreamConn | None] = []
     guard = asyncio.ensure_future(watchdog(conns, stall_s, dl, run))

@@ -507,9 +507,10 @@ def _level_s(spec: SweepSpec, wl: Workload, job: dict[str, Any], scale: float) -
     full = dl.level_deadline(n, streams, wl.max_tokens, connect)
     if wl.duration_s is not None and dl.level_s is None:  # a timed level ends sooner
         return min(full, connect + wl.duration_s / scale + 2 * dl.request_s(wl.max_tokens))
-    if job.get("min_s") is not None and dl.level_s is None:  # its count, its minimum, then the
-        least = dl.level_deadline(job["count"], streams, wl.max_tokens, connect)  # last answers
-        return min(full, least + job["min_s"] + dl.request_s(wl.max_tokens))
+    if job.get("min_s") is not None and dl.level_s is None:
+        return dl.minimum_level_deadline(
+            full, job["count"], streams, wl.max_tokens, connect, job["min_s"]
+        )
     return full
 
 
