@@ -10,8 +10,9 @@ The experiments in flight are state, as Optuna's GridSampler reads finished and 
 one storage: each experiment started and not measured (nor broken, nor failed to start) yet, with
 its purpose - on one box the one whose server is up (`started` after `launched(..., serving=True)`),
 on a fleet every trial placed. The planner reads them (Planner.decide: the one-box experiment in
-flight is measured next; batch.plan_batch: what is in flight counts as launched), nothing re-derives
-them.
+flight is measured next; batch.plan_batch: what is in flight counts as launched). One re-derivation
+is left: a one-box log does not record what a server was launched for, so after a rebuild from the
+events AskTell.resume names it as the planner did.
 """
 
 from __future__ import annotations
