@@ -6,6 +6,8 @@ An objective over every level (the geometric mean) is measured as before: full s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agent.brains.autopilot import precision
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Launch, Objective
@@ -127,3 +129,24 @@ def test_a_geomean_objective_still_repeats_full_sweeps() -> None:
     assert r.precision(A, BASE) == stats.floor_of_means(floor, 1, 2)
     step = precision.repeat(r, r.incumbent)
     assert step is None or step.levels == LEVELS
+
+
+def test_a_level_minimum_makes_a_level_alone_cost_more_of_a_sweep() -> None:
+    """On a real engine every level lasts at least its minimum (5 s): C=1's few requests take
+    that long, not their own time, so measuring it alone costs a larger share of a sweep - and
+    the time of the extra full sweeps buys fewer such measurements."""
+    h = after_aa()
+    settings = Settings(levels=LEVELS, objective=AT_C1, max_tokens=64)
+    plain = Reading(SPACE, settings, h)
+    cost = precision.level_cost(plain, 1)
+    assert cost is not None
+    # no minimum: requests x 64 tokens at about 100 tok/s - C=1's 30 requests about 19 s
+    assert abs(cost - full_sweeps_of_time(1, 1)) < 0.05 * cost
+    # a minimum under every level's own time changes nothing
+    short = Reading(SPACE, replace(settings, min_level_s=1.0), h)
+    assert precision.level_cost(short, 1) == cost
+    # a minimum above every level's own time sets them all: an equal share each
+    long = Reading(SPACE, replace(settings, min_level_s=3600.0), h)
+    assert precision.level_cost(long, 1) == 1 / len(LEVELS)
+    assert precision.level_budget(long, 1, 2) == 2 * len(LEVELS)
+    assert precision.level_budget(long, 1, 2) < precision.level_budget(plain, 1, 2)

@@ -355,12 +355,11 @@ def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | Non
 
 
 def _min_level_s(configured: float | None, engine: Engine | None) -> float | None:
-    """The least a closed level lasts: [bench] min_level_s (0: none), else the engine profile's
-    (5 s on a real engine, none on the simulator); none for a bare URL, whose engine is not
-    known."""
-    if configured is not None:
+    """The least a closed level lasts (Engine.level_minimum); for a bare URL, whose engine is
+    not known, [bench] min_level_s alone."""
+    if engine is None:
         return configured or None
-    return engine.min_level_s if engine is not None else None
+    return engine.level_minimum(configured)
 
 
 def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:

@@ -85,7 +85,8 @@ class Campaign:
         self.server = config.server.name
         self.space = space_of(config)
         self.levels = tuple(config.bench.concurrency)
-        speculative = speculative_flags(engine_for(config), self.space.flags, self.space.requires)
+        engine = engine_for(config)
+        speculative = speculative_flags(engine, self.space.flags, self.space.requires)
         self.directives, self.replies = directives.read(state.supervisor, speculative, self.levels)
         obj = config.objective
         objective = Objective(obj.kind, obj.level)
@@ -100,6 +101,8 @@ class Campaign:
             launches_fit=launches_that_fit(state),
             target_noise=obj.precision,
             requests_per_level=config.bench.requests_per_level,
+            min_level_s=engine.level_minimum(config.bench.min_level_s),
+            max_tokens=config.bench.max_tokens,
         )
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))

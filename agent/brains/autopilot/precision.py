@@ -96,11 +96,17 @@ def repeat_full(r: Reading, inc: Flags) -> Experiment | None:
 # --- precision where the objective reads: one level ----------------------------------------------
 def level_cost(r: Reading, level: int) -> float | None:
     """The benchmark time of one measurement of `level` as a fraction of a full sweep's: a level
-    takes its requests over its throughput (every request about as long; the baseline's measured
-    throughput per level). None: the baseline served nothing at `level`."""
+    takes its requests' output tokens (max_tokens each) over its throughput (the baseline's
+    measured tokens per second per level), and at least the engine's level minimum (on a real
+    engine a short level lasts 5 s, so one measured alone costs more of a sweep than its
+    requests say). None: the baseline served nothing at `level`."""
     est = r.h.estimate(r.space.baseline)
-    requests = sweep_requests(r.settings.levels, r.settings.requests_per_level)
-    time = {c: requests[c] / est[c] for c in r.settings.levels if est.get(c, 0.0) > 0}
+    s = r.settings
+    requests = sweep_requests(s.levels, s.requests_per_level)
+    least = s.min_level_s or 0.0
+    time = {
+        c: max(requests[c] * s.max_tokens / est[c], least) for c in s.levels if est.get(c, 0.0) > 0
+    }
     if level not in time:
         return None
     return time[level] / sum(time.values())

@@ -25,6 +25,8 @@ class Settings:
     challenger: bool = True  # tune a per-level challenger for a concurrency policy
     target_noise: float = 0.02  # the objective's precision to reach before deciding
     requests_per_level: int | None = None  # [bench] requests_per_level; None: the wave rule
+    min_level_s: float | None = None  # the least a level lasts (Engine.level_minimum); None: none
+    max_tokens: int = 512  # [bench] max_tokens: a request's output, to time a level in seconds
 
     def one_level(self) -> int | None:
         """The level the objective reads alone (kind 'level'), or None: it reads several."""

@@ -83,6 +83,13 @@ class Engine:
         """The least a closed level lasts by default (seconds); None: its requests alone."""
         return self.profile.bench.min_level_s or None
 
+    def level_minimum(self, configured: float | None) -> float | None:
+        """The least a closed level lasts on this engine: [bench] min_level_s when set (0:
+        none), else the profile's (5 s on a real engine, none on the simulator)."""
+        if configured is not None:
+            return configured or None
+        return self.min_level_s
+
     @property
     def tokenize_path(self) -> str | None:
         return self.profile.tokens.tokenize_path or None
