@@ -68,6 +68,7 @@ class Agent:
     overload_wait_minutes: float = 30.0  # how long an unavailable API pauses the run
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # injectable: tests simulate time
     clock: Callable[[], float] = time.monotonic
+    recorded_minutes: Callable[[], float] | None = None  # a replay's (Supervision.recorded)
     # the supervisor's messages, delivered before each model call: the run's inbox, or in a
     # replay the recorded ones, at the steps where they arrived
     inbox: Callable[[Run], object] = drain
@@ -314,7 +315,9 @@ class Agent:
     @property
     def supervision(self) -> Supervision:
         """The inbox and the budgets, as the fleet's controller checks them too."""
-        return Supervision(self.run, self.inbox, self.clock, self.session_start)
+        return Supervision(
+            self.run, self.inbox, self.clock, self.session_start, self.recorded_minutes
+        )
 
     def minutes(self) -> float:
         return self.supervision.minutes()

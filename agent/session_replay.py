@@ -11,7 +11,7 @@ stop or a crash, then resumed) is replayed session by session: the recorded sess
 ended, and the next one starts as `agent resume` starts it (a fresh brain: its first request is
 whole, not a delta). What the sessions' clean-up and `agent resume` wrote outside tool calls
 (servers killed or adopted) is fed back; calls a crash left unstarted get recover's answer and no
-tool_call, as in the run; the minutes budget warns and ends where it did (recorded_clock).
+tool_call, as in the run; the minutes budget warns and ends where it did (recorded_minutes).
 A run whose last model call failed with no exchange recorded for it (a stream cut for good, the
 API unavailable past the wait, a refusal where refusals were not recorded) ends there as
 recorded. --max-steps cuts the replay from outside the loop (its
@@ -241,11 +241,12 @@ def minutes_decided(event: Event) -> float | None:
     return float(ended[1]) if event["type"] == "run_finished" and ended else None
 
 
-def recorded_clock(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
-    """The loop's clock in a replay, which takes seconds: the recorded minutes where the minutes
-    budget warned or ended the session, none used elsewhere - the same decisions as recorded."""
+def recorded_minutes(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
+    """The minutes used in a replay, which takes seconds: the recorded figure where the minutes
+    budget warned or ended the session, none elsewhere - the same decisions as recorded (the
+    very figures it compared, not worked back from a clock: those may round below them)."""
 
-    def clock() -> float:
+    def minutes() -> float:
         # the recorded minutes once the turn's results are in, where the loop decided on them
         # (before its next model call); while the tools run none: the stop watcher must not
         # cut a replayed call the recording answered, however slowly the replay runs
@@ -253,9 +254,9 @@ def recorded_clock(agent: Agent, inbox: RecordedInbox) -> Callable[[], float]:
         minutes, ended = inbox.minutes_at.get(key, (0.0, False))
         if ended:  # (the reason's figure is rounded)
             minutes = max(minutes, float(agent.run.state.limits.get("max_minutes") or 0))
-        return agent.session_start + 60 * (minutes - agent.run.state.minutes_before)
+        return minutes
 
-    return clock
+    return minutes
 
 
 def _fields(event: Event) -> dict[str, Any]:
@@ -294,7 +295,7 @@ async def replay(
         agent.tools = ReplayTools(agent.tools, rec)
         agent.inbox = inbox
         agent.logs_call = rec.call_started  # as `agent resume` answered them: no tool_call
-        agent.clock = recorded_clock(agent, inbox)
+        agent.recorded_minutes = recorded_minutes(agent, inbox)
         try:
             code = await agent.run_loop()
         except DriftError as err:

@@ -25,9 +25,14 @@ class Supervision:
     inbox: Callable[[Run], object] = drain
     clock: Callable[[], float] = time.monotonic  # injectable: tests simulate time
     session_start: float = field(default_factory=time.monotonic)
+    # a replay's minutes used, as recorded (session_replay.recorded_minutes): the figures the
+    # budget compared, exactly - minutes worked back from a clock may land a rounding below
+    recorded: Callable[[], float] | None = None
 
     def minutes(self) -> float:
         """Minutes used: the earlier sessions' and this one's."""
+        if self.recorded is not None:
+            return self.recorded()
         return self.run.state.minutes_before + (self.clock() - self.session_start) / 60
 
     def deliver(self) -> None:

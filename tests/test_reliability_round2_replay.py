@@ -19,6 +19,7 @@ import anthropic
 import httpx2
 import pytest
 
+from agent import session_replay
 from agent.brains.anthropic import AnthropicBrain
 from agent.recover import recover
 from agent.session import Limits, make_agent, process_fields, run_tools, start
@@ -235,9 +236,18 @@ def test_an_autopilot_run_ended_and_resumed_replays(tmp_path: Path) -> None:
     assert "no drift" in check.stdout and "exit 3" in check.stdout
 
 
-async def test_a_run_ended_by_its_minutes_budget_replays(tmp_path: Path) -> None:
+# a monotonic clock's reading at which 4 and 5 minutes worked back from it come out a rounding
+# under (((s + 240) - s) / 60 < 4): the replay missed the warning when its session began there
+ROUNDS_BELOW = 261984.03134488701
+
+
+@pytest.mark.parametrize("replay_start", [None, ROUNDS_BELOW])
+async def test_a_run_ended_by_its_minutes_budget_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replay_start: float | None
+) -> None:
     """A replay takes seconds: the minutes budget must warn and end it where it did in the run
-    (the warning is a message to the model, and the autopilot wraps up on it)."""
+    (the warning is a message to the model, and the autopilot wraps up on it), whatever the
+    clock reads when the replay begins."""
     runs = tmp_path / "runs"
     config = session_config()
     run = start("beat baseline", config, MODEL, runs, "m", Limits(max_steps=40, max_minutes=5))
@@ -255,12 +265,22 @@ async def test_a_run_ended_by_its_minutes_budget_replays(tmp_path: Path) -> None
 
     run.listeners.append(count)
     answered = lambda: run.state.steps - (waiting[0] > 0)  # noqa: E731
-    agent.clock = lambda: agent.session_start + 60 * answered()
+    # from 0: a whole number of minutes, exactly (start + 240 s - start can be 239.99... s)
+    agent.session_start = 0.0
+    agent.clock = lambda: 60.0 * answered()
     assert await agent.run_loop() == 3
     run.close()
     events = read_events(runs / "m" / "events.jsonl").events
     assert [e["limit"] for e in events if e["type"] == "budget_warning"] == ["max_minutes"]
 
+    if replay_start is not None:
+
+        def starting_there(*args: Any, **kwargs: Any) -> Any:
+            replaying = make_agent(*args, **kwargs)
+            replaying.session_start = replay_start
+            return replaying
+
+        monkeypatch.setattr(session_replay, "make_agent", starting_there)
     code, replayed, drift = await replay(runs / "m", tmp_path / "replays")
     assert (code, drift) == (3, None)
     ends = [e for e in read_events(replayed.events_path).events if e["type"] == "run_finished"]
