@@ -714,3 +714,56 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
     except OSError:
         return "(gone)"
+
+
+def test_a_model_fleet_runs_late_clean_ups_are_recorded_before_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model's fleet run closes its fleet at the loop's end, before run_finished: a wedged
+    node's clean-up still owed at the close (LEFT) is in the log as the autopilot's controller
+    records it (`trial_left`, with the command that kills it), and said on the terminal."""
+    from agent.fleet.model import drive_on_fleet
+    from agent.session import Limits, start
+    from tools.fleet.ray_backend import Cleaned
+
+    class WedgedLab(LabFleet):
+        def __init__(self, config: FleetConfig) -> None:
+            super().__init__(config)
+            self.late: list[Cleaned] = []
+            self.closed = 0
+
+        def settled(self) -> list[Cleaned]:
+            out, self.late = self.late, []
+            return out
+
+        async def close(self) -> dict[str, str]:
+            self.closed += 1
+            if self.closed == 1:
+                left = Cleaned("fa3-T01", "n2", "box2", "LEFT on box2 (node n2): ...", True, 77)
+                left.kill = "on box2: kill -KILL -- -77"
+                self.late.append(left)
+            return {}
+
+    fleet_config = FleetConfig(address="local", boxes=2)
+    config = tiny(tmp_path).model_copy(update={"fleet": fleet_config})
+    model = "claude-sonnet-4-6"
+    run = start("beat baseline", config, model, tmp_path / "runs", "c", Limits(), fleet="ray")
+    api = FakeMessagesAPI([reply(1, "end_turn", {"type": "text", "text": "Done."})])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    fleet = WedgedLab(fleet_config)
+    try:
+        assert drive_on_fleet(run, config, fleet, None) == 0  # type: ignore[arg-type]
+    finally:
+        api.close()
+    log = read_events(run.events_path).events
+    kinds = [e["type"] for e in log]
+    assert kinds.count("trial_left") == 1 and kinds[-1] == "run_finished"
+    assert kinds.index("trial_left") < kinds.index("run_finished")  # recorded before the end
+    left = next(e for e in log if e["type"] == "trial_left")
+    assert (left["trial"], left["pgid"], left["kill"]) == (
+        "fa3-T01",
+        77,
+        "on box2: kill -KILL -- -77",
+    )
+    assert fleet.closed >= 1 and "fleet: fa3-T01: LEFT on box2" in capsys.readouterr().err

@@ -47,7 +47,7 @@ def drive_on_fleet(
     )
     view = terminal_view(run, progress, sys.stdout)
     run.listeners += [progress.on_event, view]
-    agent.on_end = lambda status: wrap_up(agent, status)
+    agent.on_end = lambda status: close_then_wrap_up(agent, fleet, status)
     try:
         return asyncio.run(_main(agent, fleet, boxes, recovering))
     finally:
@@ -85,8 +85,22 @@ async def _main(agent: Agent, fleet: RayFleet, boxes: int | None, recovering: bo
     finally:
         if agent.ctx.hosts is not None:
             await agent.ctx.hosts.close()
-        await fleet.close()  # the servers of trials still running, the local cluster
-        record_cleanups(agent.run, fleet, logged=False)  # a wedged node's: said, after the log
+        # closed at the loop's end (close_then_wrap_up); here where the loop never ran (a
+        # failed connect) or was cut: what is settled after the log's end is said only
+        await fleet.close()
+        record_cleanups(agent.run, fleet, logged=False)
+
+
+async def close_then_wrap_up(agent: Agent, fleet: RayFleet, status: str) -> None:
+    """The loop's end, before run_finished: the fleet closed (the servers of trials still
+    running killed, the local cluster stopped) and what its wedged nodes' clean-ups did, or
+    left, recorded in the log (`trial_cleaned`, `trial_left`) - as the autopilot's controller
+    records them - then the one-box wrap-up (servers, report)."""
+    try:
+        await fleet.close()
+    finally:
+        record_cleanups(agent.run, fleet)
+    await wrap_up(agent, status)
 
 
 async def settle(agent: Agent, fleet: RayFleet) -> None:
