@@ -129,13 +129,16 @@ async def test_the_budget_warning_wraps_up(tmp_path: Path) -> None:
     assert labels[-1].startswith("validate"), "after the warning: re-validate, then conclude"
 
 
-@pytest.mark.parametrize("used, launches_after", [(27.0, 0), (3.0, 1)])
+# 27 of 30 minutes after 3 launches: none fits; 3: many do; 20: exactly one (20 / 3 a launch)
+@pytest.mark.parametrize("used, launches_after", [(27.0, 0), (3.0, 1), (20.0, 1)])
 async def test_a_wrap_up_on_minutes_starts_no_launch_it_cannot_end(
     tmp_path: Path, used: float, launches_after: int
 ) -> None:
     """The minutes budget's warning with 3 of 30 minutes left after a few launches (minutes per
     launch far above 3): no launch, the conclusion at once, exit 0; with 27 left the winner is
-    re-validated on a fresh launch as before."""
+    re-validated on a fresh launch as before - and with room for exactly one, that launch is
+    measured too (each turn's planner, which re-derives what the server up was launched for,
+    must not count that launch against itself and conclude instead)."""
     config = lab()
     run = new_run(tmp_path, config)
     agent = make_agent(run, AutopilotBrain(config), config, tools=world(3))
@@ -149,6 +152,9 @@ async def test_a_wrap_up_on_minutes_starts_no_launch_it_cannot_end(
         await agent.ctx.hosts.close()
     later = [c["name"] for c in calls(run)[before:]]
     assert later.count("start_server") == launches_after, later
+    if launches_after:  # the fresh launch measured: a benchmark after it, before the conclusion
+        after_launch = later[later.index("start_server") :]
+        assert "run_benchmark" in after_launch[: after_launch.index("recommend")], later
     assert "recommend" in later and run.state.finished is not None
     assert run.state.finished["status"] == "finished"
 

@@ -35,7 +35,7 @@ build an AskTell on its run's History and answer with `suggest()`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.brains.autopilot.batch import plan_batch, reused_launch
 from agent.brains.autopilot.history import History
@@ -118,12 +118,17 @@ class AskTell:
         is the last launch and was not measured yet, its experiment is told in flight as the
         planner named it: the planner's step on the History before that launch (it is pure).
         A launch it would not make now (the directives changed since) names none: the planner
-        reads it as launched."""
+        reads it as launched. The launches the minutes left pay for (Settings.launches_fit) count
+        that launch as started: before it, it was one more - else the one launch that fit would
+        be read as one too many, and concluded on unmeasured."""
         h = self.history
         if h.in_flight or not h.running_fresh() or h.running != len(h.launches) - 1:
             return
         before = History(h.space, h.launches[:-1], h.measurements, None, h.broken)
-        step = self.planner.next_step(before)
+        planner, fit = self.planner, self.planner.settings.launches_fit
+        if fit is not None:
+            planner = Planner(planner.space, replace(planner.settings, launches_fit=fit + 1))
+        step = planner.next_step(before)
         if isinstance(step, Experiment) and h.key(step.config) == h.running_key():
             h.started(step)
 
