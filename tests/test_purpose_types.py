@@ -18,7 +18,7 @@ from agent.report.measured import AUTOPILOT_LABEL, LABEL_WORDS
 ROOT = Path(__file__).resolve().parent.parent
 READERS = [  # every module that tells purposes or pipeline actions apart
     *sorted((ROOT / "agent" / "brains" / "autopilot").glob("*.py")),
-    *sorted((ROOT / "agent").glob("fleet_*.py")),
+    *sorted((ROOT / "agent" / "fleet").glob("*.py")),
     *sorted((ROOT / "benchmarks").glob("*.py")),
     ROOT / "agent" / "view" / "fleet.py",
     ROOT / "agent" / "report" / "measured.py",
@@ -100,3 +100,10 @@ def test_a_label_of_no_purpose_has_none() -> None:
     assert Measurement({}, 0, {}, "confirm-L04-fa3").purpose == "confirm"
     assert Measurement({}, 0, {}, "my-own-run").purpose is None
     assert purpose_of("baseline") == "baseline" and purpose_of("") is None
+
+
+def test_the_scan_reads_the_readers_where_they_are() -> None:
+    """A module moved away is no longer scanned, silently (agent/fleet_*.py became agent/fleet/):
+    every path listed exists, and the fleet's controller is among them."""
+    assert all(path.is_file() for path in READERS)
+    assert ROOT / "agent" / "fleet" / "controller.py" in READERS

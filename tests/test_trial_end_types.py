@@ -11,7 +11,7 @@ from tools.trial_outcome import end_of, runs_again
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = [
-    *sorted((ROOT / "agent").glob("fleet_*.py")),
+    *sorted((ROOT / "agent" / "fleet").glob("*.py")),
     *sorted((ROOT / "tools" / "fleet").glob("*.py")),
     ROOT / "tools" / "trial_outcome.py",
     ROOT / "tools" / "run_trial.py",
@@ -68,3 +68,11 @@ def test_an_event_s_end_is_read_and_an_old_log_s_is_inferred_without_its_words()
     assert end_of({"ok": False, "reason": "lost on its node (WorkerCrashedError)"}) == "failed"
     assert end_of({"ok": False, "interrupted": True}) == "interrupted"
     assert end_of({"ok": False, "end": "bogus"}) == "failed"
+
+
+def test_the_scan_reads_the_fleet_s_modules_where_they_are() -> None:
+    """A module moved away is no longer scanned, silently (agent/fleet_*.py became agent/fleet/):
+    every path listed exists, and the controller and run_trial's modules are among them."""
+    assert all(path.is_file() for path in FLEET)
+    assert ROOT / "agent" / "fleet" / "controller.py" in FLEET
+    assert ROOT / "agent" / "fleet" / "model.py" in FLEET
