@@ -124,6 +124,7 @@ class Model:
     trials: int
     share: float
     serial: float
+    alone: float  # the trials that run alone (steps.SERIAL: re-validations, launch pairs)
 
 
 def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
@@ -134,6 +135,7 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
     from agent.brains.autopilot.engine_limits import engine_check
     from agent.brains.autopilot.offline import sim_truth
     from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+    from agent.brains.autopilot.steps import SERIAL
     from sim.space import DEFAULT_LEVELS, default_space
     from tools.domain import lab_truth
     from tools.domain.space import SearchSpace
@@ -142,7 +144,7 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
     planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
     search, rng = AskTell(planner), random.Random(seed)
     truth, optimum = sim_truth(), lab_truth.optimum(default_space())[1]
-    now, trials, serial = 0.0, 0, 0.0
+    now, trials, serial, alone = 0.0, 0, 0.0, 0.0
     flight = list[tuple[float, int, Experiment]]()
     while True:
         free = boxes - len(flight)
@@ -150,12 +152,13 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
         if steps and isinstance(steps[0], Finish):
             best = steps[0].best
             share = lab_truth.config_value(best) / optimum if best else 0.0
-            return Model(now, trials, share, serial)
+            return Model(now, trials, share, serial, alone)
         for step in steps:
             if isinstance(step, Experiment):
                 trials += 1
                 took = modelled(step) * rng.uniform(0.9, 1.1)
                 serial += took
+                alone += took if step.purpose in SERIAL else 0.0
                 flight.append((now + took, trials, step))
                 search.placed(step)
         flight.sort(key=lambda f: f[:2])
@@ -181,6 +184,7 @@ def main_offline(counts: list[int], seeds: int) -> int:
 
     kinds = {"held": False, "ahead": True}
     ratios: dict[tuple[int, str], list[float]] = {}
+    floors: dict[tuple[int, str], list[float]] = {}  # the trials run alone / the one-box time
     same: dict[tuple[int, str], list[float]] = {}
     shares: dict[tuple[int, str], list[float]] = {}
     for seed in range(seeds):
@@ -190,6 +194,7 @@ def main_offline(counts: list[int], seeds: int) -> int:
             for kind, flag in kinds.items():
                 m = offline(n, seed, flag)
                 ratios.setdefault((n, kind), []).append(m.time / one.time)
+                floors.setdefault((n, kind), []).append(m.alone / one.time)
                 same.setdefault((n, kind), []).append(m.time / m.serial)
                 shares.setdefault((n, kind), []).append(m.share)
                 parts.append(
@@ -206,6 +211,12 @@ def main_offline(counts: list[int], seeds: int) -> int:
             f"max {max(rs):.2f}) the one-box time; {statistics.median(ss):.2f}x "
             f"(min {min(ss):.2f}, max {max(ss):.2f}) its own trials one after another; "
             f"{min(qs):.1%}-{max(qs):.1%} of the optimum"
+        )
+        fs = floors[(n, kind)]
+        print(
+            f"    of which its trials that run alone (validate, pair: no box count shortens "
+            f"them): {statistics.median(fs):.2f}x (min {min(fs):.2f}, max {max(fs):.2f}) the "
+            "one-box time"
         )
     return 0
 
