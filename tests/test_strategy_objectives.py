@@ -30,6 +30,13 @@ def test_objective_values() -> None:
     assert objective_value(per, "peak") == 700.0
     assert objective_value(per, "slo", slo_ok=ok) == 400.0  # goodput under the SLO
     assert objective_value(per, "max_load", slo_ok=ok) == 10.0  # the highest load meeting it
+    # an SLO at one level: the throughput there while that level meets it, else nothing
+    assert objective_value(per, "slo", level=10, slo_ok=ok) == 400.0
+    assert objective_value(per, "slo", level=70, slo_ok=ok) == 0.0  # the best level, missed
+    assert objective_value(per, "slo", level=1, slo_ok=ok) == 90.0
+    assert (
+        describe_objective("slo", 10, 3000) == "output throughput at C=10 with p99 TTFT <= 3000 ms"
+    )
     assert objective_value(per, "max_load", slo_ok={c: False for c in per}) == 0.0
     assert objective_value({1: 0.0, 10: 5.0}, "max_load", slo_ok={1: True, 10: False}) == 0.0
     with pytest.raises(SearchError):
@@ -39,7 +46,7 @@ def test_objective_values() -> None:
     )
 
 
-@pytest.mark.slow  # five whole campaigns and five optima of a space (~15 s)
+@pytest.mark.slow  # six whole campaigns and six optima of a space (~18 s)
 @pytest.mark.parametrize(
     ("space", "kind", "level"),
     [
@@ -47,6 +54,7 @@ def test_objective_values() -> None:
         ("reference", "level", 100),
         ("reference", "peak", None),
         ("llamacpp-cpu", "slo", None),
+        ("llamacpp-cpu", "slo", 2),  # an SLO at one level
         ("llamacpp-cpu", "max_load", None),
     ],
 )
@@ -101,3 +109,16 @@ def test_ties_go_to_fewer_gpus_then_fewer_changes() -> None:
     h = History(space, h.launches, [m for m in h.measurements if m.config != tp4])
     r = Reading(space, Settings(levels=levels), h)
     assert r.incumbent == one, "same value, same GPUs: fewer changes"
+
+
+def test_an_slo_at_one_level_is_measured_at_that_level_alone() -> None:
+    """kind 'slo' with a level reads one level, as kind 'level' does: the planner screens there,
+    and its precision stages measure there (Settings.one_level)."""
+    levels = (1, 2, 4, 8)
+    for objective in (Objective("slo", 2), Objective("level", 2)):
+        settings = Settings(levels=levels, objective=objective)
+        assert settings.one_level() == 2 and settings.screens() == (2,)
+        assert objective.depends_on(levels) == (2,)
+    assert Settings(levels=levels, objective=Objective("slo")).one_level() is None
+    assert Objective("slo", 2).value({1: 50.0, 2: 80.0}, {1: True, 2: False}) == 0.0
+    assert Objective("slo", 2).value({1: 50.0, 2: 80.0}, {1: True, 2: True}) == 80.0

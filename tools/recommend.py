@@ -249,7 +249,8 @@ def _value(
 ) -> float:
     subset = {c: per_level[c] for c in common}
     slo_ok = _slo_ok(results, objective) if objective.kind in ("slo", "max_load") else None
-    if objective.kind == "level" and objective.level not in subset:
+    one = stats.read_level(objective.kind, objective.level)
+    if one is not None and one not in subset:
         raise ToolError(
             f"the objective is the throughput at C={objective.level}, which was not "
             f"measured for both the configuration and the baseline (common: {common})"
@@ -271,7 +272,8 @@ def _paired(
         sb = stats.mean_sweep(result_files.sweep_of(r) for r in b)
         sw = stats.mean_sweep(result_files.sweep_of(r) for r in w)
         levels = [c for c in common if c in sb and c in sw]
-        if not levels or (objective.kind == "level" and objective.level not in levels):
+        one = stats.read_level(objective.kind, objective.level)
+        if not levels or (one is not None and one not in levels):
             continue
         bv = _value(b, sb, levels, objective)
         ratios.append(_value(w, sw, levels, objective) / bv if bv > 0 else 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tools.domain.space import SearchError
-from tools.domain.stats import geomean
+from tools.domain.stats import geomean, read_level
 
 OBJECTIVES = ("geomean", "level", "peak", "slo", "max_load")
 SLO_KINDS = ("slo", "max_load")  # the objectives that read whether each level met the SLO
@@ -21,9 +21,10 @@ def objective_value(
 
     geomean: the geometric mean over the levels (a failed level, 0, makes it 0); level: the
     throughput at `level`; peak: the best level; slo: the best level whose latency met the SLO
-    (`slo_ok`; 0 when none did) - goodput under the SLO; max_load: the highest load (concurrency)
-    that met the SLO (what SGLang's auto_benchmark and vLLM's serve_sla ask; 0 when none did).
-    """
+    (`slo_ok`; 0 when none did) - goodput under the SLO; given a `level`, the throughput at that
+    level while it meets the SLO (an SLO at one level: 0 when it did not); max_load: the highest
+    load (concurrency) that met the SLO (what SGLang's auto_benchmark and vLLM's serve_sla ask; 0
+    when none did)."""
     if not per_level:
         return 0.0
     values = list(per_level.values())
@@ -37,6 +38,8 @@ def objective_value(
         return max(values)
     if kind == "slo":
         ok = slo_ok or {}
+        if (one := read_level(kind, level)) is not None:  # an SLO at one level
+            return per_level.get(one, 0.0) if ok.get(one) else 0.0
         return max((v for c, v in per_level.items() if ok.get(c)), default=0.0)
     if kind == "max_load":
         ok = slo_ok or {}
@@ -62,5 +65,7 @@ def describe_objective(
         limits = " and ".join(p for p in parts if p)
         if kind == "max_load":
             return "the highest concurrency that meets " + limits
+        if level is not None:
+            return f"output throughput at C={level} with " + limits
         return "best output throughput with " + limits
     return "geometric mean of output throughput over the sweep"

@@ -120,6 +120,12 @@ def level_floors(repeats: Iterable[Sequence[Sweep]]) -> dict[int, float]:
     return {c: _floor(d) for c, d in sorted(repeat_differences(repeats).items())}
 
 
+def read_level(kind: str, level: int | None) -> int | None:
+    """The one level an objective reads: kind 'level', or kind 'slo' given a level (the
+    throughput there while that level meets the SLO); None: it reads several levels."""
+    return level if kind in ("level", "slo") and level is not None else None
+
+
 def objective_floor(
     repeats: Iterable[Sequence[Sweep]], levels: Iterable[int], kind: str = "geomean"
 ) -> float | None:
@@ -188,8 +194,8 @@ def versus(
     ratios = level_ratios(candidate, baseline)
     levels = sorted(ratios)
     floor = objective_floor(repeats, levels, kind)
-    if kind == "level" and level is not None:
-        return Versus(ratios.get(level), floor, tuple(levels))
+    if (one := read_level(kind, level)) is not None:
+        return Versus(ratios.get(one), floor, tuple(levels))
     return Versus(geomean_ratio(candidate, baseline), floor, tuple(levels))
 
 
@@ -227,8 +233,8 @@ def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = No
     for i, j in itertools.combinations(range(len(series)), 2):
         a, b = series[i], series[j]
         levels = [c for c in sorted(set(a) & set(b)) if a[c] > 0 and b[c] > 0]
-        if kind == "level" and level is not None:
-            levels = [c for c in levels if c == level]
+        if (one := read_level(kind, level)) is not None:
+            levels = [c for c in levels if c == one]
         if not levels:
             continue
         d = Drift(i, j, geomean(a[c] for c in levels), geomean(b[c] for c in levels), tuple(levels))

@@ -36,9 +36,8 @@ def tune(r: Reading, inc: Flags) -> Experiment | None:
         (ratio, level), anchor = max(scored, key=lambda sc: sc[0][0])
         family = {gate, *gated(space, gate)}
         targets = (level, *[c for c in r.settings.levels if c > level][:1])
-        objective = r.settings.objective
-        if objective.kind == "level" and objective.level in r.settings.levels:
-            targets = (objective.level,)  # tuned where the objective reads, not where it is close
+        if (one := r.settings.one_level()) is not None:
+            targets = (one,)  # tuned where the objective reads, not where it is close
         rebased = space.repair({**inc, **{f: anchor.get(f, False) for f in family}})
         moves = [("the family on the best's other flags", rebased)]
         moves += [(describe(space, anchor, m), m) for m in family_moves(space, anchor, family)]

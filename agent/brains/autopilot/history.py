@@ -74,15 +74,16 @@ class Objective:
     ) -> float:
         keep = set(levels) if levels is not None else set(per_level)
         subset = {c: v for c, v in per_level.items() if c in keep}
-        if self.kind == "level" and self.level not in subset:
+        one = stats.read_level(self.kind, self.level)
+        if one is not None and one not in subset:
             return 0.0
         return objective_value(subset, self.kind, self.level, slo_ok)
 
     def depends_on(self, levels: Iterable[int]) -> tuple[int, ...]:
         """The levels that move the objective."""
         levels = tuple(sorted(levels))
-        if self.kind == "level" and self.level is not None:
-            return (self.level,)
+        if (one := stats.read_level(self.kind, self.level)) is not None:
+            return (one,)
         return levels
 
 

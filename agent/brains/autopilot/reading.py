@@ -143,7 +143,8 @@ class Reading:
         if objective.kind == "geomean" or objective.level not in common:
             a_common, b_common = {c: a[c] for c in common}, {c: b[c] for c in common}
             return stats.geomean_ratio(a_common, b_common), wins
-        va, vb = objective.value(a, None, common), objective.value(b, None, common)
+        sa, sb = self.h.slo_ok(config), self.h.slo_ok(ref)  # (an SLO at one level reads them)
+        va, vb = objective.value(a, sa, common), objective.value(b, sb, common)
         return (va / vb if vb > 0 else None), wins
 
     def challenger(self, inc: Flags) -> tuple[Flags, list[int]] | None:

@@ -29,13 +29,14 @@ class Settings:
     max_tokens: int = 512  # [bench] max_tokens: a request's output, to time a level in seconds
 
     def one_level(self) -> int | None:
-        """The level the objective reads alone (kind 'level'), or None: it reads several."""
-        level = self.objective.level
-        return level if self.objective.kind == "level" and level in self.levels else None
+        """The level the objective reads alone (kind 'level', an SLO at one level), or None: it
+        reads several."""
+        level = stats.read_level(self.objective.kind, self.objective.level)
+        return level if level in self.levels else None
 
     def screens(self) -> tuple[int, ...]:
-        if self.objective.kind == "level" and self.objective.level in self.levels:
-            return (self.objective.level,)
+        if (level := self.one_level()) is not None:
+            return (level,)
         return self.screen_levels or spread(self.levels)
 
 
