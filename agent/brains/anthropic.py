@@ -165,11 +165,12 @@ class AnthropicBrain:
     async def _stream_once(self, params: dict[str, Any]) -> Any:
         """One streamed call, read to message_stop; StreamBroken when it ends any other way.
         Streamed: a non-streamed call with a large max_tokens is refused by the SDK."""
-        events, stopped = 0, False
+        events, stopped, opened = 0, False, False
         try:
             async with self.client.messages.stream(
                 **params, extra_headers=self.headers(params)
             ) as stream:
+                opened = True  # the response began: what fails from here on is the stream's
                 async for event in stream:
                     events += 1
                     stopped = stopped or event.type == "message_stop"
@@ -183,12 +184,19 @@ class AnthropicBrain:
             if err.status_code == 200 and _error_of(err).get("type") in WORTH_WAITING:
                 raise StreamBroken(f"an error event mid-stream: {describe(err)}") from err
             raise
-        except (anthropic.APIConnectionError, StreamBroken):
+        except StreamBroken:
             raise
-        except httpx2.TransportError as err:  # the SDK wraps these only before the response
+        except (anthropic.APIConnectionError, httpx2.TransportError) as err:
+            # before the response: the API cannot be reached (the caller pauses on it); after,
+            # the stream broke - the SDK wraps a failed read of the body (anthropic >= 2.17) or
+            # lets httpx's error through (earlier ones)
+            if isinstance(err, anthropic.APIConnectionError) and not opened:
+                raise
+            cause = err.__cause__ if isinstance(err, anthropic.APIConnectionError) else err
+            cause = cause or err
             raise StreamBroken(
                 f"the connection dropped mid-stream after {events} events "
-                f"({type(err).__name__}: {err})"
+                f"({type(cause).__name__}: {cause})"
             ) from err
         except MALFORMED as err:
             raise StreamBroken(
