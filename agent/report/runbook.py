@@ -65,12 +65,17 @@ def reproduce(f: Figures) -> list[Block]:
 
 def _bench_command(f: Figures, c: Configuration) -> str:
     port = (f.m.state.config.get("server") or {}).get("port", 30000)
-    argv = ["agent", "bench", "--url", f"http://127.0.0.1:{port}"]
-    argv += ["--concurrency", ",".join(map(str, c.levels))]
+    return shlex.join(bench_argv(c, f"http://127.0.0.1:{port}", c.levels))
+
+
+def bench_argv(c: Configuration, url: str, levels: list[int]) -> list[str]:
+    """`agent bench` measuring the server at `url` with `c`'s workload at `levels` (the Reproduce
+    section's command; benchmarks/deploy_check.py runs it against the deploy files' servers)."""
+    argv = ["agent", "bench", "--url", url, "--concurrency", ",".join(map(str, levels))]
     for key, flag in (("input_len", "--input-len"), ("max_tokens", "--max-tokens")):
         if c.workload.get(key) is not None:
             argv += [flag, str(c.workload[key])]
-    return shlex.join(argv)
+    return argv
 
 
 def cost_section(f: Figures) -> list[Block]:
