@@ -6,9 +6,10 @@ Reproduce section's command), and compare with what the run recorded for that co
 
 A RUN is a finished run folder with its report written (`agent run` writes it; `agent report RUN`
 again). Per server it prints the recorded and the re-measured output tok/s at each level, their
-geometric-mean ratio and the run's noise floor of the objective, and "within the floor" or
-"outside the floor". A policy's servers are each measured at the levels of their range. Exit 0
-when every server is within the floor, 1 when one is not, 2 when a run cannot be checked.
+geometric-mean ratio and the run's noise floor over those levels (of one sweep against another,
+from the run's repeated sweeps), and "within the floor" or "outside the floor". A policy's
+servers are each measured at the levels of their range. Exit 0 when every server is within the
+floor, 1 when one is not, 2 when a run cannot be checked.
 
 Not a test: a throughput measured now against one measured during the run depends on what else
 the machine ran then and now (docs/report.md, "Deploying the winner", has the figures).
@@ -135,13 +136,15 @@ def check(run: Path) -> bool:
         raise CheckError(f"{run / FOLDER} is missing: `agent report {run}` writes it")
     server = f.m.state.config.get("server") or {}
     ready_s, engine = float(server.get("ready_timeout_s") or 600), engine_of(server)
-    floor = f.floor
-    print(f"run {run.name}: noise floor of the objective {_pct(floor)}")
+    print(f"run {run.name}")
     ok = True
     for script, c, levels in servers_of(f):
         now = measure(run / FOLDER / script, engine, c, levels, ready_s)
         recorded = {lv: c.sweep[lv] for lv in levels}
         ratio = stats.geomean_ratio(now, recorded)
+        # the floor of one sweep against another over these levels (a one-level range: that
+        # level's), from the run's repeated sweeps - the objective's is over all its levels
+        floor = stats.objective_floor(f.repeats, levels)
         within = ratio is not None and stats.within_noise(ratio, floor)
         ok = ok and within
         print(f"  {script} ({c.name}), levels {','.join(map(str, levels))}")
@@ -149,7 +152,9 @@ def check(run: Path) -> bool:
         print("    now       " + "  ".join(f"C={lv} {now.get(lv, 0.0):.1f}" for lv in levels))
         verdict = "within the floor" if within else "outside the floor"
         shown = "-" if ratio is None else f"{ratio:.3f}"
-        print(f"    geometric-mean ratio now / recorded {shown}: {verdict}")
+        print(
+            f"    geometric-mean ratio now / recorded {shown}, noise floor {_pct(floor)}: {verdict}"
+        )
     return ok
 
 
