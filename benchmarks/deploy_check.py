@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,10 +37,13 @@ from state.events import read_events
 from tools.bench import results
 from tools.domain import stats
 from tools.domain.config import HostConfig
-from tools.hosts.local import LocalHost
+from tools.hosts.local import LocalHost, kill_group
 from tools.servers import readiness
 from tools.servers.profiles import Engine
 from tools.servers.readiness import Watch
+
+BENCH_S = 3600.0  # a whole sweep of one server (agent bench's own deadlines end a stuck level)
+REAP_S = 10.0  # for the killed script's process to be reaped
 
 
 class CheckError(Exception):
@@ -85,17 +87,16 @@ def wait_ready(
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    """The script exec's the server in its own session: SIGTERM its group, SIGKILL after 20 s."""
-    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """The script exec's the server in its own session: its group killed as the agent kills one
+    (tools/hosts/local.kill_group: SIGTERM, a grace, SIGKILL), then the script's process reaped."""
+    asyncio.run(kill_group(proc.pid))
+    try:
+        proc.wait(REAP_S)
+    except subprocess.TimeoutExpired:
+        print(
+            f"deploy_check: process {proc.pid} still there {REAP_S:.0f} s after SIGKILL",
+            file=sys.stderr,
+        )
 
 
 def measure(
@@ -119,7 +120,12 @@ def measure(
             out = Path(tmp) / "bench.json"
             argv = bench_argv(c, url, levels)
             argv[0] = str(Path(sys.executable).with_name("agent"))
-            done = subprocess.run([*argv, "--json", str(out)], capture_output=True, timeout=3600)
+            try:
+                done = subprocess.run(
+                    [*argv, "--json", str(out)], capture_output=True, timeout=BENCH_S
+                )
+            except subprocess.TimeoutExpired:
+                raise CheckError(f"agent bench did not end within {BENCH_S:.0f} s") from None
             if done.returncode != 0 or not out.exists():
                 said = (done.stderr or done.stdout).decode(errors="replace").strip()
                 last = (said.splitlines() or ["no output"])[-1]

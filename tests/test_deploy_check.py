@@ -59,9 +59,8 @@ def test_the_winner_is_started_from_its_script_benchmarked_and_stopped(tmp_path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(deploy_check, "free_port", port)
         mp.setenv("SIM_GPU_DIR", str(tmp_path / "gpus"))
-        mp.setenv(
-            "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        )  # python
+        bin_dir = Path(sys.executable).parent  # the session's command runs `python -m sim`
+        mp.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
         now = deploy_check.measure(folder / "deploy" / script, ENGINES["sim"], c, [1], ready_s=90)
     assert set(now) == {1} and now[1] > 0  # the level measured, on the server the script started
     with socket.socket() as s:  # stopped: its port is free again
