@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from agent.brains.autopilot import conclude
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
@@ -159,31 +160,53 @@ def test_the_screening_items_experiments_left_weigh_in_the_estimate(make_run: An
 
 
 def test_the_revalidation_item_says_the_launches_it_holds() -> None:
-    """Once a configuration beats the baseline, the re-validation item says the launches it
-    holds at least (the winner's fresh launch and the launch pairs), one fewer per launch made:
-    the time left counts each instead of one item for nine launches."""
+    """Once a configuration beats the baseline, the re-validation item says the launches the
+    stage holds (conclude.launches_left): the winner's fresh launch, the challenger's, and the
+    launch pairs a verdict is expected to need - two where the gain is many floors large, three
+    where it is a few (two pairs' interval is wide: t = 12.7) - then those the pairs' own figures
+    need; one fewer per launch made. The time left counts each instead of one item for nine."""
     space = SearchSpace.parse(default_space(), check=engine_check("sim"))
-    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
-    h = History(space)
+    levels = tuple(DEFAULT_LEVELS)
+    planner = Planner(space, Settings(levels=levels))
+    better = space.complete({**space.baseline, "--attention-backend": "fa3"})
 
-    def sweep(config: dict[str, Any], value: float, label: str, fresh: bool = True) -> None:
-        if fresh:
-            h.launched(config)
-        h.measured(config, len(h.launches) - 1, dict.fromkeys(DEFAULT_LEVELS, value), label)
+    def measured(
+        h: History, config: dict[str, Any], value: float | dict[int, float], label: str
+    ) -> None:
+        h.launched(config)
+        per_level = value if isinstance(value, dict) else dict.fromkeys(levels, value)
+        h.measured(config, len(h.launches) - 1, per_level, label)
 
-    def validate_left() -> int | None:
+    def validate_left(h: History) -> int | None:
         item = next(t for t in todos(planner, h, "explore") if t["id"] == "validate")
         found = re.search(r"\((\d+) experiments? left\)$", item["content"])
         return int(found.group(1)) if found else None
 
-    sweep(space.baseline, 100.0, "baseline")
-    sweep(space.baseline, 100.0, "noise", fresh=False)
-    assert validate_left() is None  # nothing beat the baseline: nothing to pair
-    better = space.complete({**space.baseline, "--attention-backend": "fa3"})
-    sweep(better, 130.0, "confirm")
-    assert validate_left() == 5  # its fresh launch and two launch pairs
-    sweep(better, 131.0, "validate")
-    assert validate_left() == 4
-    sweep(space.baseline, 100.0, "pair")
-    sweep(better, 130.0, "pair")
-    assert validate_left() == 2
+    def campaign(gain: float) -> History:
+        h = History(space)
+        measured(h, space.baseline, 100.0, "baseline")
+        noisy = {c: 100.0 * (1.03 if i % 2 else 0.97) for i, c in enumerate(levels)}
+        h.measured(space.baseline, 0, noisy, "noise")  # a floor of about 2 %
+        assert validate_left(h) is None  # nothing beat the baseline: nothing to pair
+        measured(h, better, 100.0 * gain, "confirm")
+        return h
+
+    assert validate_left(campaign(1.3)) == 5  # its fresh launch, two pairs: 30 % is many floors
+    h = campaign(1.1)
+    assert validate_left(h) == 7  # its fresh launch, three pairs: 10 % is a few floors
+    measured(h, better, 111.0, "validate")
+    assert validate_left(h) == 6
+    measured(h, space.baseline, 100.0, "pair")
+    measured(h, better, 110.0, "pair")
+    assert validate_left(h) == 4
+    measured(h, better, 104.0, "pair")
+    measured(h, space.baseline, 100.0, "pair")
+    # two pairs in (1.10x, 1.04x): what their own spread needs from here
+    need = conclude.paired(planner.read(h), better).pairs_needed()
+    assert need is not None and need > 3 and validate_left(h) == 2 * (need - 2)
+
+    # a challenger (better at C=1 only) is re-validated on its own fresh launch too
+    h = campaign(1.3)
+    other = space.complete({**space.baseline, "--max-running-requests": 256})
+    measured(h, other, {c: 170.0 if c == 1 else 120.0 for c in levels}, "confirm")
+    assert validate_left(h) == 6

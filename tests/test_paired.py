@@ -262,3 +262,17 @@ async def test_the_report_states_the_pairs(ctx: ToolContext) -> None:
     text = report()
     assert rec["verdict"] == "win" and "**Deploy" in text
     assert f"**Gain over the baseline:** {rec['paired']['stated']} on " in text
+
+
+def test_the_pairs_a_gain_is_expected_to_need_before_any_is_measured() -> None:
+    """Two pairs decide a gain many floors large, three a gain a few floors large (two pairs'
+    t is 12.7); a gain within the floor, one no count up to MAX_PAIRS decides, or an unknown
+    floor expects the least count."""
+    assert stats.pairs_expected(1.3, 0.02, 2) == 2
+    assert stats.pairs_expected(1.1, 0.02, 2) == 3
+    assert stats.pairs_expected(1.05, 0.02, 2) == 5
+    assert stats.pairs_expected(1.03, 0.02, 2) == 2  # more than MAX_PAIRS: the pairs stop at 2
+    assert stats.pairs_expected(1.01, 0.02, 2) == 2
+    assert stats.pairs_expected(1.1, None, 2) == 2
+    # the same rule as the pairs' own: measured pairs of that ratio and spread decide there
+    assert stats.Paired((1.1 * 1.02, 1.1 / 1.02, 1.1), 0.02).pairs_needed() == 3

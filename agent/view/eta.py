@@ -7,7 +7,7 @@ does) counts that many; one that does not holds as many launches as the items so
 average (the one in progress counted with the launches it says are left), each an experiment -
 not as long as the items so far took, which the long screening stage would set for every later,
 shorter one. The item in progress has what is left of an item to go, at least a quarter of one;
-one that says its count: those, and at least as long again as it has run. Before any launch is
+one that says its count: those. Before any launch is
 counted (a run whose events have no `server_started`, a fleet) an item costs the mean time of the
 finished items that measured something, at least a launch and a sweep. A rough figure
 (docs/supervising.md says how rough); there is none before the first launch and sweep.
@@ -251,11 +251,10 @@ def raw_estimate(
         spans = [*items, current] if current else items  # the one in progress: at least this
         item = max(launch + sweep, sum(spans) / len(spans) if spans else 0.0)
     # the item in progress: what is left of an item, at least a quarter of one; one that says
-    # how many experiments it holds: those, and at least as long again as it has run (its count
-    # is of the changes known now: a new best brings new ones, a screen may need a sweep)
-    now = max(item - current, item / 4) if left % 1 else 0.0
+    # how many experiments it holds: those (a floor of "as long again as it has run" overshot
+    # the end of the re-validation stage once its count was its expected size: five lab runs)
+    running = max(item - current, item / 4) if left % 1 else 0.0
     held = experiments * experiment / at_once
-    running = now + (max(current - held, 0.0) if counted_now else 0.0)
     pending = int(left) * item
     seconds = pending + held + running
     return Eta(

@@ -252,6 +252,34 @@ def t95(df: int) -> float:
     return T95[df - 1] if df <= len(T95) else 1.96
 
 
+def paired_interval(log_ratio: float, spread: float, n: int) -> tuple[float, float]:
+    """The 95 % interval of a paired ratio from `n` pairs whose log ratios have mean `log_ratio`
+    and standard deviation `spread`."""
+    half = t95(n - 1) * spread / math.sqrt(n)
+    return math.exp(log_ratio - half), math.exp(log_ratio + half)
+
+
+def pairs_to_win(log_ratio: float, spread: float, floor: float, at_least: int) -> int | None:
+    """The fewest pairs (from `at_least`, at most MAX_PAIRS) of that mean and spread whose
+    interval excludes "no gain" by more than the floor; None: no count would."""
+    for n in range(max(at_least, 2), MAX_PAIRS + 1):
+        if paired_interval(log_ratio, spread, n)[0] > 1 + floor:
+            return n
+    return None
+
+
+def pairs_expected(ratio: float, floor: float | None, at_least: int) -> int:
+    """The pairs a candidate whose sweeps gave `ratio` over the baseline is expected to take
+    before a verdict: those a win would need if the pairs showed that ratio with a spread of the
+    floor - a pair compares two fresh launches, which differ more than the repeat on one server
+    the floor is read from (`Paired` reads at least half the floor; measured pairs of the lab
+    spread about the floor). `at_least` when no count would decide it: the comparison stops
+    there."""
+    if floor is None or ratio <= 1 + floor:
+        return at_least
+    return pairs_to_win(math.log(ratio), floor, floor, at_least) or at_least
+
+
 def launch_pairs(
     runs: Iterable[T], is_base: Callable[[T], bool]
 ) -> tuple[list[tuple[T, T]], T | None]:
@@ -303,10 +331,7 @@ class Paired:
         s = self._spread()
         if s is None:
             return None
-        n = self.n if n is None else n
-        half = t95(n - 1) * s / math.sqrt(n)
-        m = math.log(self.ratio)
-        return math.exp(m - half), math.exp(m + half)
+        return paired_interval(math.log(self.ratio), s, self.n if n is None else n)
 
     @property
     def wins(self) -> bool:
@@ -323,13 +348,10 @@ class Paired:
         MAX_PAIRS); None when no count would do (the gain is within the floor, or unknown)."""
         if self.wins:
             return self.n
-        if self.floor is None or self._spread() is None or self.ratio <= 1 + self.floor:
+        s = self._spread()
+        if self.floor is None or s is None or self.ratio <= 1 + self.floor:
             return None
-        for n in range(self.n + 1, MAX_PAIRS + 1):
-            found = self.interval(n)
-            if found is not None and found[0] > 1 + self.floor:
-                return n
-        return None
+        return pairs_to_win(math.log(self.ratio), s, self.floor, self.n + 1)
 
     def evidence(self) -> str:
         """`95 % interval 1.180-1.249x over 3 launch pairs` (one pair: no interval)."""

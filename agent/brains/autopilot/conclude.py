@@ -134,6 +134,35 @@ def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
     return Experiment(inc, levels, "pair", why, fresh=True, base=base)
 
 
+def launches_left(r: Reading, inc: Flags, left: int) -> int:
+    """The launches this stage holds at least for `inc` from here, within the `left` the budget
+    allows (what the todo list says, and the time left counts): the winner's and the
+    challenger's fresh launches not made yet (within MAX_VALIDATIONS), and the launch pairs not
+    made yet - before MIN_PAIRS are in, those its sweeps' ratio is expected to need
+    (stats.pairs_expected: two pairs decide only a gain many floors large), after, those the
+    pairs' own figures need, where `pair` would make them."""
+    if r.h.key(inc) == r.h.key(r.space.baseline):
+        return 0  # nothing beat the baseline: nothing to re-validate or pair
+    done = sum(1 for c in r.h.configs() if validated(r, c) and c != r.space.baseline)
+    fresh = [] if validated(r, inc) else [inc]
+    found = r.challenger(inc) if r.settings.challenger else None
+    if found is not None and not validated(r, found[0]):
+        fresh.append(found[0])
+    fresh = fresh[: max(0, MAX_VALIDATIONS - done)]
+    pairs, waiting = pair_runs(r, inc)
+    if len(pairs) < MIN_PAIRS:
+        base_value = r.value(r.space.baseline)
+        ratio = r.value(inc) / base_value if base_value > 0 else 0.0
+        need = stats.pairs_expected(ratio, r.floors[1], MIN_PAIRS)
+    else:
+        p = paired(r, inc)
+        more = p.pairs_needed()
+        undecided = not p.wins and more is not None
+        need = more if undecided and more - p.n <= (left - len(fresh)) // 2 else p.n
+    made = 2 * len(pairs) + (waiting is not None)
+    return min(left, len(fresh) + max(0, 2 * need - made))
+
+
 def finish(r: Reading) -> Finish:
     inc, base = r.incumbent, r.space.baseline
     value, base_value = r.value(inc), r.value(base)

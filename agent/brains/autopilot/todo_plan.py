@@ -113,19 +113,15 @@ def left_text(planner: Planner, h: History) -> str:
 
 
 def validate_left(planner: Planner, h: History) -> str:
-    """The re-validation item's " (N experiments left)": the winner's fresh launch if it is not
-    re-validated yet and the launches of the MIN_PAIRS launch pairs not made yet, within the
-    launches left - the least the stage holds (undecided pairs may ask for more), so the time-left
-    estimate does not cost it as one item like the stages before it."""
+    """The re-validation item's " (N experiments left)": the launches the stage holds
+    (conclude.launches_left), so that the time-left estimate does not cost it as one item like
+    the stages before it."""
     s, r = planner.settings, planner.read(h)
-    inc = r.incumbent
-    if h.key(inc) == h.key(r.space.baseline):
-        return ""  # nothing beat the baseline: nothing to re-validate or pair
-    pairs, waiting = conclude.pair_runs(r, inc)
-    made = 2 * len(pairs) + (waiting is not None)
-    left = (0 if conclude.validated(r, inc) else 1) + max(0, 2 * conclude.MIN_PAIRS - made)
-    left = min(left, max(0, s.max_launches - h.launches_used()))
-    return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
+    left = max(0, s.max_launches - h.launches_used())
+    if s.launches_fit is not None:  # as the planner counts them (a launch that cannot end)
+        left = min(left, s.launches_fit)
+    n = conclude.launches_left(r, r.incumbent, left)
+    return f" ({n} experiment{'s' if n != 1 else ''} left)" if n else ""
 
 
 def dropped_by_supervisor(planner: Planner) -> bool:
