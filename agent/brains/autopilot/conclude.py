@@ -157,8 +157,9 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     else:
         p = paired(r, inc)
         more = p.pairs_needed()
-        undecided = not p.wins and more is not None
-        need = more if undecided and more - p.n <= (left - len(fresh)) // 2 else p.n
+        need = p.n  # decided, or no count the budget allows would decide it: pair() stops
+        if not p.wins and more is not None and more - p.n <= (left - len(fresh)) // 2:
+            need = more
     made = 2 * len(pairs) + (waiting is not None)
     return min(left, len(fresh) + max(0, 2 * need - made))
 
