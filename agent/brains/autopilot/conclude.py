@@ -50,11 +50,15 @@ def validated(r: Reading, config: Flags) -> bool:
     return len({m.launch for m in r.h.sweeps(config, r.settings.levels)}) >= 2
 
 
+def validations_done(r: Reading) -> int:
+    """The configurations other than the baseline swept on two launches or more."""
+    return sum(1 for c in r.h.configs() if validated(r, c) and c != r.space.baseline)
+
+
 def validate(r: Reading, inc: Flags, left: int) -> Experiment | None:
     """The winner, then the challenger, swept again on a fresh launch (within the budget)."""
     levels = r.settings.levels
-    done = sum(1 for c in r.h.configs() if validated(r, c) and c != r.space.baseline)
-    if left < 1 or done >= MAX_VALIDATIONS:
+    if left < 1 or validations_done(r) >= MAX_VALIDATIONS:
         return None
     if not validated(r, inc):
         why = "re-validate the winner on a fresh launch"
@@ -119,11 +123,8 @@ def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
         return Experiment(base, levels, "pair", why, fresh=True, base=inc)
     if left < 2:
         return None
-    if len(pairs) >= MIN_PAIRS:
-        p = paired(r, inc)
-        need = p.pairs_needed()
-        if p.wins or need is None or need - p.n > left // 2:
-            return None  # decided, or no number of pairs the budget allows would decide it
+    if len(pairs) >= MIN_PAIRS and pairs_wanted(paired(r, inc), left) == len(pairs):
+        return None  # decided, or no number of pairs the budget allows would decide it
     if k % 2:
         why = f"launch pair {k}: the baseline again on a fresh launch, then the winner"
         return Experiment(base, levels, "pair", why, fresh=True, base=inc)
@@ -132,6 +133,15 @@ def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
         "goes one way cancels over the pairs)"
     )
     return Experiment(inc, levels, "pair", why, fresh=True, base=base)
+
+
+def pairs_wanted(p: stats.Paired, left: int) -> int:
+    """The pairs the comparison makes in all once MIN_PAIRS are in: those an open verdict needs
+    (Paired.pairs_needed) when the `left` launches can pay for them, else those made."""
+    need = p.pairs_needed()
+    if p.wins or need is None or need - p.n > left // 2:
+        return p.n
+    return need
 
 
 def launches_left(r: Reading, inc: Flags, left: int) -> int:
@@ -143,23 +153,18 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     pairs' own figures need, where `pair` would make them."""
     if r.h.key(inc) == r.h.key(r.space.baseline):
         return 0  # nothing beat the baseline: nothing to re-validate or pair
-    done = sum(1 for c in r.h.configs() if validated(r, c) and c != r.space.baseline)
     fresh = [] if validated(r, inc) else [inc]
     found = r.challenger(inc) if r.settings.challenger else None
     if found is not None and not validated(r, found[0]):
         fresh.append(found[0])
-    fresh = fresh[: max(0, MAX_VALIDATIONS - done)]
+    fresh = fresh[: max(0, MAX_VALIDATIONS - validations_done(r))]
     pairs, waiting = pair_runs(r, inc)
     if len(pairs) < MIN_PAIRS:
         base_value = r.value(r.space.baseline)
         ratio = r.value(inc) / base_value if base_value > 0 else 0.0
         need = stats.pairs_expected(ratio, r.floors[1], MIN_PAIRS)
-    else:
-        p = paired(r, inc)
-        more = p.pairs_needed()
-        need = p.n  # decided, or no count the budget allows would decide it: pair() stops
-        if not p.wins and more is not None and more - p.n <= (left - len(fresh)) // 2:
-            need = more
+    else:  # as pair() decides, once the fresh launches are made
+        need = pairs_wanted(paired(r, inc), left - len(fresh))
     made = 2 * len(pairs) + (waiting is not None)
     return min(left, len(fresh) + max(0, 2 * need - made))
 

@@ -85,9 +85,7 @@ class Planner:
         if stuck is not None:  # the launches fail for a reason no flag explains: stop launching
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
-        left = s.max_launches - h.launches_used()
-        if s.launches_fit is not None:  # a launch the minutes left cannot end is not started
-            left = min(left, s.launches_fit)
+        left = self.budget_left(h)
         validating = any(m.purpose in ("validate", "pair") for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
@@ -110,6 +108,14 @@ class Planner:
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
         # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude
         return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
+
+    def budget_left(self, h: History) -> int:
+        """The launches the budget still allows (negative: spent beyond it)."""
+        s = self.settings
+        left = s.max_launches - h.launches_used()
+        if s.launches_fit is not None:  # a launch the minutes left cannot end is not started
+            left = min(left, s.launches_fit)
+        return left
 
     def read(self, h: History) -> Reading:
         """What `h` says - the noise floor, the best, comparisons - under these settings."""

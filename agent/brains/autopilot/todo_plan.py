@@ -116,11 +116,8 @@ def validate_left(planner: Planner, h: History) -> str:
     """The re-validation item's " (N experiments left)": the launches the stage holds
     (conclude.launches_left), so that the time-left estimate does not cost it as one item like
     the stages before it."""
-    s, r = planner.settings, planner.read(h)
-    left = max(0, s.max_launches - h.launches_used())
-    if s.launches_fit is not None:  # as the planner counts them (a launch that cannot end)
-        left = min(left, s.launches_fit)
-    n = conclude.launches_left(r, r.incumbent, left)
+    r = planner.read(h)
+    n = conclude.launches_left(r, r.incumbent, max(0, planner.budget_left(h)))
     return f" ({n} experiment{'s' if n != 1 else ''} left)" if n else ""
 
 
