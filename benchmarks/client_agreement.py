@@ -3,7 +3,7 @@ llama-server, alternated level by level: does `agent bench` measure what vLLM's 
 Run by hand (docs/benchmark.md, "Agreement with vLLM's client"):
 
     PYTHONPATH=. .venv/bin/python benchmarks/client_agreement.py [--levels 1,2,4,8] [--repeats 3]
-        [--requests 32] [--pydeps DIR]
+        [--requests 32] [--threads N] [--pydeps DIR]
 
 It makes the lab's tiny model (tools/servers/llama_cpp/tiny_model.py), starts one llama-server on
 127.0.0.1 with the lab's baseline flags (tools/servers/llama_cpp/lab.py), and for each repeat and
@@ -13,8 +13,9 @@ temperature 0. Each run of either client gets prompts no earlier run sent (a pro
 favour whichever client came second), drawn the same way: our word prompts, calibrated once on the
 server's /tokenize to `--input-len` tokens; vLLM's client reads them from a JSONL file
 (`--dataset-name custom`, which needs pandas in vLLM's venv or in `--pydeps`: `pip install
---target DIR pandas`). vLLM's client runs in one long-lived process of vLLM's python (its import
-takes 15-35 s on this box), which calls vLLM's own `main` once per run, unchanged.
+--target DIR pandas`, then remove DIR/numpy* so that vLLM's own numpy is the one imported).
+vLLM's client runs in one long-lived process of vLLM's python (its import takes 15-35 s on this
+box), which calls vLLM's own `main` once per run, unchanged.
 
 The figure compared: output tokens per second of each run, as each client defines its window
 (ours: first request sent to last answer complete; vLLM: just before the first dispatch to after
@@ -136,11 +137,16 @@ def _reaped(pid: int) -> bool:
     return done != 0
 
 
-def server_argv(binary: Path, model: Path, port: int, slots: int | None) -> list[str]:
-    """llama-server with the lab's baseline flags (`slots`: another --parallel)."""
+def server_argv(
+    binary: Path, model: Path, port: int, slots: int | None, threads: int | None = None
+) -> list[str]:
+    """llama-server with the lab's baseline flags (`slots`: another --parallel, `threads`: another
+    --threads)."""
     flags = dict(search_space(model, os.cpu_count() or 1)["baseline"])
     if slots is not None:
         flags["--parallel"] = slots
+    if threads is not None:
+        flags["--threads"] = threads
     argv = [str(binary), "-m", str(model), "--ctx-size", "4096", "--no-webui", "--metrics"]
     argv += ["--host", "127.0.0.1", "--port", str(port)]
     for flag, value in flags.items():
@@ -432,7 +438,7 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
     tokenizer = make_model_with(python, work / "hf")  # vLLM's client needs an HF tokenizer
     port = _free_port(18300)
     url = f"http://127.0.0.1:{port}"
-    argv = server_argv(binary, target, port, args.slots)
+    argv = server_argv(binary, target, port, args.slots, args.threads)
     print("server:", " ".join(argv), flush=True)
     server_log = work / "server.txt"
     with server_log.open("ab") as out:
@@ -466,6 +472,9 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--warmup", type=int, default=2, help="warm-up requests, both clients")
     parser.add_argument("--slots", type=int, default=None, help="--parallel (default: lab's)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="--threads (default: lab's, every core)"
+    )
     parser.add_argument("--pydeps", type=Path, default=None, help="pandas for vLLM's venv")
     args = parser.parse_args()
     try:
