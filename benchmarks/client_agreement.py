@@ -47,8 +47,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -126,6 +128,26 @@ class Procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)  # what ignored SIGTERM, and its children
             _reaped(pid)
+
+    def run(self, main: Coroutine[Any, Any, None], expected: type[Exception]) -> int:
+        """Run a script's `main` and kill every process it started on every way out - the end,
+        `expected` (its one-line error), Ctrl-C, SIGTERM, SIGHUP; the exit status."""
+
+        def ended(signum: int, _frame: object) -> None:
+            raise SystemExit(128 + signum)  # through the finally below
+
+        signal.signal(signal.SIGTERM, ended)
+        signal.signal(signal.SIGHUP, ended)
+        try:
+            asyncio.run(main)
+        except expected as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            self.kill_all()
+        return 0
 
 
 def _reaped(pid: int) -> bool:
@@ -482,22 +504,7 @@ def main() -> int:
     except ValueError:
         parser.error(f"--levels: comma-separated integers, got {args.levels!r}")
     procs = Procs()
-
-    def ended(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)  # through the finally below
-
-    signal.signal(signal.SIGTERM, ended)
-    signal.signal(signal.SIGHUP, ended)
-    try:
-        asyncio.run(main_async(args, procs))
-    except AgreementError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        procs.kill_all()
-    return 0
+    return procs.run(main_async(args, procs), AgreementError)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import json
 import math
 import random
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -189,15 +188,20 @@ async def truth(
     ratios: list[float] = []
     per_level: dict[int, list[float]] = {c: [] for c in levels}
     limits = httpx.Limits(max_connections=2 * max(levels))
+    level_deadline = 2 * REQUEST_S + args.level_s  # the warm-up, the window, the last answers
     async with httpx.AsyncClient(timeout=REQUEST_S, limits=limits) as client:
         for repeat in range(args.repeats):
             order = (0, 1) if repeat % 2 == 0 else (1, 0)
             got: dict[int, dict[int, float]] = {0: {}, 1: {}}
             for level in levels:
                 for which in order:
-                    got[which][level] = await level_tok_s(
-                        client, urls[which], level, args.level_s, words, rng
-                    )
+                    measured = level_tok_s(client, urls[which], level, args.level_s, words, rng)
+                    try:  # a server that trickles bytes meets each read's timeout late, or never
+                        got[which][level] = await asyncio.wait_for(measured, level_deadline)
+                    except TimeoutError:
+                        raise DriftError(
+                            f"C={level} on {urls[which]} took over {level_deadline:.0f} s"
+                        ) from None
                 per_level[level].append(got[1][level] / got[0][level])
             ratio = geomean(got[1].values()) / geomean(got[0].values())
             print(f"  truth repeat {repeat}: pick / baseline {ratio:.3f}", flush=True)
@@ -288,22 +292,7 @@ def main() -> int:
     if unknown:
         parser.error(f"--directions: falls and/or rises, got {sorted(unknown)}")
     procs = Procs()
-
-    def ended(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)  # through the finally below
-
-    signal.signal(signal.SIGTERM, ended)
-    signal.signal(signal.SIGHUP, ended)
-    try:
-        asyncio.run(main_async(args, procs))
-    except DriftError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        procs.kill_all()
-    return 0
+    return procs.run(main_async(args, procs), DriftError)
 
 
 if __name__ == "__main__":
