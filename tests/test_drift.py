@@ -18,7 +18,7 @@ import pytest
 
 from agent.report import build, gather
 from agent.report.render import to_markdown
-from agent.view.standing import final_lines
+from agent.view.standing import final_lines, standing
 from sim import drift as sim_drift
 from sim.flags import FlagError, parse_server_args
 from sim.space import DEFAULT_BASE_FLAGS
@@ -166,6 +166,38 @@ async def test_a_baseline_that_moved_beyond_the_floor_is_drift(ctx: ToolContext)
     assert f"({stats.percent(floor)})" in top and "only paired comparisons" in top
     assert f"The machine drifted ({100 * d['size']:.1f} %" in report  # and among the caveats
     assert any(line.startswith("drift: ") and moved in line for line in screen)
+
+
+async def test_a_win_by_means_that_span_a_drift_is_not_established(ctx: ToolContext) -> None:
+    """FA3 swept four times alike (a low floor), then the baseline again at 80 % of its speed:
+    FA3 wins by the sweeps' means, which span the drift, and no launch pair measured it against
+    the baseline - not established, the baseline deployed, each view saying why."""
+    bench(ctx.run, "b005", FA3, {1: 101.0, 10: 383.0, 100: 545.0})
+    bench(ctx.run, "b006", FA3, {1: 100.5, 10: 381.0, 100: 542.0})
+    bench(ctx.run, "b007", FA3, {1: 100.5, 10: 381.0, 100: 542.0})
+    bench(ctx.run, "b008", BASE, {1: 72.0, 10: 288.0, 100: 416.0})
+    result = await call(ctx, {"config": FA3})
+    rec, report, _ = said(ctx)
+    d = rec["drift"]
+    assert rec["geomean_ratio"] > 1 + rec["noise_floor"] and "paired" not in rec
+    assert d["size"] > rec["noise_floor"]
+    assert rec["verdict"] == "not established"
+    assert rec["config"]["--attention-backend"] == "flashinfer"  # the baseline is deployed
+    assert result.text.startswith("Keep the baseline") and "no launch pair measured" in result.text
+    assert (
+        "**Keep the baseline.**" in report and f"moved {d['change']:+.1%} during the run" in report
+    )
+    f = gather(ctx.run.path, read_events(ctx.run.events_path).events, "finished")
+    assert "(not established: the baseline drifted, no launch pairs)" in standing(f)
+    # launch pairs on the slower box, which show the gain, decide it: drift or not
+    for n, (b, a) in enumerate([(0.8, 0.8 * 1.40), (0.8, 0.8 * 1.42), (0.8, 0.8 * 1.41)]):
+        base = {1: 90.0 * b, 10: 360.0 * b, 100: 520.0 * b}
+        bench(ctx.run, f"b{9 + 2 * n:03d}", BASE, base, label=f"pair-L{9 + 2 * n:02d}")
+        fa3 = {c: v * a / b for c, v in base.items()}
+        bench(ctx.run, f"b{10 + 2 * n:03d}", FA3, fa3, label=f"pair-L{10 + 2 * n:02d}-fa3")
+    await call(ctx, {"config": FA3})
+    rec, _, _ = said(ctx)
+    assert rec["paired"]["verdict"] == "win" and rec["verdict"] == "win" and "drift" in rec
 
 
 async def test_a_baseline_within_the_floor_says_nothing(ctx: ToolContext) -> None:

@@ -14,9 +14,11 @@ import pytest
 
 from agent.brains.autopilot import conclude
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import Objective
+from agent.brains.autopilot.history import History, Launch, Objective
+from agent.brains.autopilot.narrate import conclusion
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Finish, Planner, Settings
+from agent.brains.autopilot.reading import Reading
 from sim.space import DEFAULT_LEVELS, default_space
 from tests.test_recommend import BASE as LAB_BASE
 from tests.test_recommend import FA3, bench, call
@@ -276,3 +278,50 @@ def test_the_pairs_a_gain_is_expected_to_need_before_any_is_measured() -> None:
     assert stats.pairs_expected(1.1, None, 2) == 2
     # the same rule as the pairs' own: measured pairs of that ratio and spread decide there
     assert stats.Paired((1.1 * 1.02, 1.1 / 1.02, 1.1), 0.02).pairs_needed() == 3
+
+
+def sweep(h: History, config: Flags, speed: float, label: str = "") -> None:
+    """A fresh launch of `config`, swept at `speed` x 100 tok/s on every level."""
+    h.launches.append(Launch(config))
+    h.measured(config, len(h.launches) - 1, dict.fromkeys(LEVELS, speed * 100.0), label)
+
+
+def test_a_paired_winner_is_kept_over_a_later_lead_the_budget_left_unpaired() -> None:
+    """The lead moved after the pairs (a later sweep of another configuration, on a box that
+    sped up): the campaign concludes on the configuration its pairs established, not on a lead
+    by the sweeps' means that no pair checked."""
+    x = SPACE.repair({**BASE, "--attention-backend": "fa3"})
+    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    h = History(SPACE, [])
+    sweep(h, BASE, 1.0, "baseline")
+    sweep(h, BASE, 1.01, "noise")
+    sweep(h, x, 1.3)
+    for first, second in [(BASE, x), (x, BASE), (BASE, x)]:  # ABBA: x wins every pair by 1.3x
+        sweep(h, first, 1.3 if first is x else 1.0, "pair")
+        sweep(h, second, 1.3 if second is x else 1.0, "pair")
+    assert conclude.paired(Reading(SPACE, planner().settings, h), x).wins
+    sweep(h, y, 1.6, "validate")  # the box sped up: y leads by its means, unpaired
+    r = Reading(SPACE, planner().settings, h)
+    assert h.key(r.incumbent) == h.key(y) and conclude.paired(r, y).n == 0
+    done = conclude.finish(r)
+    assert done.best is not None and h.key(done.best) == h.key(x)
+    assert done.paired is not None and done.paired.wins and claimed(done) == pytest.approx(1.3)
+
+
+def test_an_unpaired_lead_over_a_drifted_baseline_is_not_established() -> None:
+    """No pairs, and the baseline's own sweeps moved beyond the floor: the lead by the sweeps'
+    means spans the drift - the conclusion claims nothing, and says why."""
+    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    h = History(SPACE, [])
+    sweep(h, BASE, 1.0, "baseline")
+    sweep(h, BASE, 1.01, "noise")
+    sweep(h, y, 1.6)
+    sweep(h, y, 1.61, "validate")
+    sweep(h, BASE, 1.4, "validate")  # the box sped up since the A/A pair
+    done = conclude.finish(Reading(SPACE, planner().settings, h))
+    assert done.best is not None and h.key(done.best) == h.key(y) and done.paired is None
+    assert done.why.startswith("not established: the best measured"), done.why
+    assert "the baseline's own sweeps moved +40.0%" in done.why and claimed(done) is None
+    assert not done.established
+    said = conclusion(SPACE, done, h, planner())
+    assert "keep the baseline (--attention-backend triton is not established)" in said, said

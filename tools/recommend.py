@@ -19,7 +19,8 @@ sweeps, and that only paired comparisons should count). And "paired" when the co
 measured against the baseline in launch pairs (results.pairs: `pair-` labels, baseline then
 candidate): the pairs' ratio, its 95 % interval, the per-pair ratios and their verdict
 (stats.Paired); then the pairs decide - a win by the sweeps' means that the pairs do not establish
-is "not established" (the baseline is deployed) with what it would take.
+is "not established" (the baseline is deployed) with what it would take. A win by the means with
+no pair at all while the baseline drifted is "not established" too: the means span the drift.
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
@@ -141,6 +142,11 @@ class Recommend(Tool):
         paired = None if is_base else _paired(base, mine, common, objective, vs.floor)
         if paired is not None and verdict == "win" and not paired.wins:
             verdict = "not established"  # the pairs decide: never a claim larger than they show
+        # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
+        seen = result_files.drift(base, objective.kind, objective.level)
+        drifted = seen is not None and seen.drift.beyond(vs.floor)
+        if drifted and paired is None and verdict == "win":
+            verdict = "not established"  # the means span the drift, and no pair cancels it
         ranges, crossover, notes = _policy(inp.policy, results, space, workload)
         policy = []  # one server per range, each its command and port; with a price, its cost
         for i, r in enumerate(ranges):
@@ -162,9 +168,7 @@ class Recommend(Tool):
             more |= _serving(config.cost, served[0], served[1], common)
         if paired is not None:
             more["paired"] = _paired_record(paired)
-        # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
-        seen = result_files.drift(base, objective.kind, objective.level)
-        if seen is not None and seen.drift.beyond(vs.floor):
+        if drifted and seen is not None:
             more["drift"] = seen.record(vs.floor)
         rec = Recommendation(
             objective=RecommendedObjective.model_validate(objective.model_dump()),
@@ -443,8 +447,17 @@ VERDICT = {
     "sweep the baseline again (A/A), then recommend again",
     "below the baseline": "below the baseline",
     "not established": "not established by its launch pairs",
+    "not established, unpaired": "not established: the baseline drifted beyond the noise floor "
+    "and no launch pair measured this configuration against it - launch pairs (the baseline and "
+    "it alternately) would decide",
     "not comparable": "no level to compare with the baseline",
 }
+
+
+def _verdict_key(rec: Recommendation) -> str:
+    """Which VERDICT text: "not established" by the pairs, or for want of them under drift."""
+    unpaired = rec.verdict == "not established" and rec.paired is None
+    return "not established, unpaired" if unpaired else str(rec.verdict)
 
 
 def _text(rec: Recommendation, objective: Any) -> str:
@@ -479,7 +492,7 @@ def _text(rec: Recommendation, objective: Any) -> str:
         return "\n".join(
             [
                 f"Keep the baseline ({what}): the configuration asked for is "
-                f"{VERDICT.get(str(verdict), verdict)}.",
+                f"{VERDICT.get(_verdict_key(rec), verdict)}.",
                 f"  asked: {asked}",
                 f"  {measured}",
                 f"  deploy: {rec.command}",

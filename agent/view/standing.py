@@ -35,6 +35,8 @@ def standing(f: Figures) -> str:
         verdict: str = "win" if f.winner is f.candidate else f.versus.verdict
         if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
             verdict = "not established by its launch pairs"
+            if rec.paired is None:  # none made, and the baseline drifted: the means cannot say
+                verdict = "not established: the baseline drifted, no launch pairs"
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
         if rec is not None and rec.paired is not None and rec.paired.stated:
             parts.append(rec.paired.stated)

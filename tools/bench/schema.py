@@ -284,7 +284,8 @@ class DriftRecord(Record):
 
 
 # recommend's verdict: the comparison's, "baseline" (the baseline was asked for), or "not
-# established" (the means say win and the launch pairs do not)
+# established" (the means say win and the launch pairs do not, or there are no pairs and the
+# baseline drifted beyond the floor)
 RecommendedVerdict = Verdict | PairedVerdict | Literal["baseline"]
 
 

@@ -169,14 +169,40 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     return min(left, len(fresh) + max(0, 2 * need - made))
 
 
+def settled(r: Reading) -> Flags:
+    """The configuration the campaign concludes on: the incumbent, unless the budget left it
+    without launch pairs while another configuration won its own - an established claim over an
+    unchecked one (a later sweep can move the lead after the pairs, and under drift a lead by the
+    sweeps' means is the machine's as much as the configuration's)."""
+    inc, base, h = r.incumbent, r.space.baseline, r.h
+    if h.key(inc) == h.key(base) or paired(r, inc).n:
+        return inc
+    won = [
+        c
+        for c in r.swept_configs
+        if h.key(c) not in (h.key(inc), h.key(base)) and paired(r, c).wins
+    ]
+    return max(won, key=r.value, default=inc)
+
+
+def baseline_drift(r: Reading) -> stats.Drift | None:
+    """The baseline's own sweeps as a drift series (stats.drift, as recommend reads them), when
+    they moved beyond the objective's noise floor; else None."""
+    o = r.settings.objective
+    sweeps = [m.per_level for m in r.h.sweeps(r.space.baseline, r.settings.levels)]
+    found = stats.drift(sweeps, o.kind, o.level)
+    return found if found is not None and found.beyond(r.floors[1]) else None
+
+
 def finish(r: Reading) -> Finish:
-    inc, base = r.incumbent, r.space.baseline
+    inc, base = settled(r), r.space.baseline
     value, base_value = r.value(inc), r.value(base)
     policy, crossover = concurrency_policy(r, inc)
     ratio = value / base_value if base_value > 0 else None
     gain = ratio - 1 if ratio is not None else 0.0
     floor = r.floors[1]
     p: stats.Paired | None = None
+    established = True  # False: the pairs, or a drift no pair cancels, leave the gain unproven
     unpaired = paired(r, inc).n == 0 and r.h.key(inc) != r.h.key(base)
     if r.h.key(inc) == r.h.key(base):
         why = "no candidate beat the baseline by more than the noise floor"
@@ -184,6 +210,13 @@ def finish(r: Reading) -> Finish:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif not stats.beats(ratio, floor):
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
+    elif unpaired and (moved := baseline_drift(r)) is not None:  # recommend: not established
+        established = False
+        why = (
+            f"not established: the best measured {gain:+.1%} over the baseline's sweeps, but the "
+            f"baseline's own sweeps moved {moved.change:+.1%} during the run (beyond the noise "
+            f"floor, {floor:.1%}) and the budget left no launch pairs to cancel it"
+        )
     elif unpaired:  # recommend reads the same sweeps and no pairs: the same verdict, caveated
         why = (
             f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%}), not checked in "
@@ -198,12 +231,13 @@ def finish(r: Reading) -> Finish:
                 f"({p.evidence()}; noise floor {floor:.1%})"
             )
         else:
+            established = False
             why = (
                 f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
                 f"{p.stated()} against a noise floor of {floor:.1%} ({p.unestablished()})"
             )
     done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
-    return replace(done, paired=p)
+    return replace(done, paired=p, established=established)
 
 
 def precision_note(r: Reading, inc: Flags) -> str:

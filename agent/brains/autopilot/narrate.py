@@ -106,9 +106,9 @@ def conclusion(space: SearchSpace, step: Finish, h: History, planner: Planner) -
     means = f"{step.value:,.1f} vs baseline {step.baseline_value:,.1f} ({gain:+.1%})"
     if step.paired is not None:  # the launch pairs decide; the means are only what they are
         means = f"the sweeps' means {means}"
-        if changed and not step.paired.wins:
-            what = f"keep the baseline ({short(space, step.best)} is not established)"
-            flags = " ".join(render_flags(space.baseline))
+    if changed and not step.established:
+        what = f"keep the baseline ({short(space, step.best)} is not established)"
+        flags = " ".join(render_flags(space.baseline))
     lines = [f"{CONCLUSION} {what}{f' ({flags})' if flags else ''}: {means}; {step.why}."]
     if len(step.policy) > 1:
         parts = []
