@@ -41,19 +41,15 @@ import contextlib
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
-
+from benchmarks.processes import KILL_S, BenchError, Procs, wait_ready
 from tools.bench.prompt_length import calibrate
 from tools.bench.random_prompts import make_prompt
 from tools.domain.config import _free_port
@@ -64,8 +60,6 @@ from tools.servers.vllm_cpu.build import find_python
 from tools.servers.vllm_cpu.tiny_model import make_model_with
 
 ROOT = Path(__file__).resolve().parents[1]
-READY_S = 120.0  # llama-server up and answering /health
-KILL_S = 10.0  # SIGTERM, then SIGKILL
 VLLM_START_S = 300.0  # vLLM's client imported (torch) on a loaded box
 RUN_SLACK_S = 120.0  # a run's deadline: this plus `requests x max_tokens / 2 tok/s`
 DONE = "AGREE-DONE"
@@ -89,7 +83,7 @@ for line in sys.stdin:
 """
 
 
-class AgreementError(Exception):
+class AgreementError(BenchError):
     """A step that cannot go on (no llama-server, no vLLM venv, a client failed); one line."""
 
 
@@ -109,56 +103,6 @@ class Run:
     client_cpu_s: float = 0.0  # the client's CPU seconds over the run
 
 
-@dataclass
-class Procs:
-    """Every process this benchmark started, killed on the way out."""
-
-    items: list[subprocess.Popen[bytes] | asyncio.subprocess.Process] = field(default_factory=list)
-
-    def kill_all(self) -> None:
-        """SIGTERM to each process group, SIGKILL to what is left after KILL_S."""
-        live = [p.pid for p in self.items if not _reaped(p.pid)]
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-        end = time.monotonic() + KILL_S
-        while time.monotonic() < end and not all(_reaped(pid) for pid in live):
-            time.sleep(0.05)
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)  # what ignored SIGTERM, and its children
-            _reaped(pid)
-
-    def run(self, main: Coroutine[Any, Any, None], expected: type[Exception]) -> int:
-        """Run a script's `main` and kill every process it started on every way out - the end,
-        `expected` (its one-line error), Ctrl-C, SIGTERM, SIGHUP; the exit status."""
-
-        def ended(signum: int, _frame: object) -> None:
-            raise SystemExit(128 + signum)  # through the finally below
-
-        signal.signal(signal.SIGTERM, ended)
-        signal.signal(signal.SIGHUP, ended)
-        try:
-            asyncio.run(main)
-        except expected as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            return 130
-        finally:
-            self.kill_all()
-        return 0
-
-
-def _reaped(pid: int) -> bool:
-    """Whether our child `pid` has exited (and is reaped now)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True  # reaped already (by Popen or asyncio)
-    return done != 0
-
-
 def server_argv(
     binary: Path, model: Path, port: int, slots: int | None, threads: int | None = None
 ) -> list[str]:
@@ -174,19 +118,6 @@ def server_argv(
     for flag, value in flags.items():
         argv += [flag, str(value)]
     return argv
-
-
-async def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    end = time.monotonic() + READY_S
-    async with httpx.AsyncClient(timeout=2.0) as client:
-        while time.monotonic() < end:
-            if server.poll() is not None:
-                raise AgreementError(f"llama-server exited ({server.returncode}); see {log}")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(f"{url}/health")).status_code == 200:
-                    return
-            await asyncio.sleep(0.5)
-    raise AgreementError(f"llama-server not ready within {READY_S:g} s; see {log}")
 
 
 class VllmClient:
@@ -504,7 +435,7 @@ def main() -> int:
     except ValueError:
         parser.error(f"--levels: comma-separated integers, got {args.levels!r}")
     procs = Procs()
-    return procs.run(main_async(args, procs), AgreementError)
+    return procs.run(main_async(args, procs))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.client_agreement import Procs, wait_ready
+from benchmarks.processes import BenchError, Procs, wait_ready
 from tools.bench.prompt_length import calibrate
 from tools.bench.random_prompts import make_prompt
 from tools.domain.config import _free_port, load_config
@@ -53,7 +53,7 @@ REQUEST_S = 120.0  # one request's deadline
 WITHIN = 0.15  # the issue's bound on a claim against the truth
 
 
-class DriftError(Exception):
+class DriftError(BenchError):
     """A step that cannot go on (no llama-server, a campaign without a recommendation); one line."""
 
 
@@ -223,10 +223,12 @@ def claimed(rec: dict[str, Any]) -> tuple[float | None, str]:
     """The gain the recommendation states (None when it claims none) and its words."""
     paired = rec.get("paired") or {}
     if rec["verdict"] == "win":
-        ratio = paired.get("ratio", rec.get("geomean_ratio"))
-        return float(ratio), paired.get("stated") or f"{ratio:.3f}x"
+        ratio = float(paired.get("ratio") or rec["geomean_ratio"])
+        return ratio, paired.get("stated") or f"{ratio:.3f}x by the sweeps' means"
     if rec["verdict"] == "baseline":
         return None, "no configuration beat the baseline"
+    if not paired:  # not established for want of pairs (the baseline drifted)
+        return None, f"{rec['verdict']}: no launch pairs ({rec['geomean_ratio']:.3f}x by the means)"
     return None, f"{rec['verdict']}: {paired.get('stated', '')} {paired.get('needs', '')}".strip()
 
 
@@ -292,7 +294,7 @@ def main() -> int:
     if unknown:
         parser.error(f"--directions: falls and/or rises, got {sorted(unknown)}")
     procs = Procs()
-    return procs.run(main_async(args, procs), DriftError)
+    return procs.run(main_async(args, procs))
 
 
 if __name__ == "__main__":
