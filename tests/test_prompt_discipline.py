@@ -13,7 +13,9 @@ from agent.brains.autopilot import AutopilotBrain
 from agent.session import Limits, make_agent, start, system_prompt
 from state.events import read_events
 from tools.base import description
+from tools.bench import results
 from tools.domain.config import Config, ServerConfig
+from tools.run_benchmark import RunBenchmarkInput
 
 SESSIONS = Path(__file__).parent / "sessions"
 
@@ -79,6 +81,14 @@ def test_revalidation_measures_the_baseline_again_and_todos_keep_the_figures() -
     assert "and the baseline too - kill, start again, sweep every level" in text
     assert "Keep one item holding the key figures" in text
     assert "key figures" in words(description("todowrite"))
+
+
+def test_the_final_comparison_is_in_launch_pairs_that_recommend_reads() -> None:
+    text = words(system_prompt())
+    assert "measure the winner against the baseline in launch pairs" in text
+    assert "labelled `pair-...`" in text and "no win is established" in text
+    label = RunBenchmarkInput.model_json_schema()["properties"]["label"]["description"]
+    assert f"'{results.PAIR}...'" in label  # the prefix recommend's results.pairs reads
 
 
 def test_objectives_at_one_level_and_slos_get_their_own_guidance() -> None:

@@ -66,7 +66,10 @@ class RunBenchmarkInput(ToolInput):
         default=None, ge=1, description="Output tokens; default from config"
     )
     label: str | None = Field(
-        default=None, max_length=60, description="Short name for the result, e.g. 'eagle3-steps3'"
+        default=None,
+        max_length=60,
+        description="Short name for the result, e.g. 'eagle3-steps3'; 'pair-...' for a launch "
+        "pair's sweep (recommend reads those)",
     )
     dataset: str | None = Field(
         default=None,
