@@ -125,6 +125,8 @@ def test_the_drift_figure_names_the_sweeps_that_moved_most() -> None:
     assert d.change == pytest.approx((60 * 250 / (102 * 396)) ** 0.5 - 1)
     assert d.size == pytest.approx(1 / (d.change + 1) - 1)  # the faster over the slower
     assert d.beyond(0.2) and not d.beyond(0.9) and not d.beyond(None)
+    # an unpaired gain the baseline's own move (64 %) could make by itself, and one it could not
+    assert d.explains(1.5, 0.05) and not d.explains(1.8, 0.05) and not d.explains(1.5, None)
     assert stats.drift(series[:1]) is None
     # a failed level (0.0) is not a move of the box; the objective's level is read alone
     assert stats.drift([{1: 100.0, 10: 0.0}, {1: 50.0, 10: 400.0}]).levels == (1,)  # type: ignore[union-attr]

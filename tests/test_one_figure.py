@@ -59,6 +59,8 @@ async def test_compare_recommend_report_and_view_state_the_same_figures(run: Run
     assert not rec_result.is_error, rec_result.text
     rec = json.loads((run.path / "recommendation.json").read_text())
     assert rec["verdict"] == "win" and rec["config"]["--cuda-graph-max-bs"] == 256
+    # the A/A pair moved beyond the pooled floor (drift), but far less than the gain: it stands
+    assert rec["drift"]["size"] < rec["geomean_ratio"] - 1
 
     # the report (as the run writes it at its end) and its figures
     run.append("run_finished", status="finished", exit_code=0, reason="done", session_minutes=1.0)

@@ -14,7 +14,7 @@ import pytest
 
 from agent.brains.autopilot import conclude
 from agent.brains.autopilot.engine_limits import engine_check
-from agent.brains.autopilot.history import History, Launch, Objective
+from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.narrate import conclusion
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Finish, Planner, Settings
@@ -282,8 +282,7 @@ def test_the_pairs_a_gain_is_expected_to_need_before_any_is_measured() -> None:
 
 def sweep(h: History, config: Flags, speed: float, label: str = "") -> None:
     """A fresh launch of `config`, swept at `speed` x 100 tok/s on every level."""
-    h.launches.append(Launch(config))
-    h.measured(config, len(h.launches) - 1, dict.fromkeys(LEVELS, speed * 100.0), label)
+    h.measured(config, h.launched(config), dict.fromkeys(LEVELS, speed * 100.0), label)
 
 
 def test_a_paired_winner_is_kept_over_a_later_lead_the_budget_left_unpaired() -> None:

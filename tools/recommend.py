@@ -20,7 +20,8 @@ measured against the baseline in launch pairs (results.pairs: `pair-` labels, ba
 candidate): the pairs' ratio, its 95 % interval, the per-pair ratios and their verdict
 (stats.Paired); then the pairs decide - a win by the sweeps' means that the pairs do not establish
 is "not established" (the baseline is deployed) with what it would take. A win by the means with
-no pair at all while the baseline drifted is "not established" too: the means span the drift.
+no pair at all is "not established" too when the baseline drifted enough to make it by itself
+(stats.Drift.explains): the means span the drift.
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
@@ -145,8 +146,9 @@ class Recommend(Tool):
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
         drifted = seen is not None and seen.drift.beyond(vs.floor)
-        if drifted and paired is None and verdict == "win":
-            verdict = "not established"  # the means span the drift, and no pair cancels it
+        unpaired_win = paired is None and verdict == "win"
+        if unpaired_win and seen is not None and seen.drift.explains(decision.ratio, vs.floor):
+            verdict = "not established"  # the baseline moved as much, and no pair cancels it
         ranges, crossover, notes = _policy(inp.policy, results, space, workload)
         policy = []  # one server per range, each its command and port; with a price, its cost
         for i, r in enumerate(ranges):
@@ -447,9 +449,9 @@ VERDICT = {
     "sweep the baseline again (A/A), then recommend again",
     "below the baseline": "below the baseline",
     "not established": "not established by its launch pairs",
-    "not established, unpaired": "not established: the baseline drifted beyond the noise floor "
-    "and no launch pair measured this configuration against it - launch pairs (the baseline and "
-    "it alternately) would decide",
+    "not established, unpaired": "not established: the baseline's own sweeps moved beyond the "
+    "noise floor, by as much as this gain, and no launch pair measured this configuration "
+    "against it - launch pairs (the baseline and it alternately) would decide",
     "not comparable": "no level to compare with the baseline",
 }
 

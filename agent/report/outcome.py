@@ -84,10 +84,10 @@ def conclusion(f: Figures) -> list[Block]:
             # the sweeps' means said win, and they span a drift of the baseline that no pair cancels
             tried = (
                 f" The best candidate, {cand.name}, measured {unpaired} by the sweeps' means, "
-                f"but the baseline's own sweeps moved "
-                f"{rec.drift.change:+.1%} during the run (beyond the noise floor) and no launch "
-                "pair measured it against the baseline: not established (launch pairs - the "
-                "baseline and it alternately, so a drift common to both cancels - would decide)."
+                f"but the baseline's own sweeps moved {rec.drift.change:+.1%} during the run "
+                "(beyond the noise floor, and as much as the gain) and no launch pair measured "
+                "it against the baseline: not established (launch pairs - the baseline and it "
+                "alternately, so a drift common to both cancels - would decide)."
             )
         out.append(
             Para(

@@ -225,6 +225,13 @@ class Drift:
         """More than the noise floor: the configuration against itself would be a win."""
         return beats(1 + self.size, floor)
 
+    def explains(self, ratio: float | None, floor: float | None) -> bool:
+        """A drift beyond the floor that could make `ratio` (the sweeps' means, unpaired) by
+        itself: with the baseline's move taken from it, the ratio no longer beats the floor."""
+        return (
+            self.beyond(floor) and ratio is not None and not beats(ratio / (1 + self.size), floor)
+        )
+
 
 def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = None) -> Drift | None:
     """The largest move of a configuration's sweeps (see the module doc); None: fewer than two

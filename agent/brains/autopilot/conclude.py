@@ -185,13 +185,13 @@ def settled(r: Reading) -> Flags:
     return max(won, key=r.value, default=inc)
 
 
-def baseline_drift(r: Reading) -> stats.Drift | None:
+def drift_explaining(r: Reading, ratio: float | None) -> stats.Drift | None:
     """The baseline's own sweeps as a drift series (stats.drift, as recommend reads them), when
-    they moved beyond the objective's noise floor; else None."""
+    they moved enough to make `ratio` by themselves (stats.Drift.explains); else None."""
     o = r.settings.objective
     sweeps = [m.per_level for m in r.h.sweeps(r.space.baseline, r.settings.levels)]
     found = stats.drift(sweeps, o.kind, o.level)
-    return found if found is not None and found.beyond(r.floors[1]) else None
+    return found if found is not None and found.explains(ratio, r.floors[1]) else None
 
 
 def finish(r: Reading) -> Finish:
@@ -210,12 +210,13 @@ def finish(r: Reading) -> Finish:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif not stats.beats(ratio, floor):
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
-    elif unpaired and (moved := baseline_drift(r)) is not None:  # recommend: not established
+    elif unpaired and (moved := drift_explaining(r, ratio)) is not None:  # as recommend says
         established = False
         why = (
             f"not established: the best measured {gain:+.1%} over the baseline's sweeps, but the "
             f"baseline's own sweeps moved {moved.change:+.1%} during the run (beyond the noise "
-            f"floor, {floor:.1%}) and the budget left no launch pairs to cancel it"
+            f"floor, {floor:.1%}, and as much as the gain) and the budget left no launch pairs "
+            "to cancel it"
         )
     elif unpaired:  # recommend reads the same sweeps and no pairs: the same verdict, caveated
         why = (
