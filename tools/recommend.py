@@ -145,9 +145,13 @@ class Recommend(Tool):
             verdict = "not established"  # the pairs decide: never a claim larger than they show
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
-        drifted = seen is not None and seen.drift.beyond(vs.floor)
+        drifted = seen if seen is not None and seen.drift.beyond(vs.floor) else None
         unpaired_win = paired is None and verdict == "win"
-        if unpaired_win and seen is not None and seen.drift.explains(decision.ratio, vs.floor):
+        if (
+            unpaired_win
+            and drifted is not None
+            and drifted.drift.explains(decision.ratio, vs.floor)
+        ):
             verdict = "not established"  # the baseline moved as much, and no pair cancels it
         ranges, crossover, notes = _policy(inp.policy, results, space, workload)
         policy = []  # one server per range, each its command and port; with a price, its cost
@@ -170,8 +174,8 @@ class Recommend(Tool):
             more |= _serving(config.cost, served[0], served[1], common)
         if paired is not None:
             more["paired"] = _paired_record(paired)
-        if drifted and seen is not None:
-            more["drift"] = seen.record(vs.floor)
+        if drifted is not None:
+            more["drift"] = drifted.record(vs.floor)
         rec = Recommendation(
             objective=RecommendedObjective.model_validate(objective.model_dump()),
             config=deploy.config,

@@ -285,7 +285,7 @@ class DriftRecord(Record):
 
 # recommend's verdict: the comparison's, "baseline" (the baseline was asked for), or "not
 # established" (the means say win and the launch pairs do not, or there are no pairs and the
-# baseline drifted beyond the floor)
+# baseline drifted enough to make the gain by itself: stats.Drift.explains)
 RecommendedVerdict = Verdict | PairedVerdict | Literal["baseline"]
 
 

@@ -186,8 +186,9 @@ def settled(r: Reading) -> Flags:
 
 
 def drift_explaining(r: Reading, ratio: float | None) -> stats.Drift | None:
-    """The baseline's own sweeps as a drift series (stats.drift, as recommend reads them), when
-    they moved enough to make `ratio` by themselves (stats.Drift.explains); else None."""
+    """The baseline's own full sweeps as a drift series (stats.drift; recommend reads the same
+    formula over the result files' sweeps), when they moved enough to make `ratio` by
+    themselves (stats.Drift.explains); else None."""
     o = r.settings.objective
     sweeps = [m.per_level for m in r.h.sweeps(r.space.baseline, r.settings.levels)]
     found = stats.drift(sweeps, o.kind, o.level)
