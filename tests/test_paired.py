@@ -253,7 +253,9 @@ async def test_the_report_states_the_pairs(ctx: ToolContext) -> None:
     await call(ctx, {"config": FA3})
     rec = json.loads((ctx.run.path / "recommendation.json").read_text())
     text = report()
-    assert "**Keep the baseline.**" in text
+    # the means beat the floor, so the report does not open by saying nothing did
+    assert "**Keep the baseline.** No configuration is established as better" in text
+    assert "by more than the noise floor" not in text.split("**Keep the baseline.**")[1][:200]
     assert f"it is {rec['paired']['stated']}: not established ({rec['paired']['needs']})" in text
     f = gather(ctx.run.path, read_events(ctx.run.events_path).events, "finished")
     line = standing(f)

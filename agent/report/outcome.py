@@ -71,30 +71,32 @@ def conclusion(f: Figures) -> list[Block]:
                 f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
                 f"{f.versus.verdict}."
             )
-        unpaired = pct(f.versus.ratio if f.versus else None)  # the ratio of the sweeps' means
-        if rec is not None and rec.verdict == "not established" and paired is not None and cand:
-            # the sweeps' means said win; the launch pairs, which the verdict reads, do not
-            tried = (
-                f" The best candidate, {cand.name}, measured {unpaired} "
-                f"by the sweeps' means, but against the baseline in launch pairs (launched "
-                f"alternately, so a drift of the box common to both cancels) it is "
-                f"{paired.stated}: not established ({paired.needs})."
-            )
-        elif rec is not None and rec.verdict == "not established" and rec.drift and cand:
-            # the sweeps' means said win, and they span a drift of the baseline that no pair cancels
-            tried = (
-                f" The best candidate, {cand.name}, measured {unpaired} by the sweeps' means, "
-                f"but the baseline's own sweeps moved {rec.drift.change:+.1%} during the run "
-                "(beyond the noise floor, and as much as the gain) and no launch pair measured "
-                "it against the baseline: not established (launch pairs - the baseline and it "
-                "alternately, so a drift common to both cancels - would decide)."
-            )
-        out.append(
-            Para(
-                "**Keep the baseline.** No configuration beat it on the objective "
-                f"({objective_text(f)}) by more than the noise floor ({floor}).{tried}"
-            )
+        opening = (
+            "No configuration beat it on the objective "
+            f"({objective_text(f)}) by more than the noise floor ({floor})."
         )
+        if rec is not None and rec.verdict == "not established" and cand:
+            # the sweeps' means beat the floor: what withholds the win is the next sentence
+            opening = (
+                f"No configuration is established as better on the objective ({objective_text(f)})."
+            )
+            unpaired = pct(f.versus.ratio if f.versus else None)  # the ratio of the sweeps' means
+            if paired is not None:  # the launch pairs, which the verdict reads, do not say win
+                tried = (
+                    f" The best candidate, {cand.name}, measured {unpaired} "
+                    f"by the sweeps' means, but against the baseline in launch pairs (launched "
+                    f"alternately, so a drift of the box common to both cancels) it is "
+                    f"{paired.stated}: not established ({paired.needs})."
+                )
+            elif rec.drift:  # the means span a drift of the baseline that no pair cancels
+                tried = (
+                    f" The best candidate, {cand.name}, measured {unpaired} by the sweeps' means, "
+                    f"but the baseline's own sweeps moved {rec.drift.change:+.1%} during the run "
+                    "(beyond the noise floor, and as much as the gain) and no launch pair measured "
+                    "it against the baseline: not established (launch pairs - the baseline and it "
+                    "alternately, so a drift common to both cancels - would decide)."
+                )
+        out.append(Para(f"**Keep the baseline.** {opening}{tried}"))
         out.append(Code(f.m.command_of(base)))
     else:
         assert f.versus is not None
