@@ -83,6 +83,17 @@ def test_words_for_a_configuration() -> None:
     assert short(SPACE, spec).startswith("--speculative-algorithm EAGLE3")
 
 
+def test_a_json_value_is_labelled_by_its_values() -> None:
+    """vLLM's --speculative-config is a JSON object: its label (and so its result file's name)
+    carries the values, not braces and quotes (seen on the real vLLM lab)."""
+    ngram = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+    space = SearchSpace.parse({"--speculative-config": [False, ngram], "--max-num-seqs": [8, 64]})
+    config = {"--speculative-config": ngram, "--max-num-seqs": 64}
+    assert tag(space, config) == "ngram-4-4-64"
+    not_json = {"--speculative-config": "{not json", "--max-num-seqs": 64}
+    assert tag(space, not_json) == "{not json-64"  # kept as written
+
+
 def test_the_noise_floor_comes_from_repeated_sweeps() -> None:
     h = History(SPACE, [Launch(SPACE.baseline)], running=0)
     h.measured(SPACE.baseline, 0, dict.fromkeys(LEVELS, 100.0))

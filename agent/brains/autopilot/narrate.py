@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 from agent.brains.autopilot.ask_tell import AskTell
@@ -44,8 +46,19 @@ def tag(space: SearchSpace, config: dict[str, Any]) -> str:
             if not any(f in change for f in space.requires.get(flag, {})):
                 words.append("no" + name)
         else:
-            words.append(str(value))
+            words.append(_value_words(value))
     return "-".join(words)[:40].strip("-") or "baseline"
+
+
+def _value_words(value: Any) -> str:
+    """A value as label words: a JSON object (vLLM's --speculative-config) by its values
+    ("ngram-4-4"), so that a label and its result file's name carry no braces or quotes."""
+    if isinstance(value, str) and value.startswith("{"):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if isinstance(value, dict):
+        return "-".join(_value_words(v) for v in value.values())
+    return str(value)
 
 
 def span(lo: int, hi: int | None) -> str:
