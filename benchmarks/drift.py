@@ -13,11 +13,9 @@ Printed per direction: the campaign's exit status and minutes, its verdict and t
 truth - the median over the repeats of the ratio of its geometric mean over the levels to the
 baseline's, measured back to back - with the range, and whether the claim is within 15 % of it.
 
-The truth client: closed loop, C connections each sending its next request when its answer is
-complete, for `--level-s` seconds (the answers in flight then are waited for and counted), one
-warm-up request per connection first; tokens are the server's `usage.completion_tokens`, every
-prompt new (llama-server's prompt cache never serves one). Every process it starts - the
-campaign, the hogs, the servers - is killed on every way out.
+The truth client is benchmarks/truth_client.py (closed loop, fresh prompts, the server's own
+token counts). Every process it starts - the campaign, the hogs, the servers - is killed on
+every way out.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import random
 import shlex
 import statistics
@@ -40,8 +37,9 @@ from typing import Any
 import httpx
 
 from benchmarks.processes import BenchError, Procs, wait_ready
+from benchmarks.truth_client import REQUEST_S, level_tok_s
 from tools.bench.prompt_length import calibrate
-from tools.bench.random_prompts import make_prompt
+from tools.domain import stats
 from tools.domain.config import _free_port, load_config
 from tools.domain.space import render_flags
 from tools.servers.llama_cpp.build import find
@@ -49,7 +47,6 @@ from tools.servers.llama_cpp.lab import setup
 
 AGENT = Path(sys.executable).with_name("agent")
 CAMPAIGN_SLACK_S = 600.0  # past --max-minutes: the wrap-up the budget leaves, then it is killed
-REQUEST_S = 120.0  # one request's deadline
 WITHIN = 0.15  # the issue's bound on a claim against the truth
 
 
@@ -132,31 +129,6 @@ def run_campaign(
     return Campaign(direction, agent.returncode, minutes, rec, runs / direction)
 
 
-async def level_tok_s(
-    client: httpx.AsyncClient, url: str, level: int, seconds: float, words: int, rng: random.Random
-) -> float:
-    """Output tokens per second of `level` connections in closed loop for `seconds`."""
-
-    async def one() -> int:
-        body = {"prompt": make_prompt(rng, words), "max_tokens": 64, "temperature": 0}
-        reply = await client.post(f"{url}/v1/completions", json=body | {"ignore_eos": True})
-        reply.raise_for_status()
-        return int(reply.json()["usage"]["completion_tokens"])
-
-    await asyncio.gather(*(one() for _ in range(level)))  # warm-up, outside the window
-    start = time.monotonic()
-    end, last, tokens = start + seconds, start, 0
-
-    async def connection() -> None:
-        nonlocal last, tokens
-        while time.monotonic() < end:
-            tokens += await one()
-            last = time.monotonic()
-
-    await asyncio.gather(*(connection() for _ in range(level)))
-    return tokens / (last - start)
-
-
 async def serve(command: str, flags: dict[str, Any], work: Path, name: str, procs: Procs) -> str:
     """A llama-server of `flags` on a free port, ready; its URL."""
     port = _free_port(18400 + 10 * len(procs.items))
@@ -203,7 +175,7 @@ async def truth(
                             f"C={level} on {urls[which]} took over {level_deadline:.0f} s"
                         ) from None
                 per_level[level].append(got[1][level] / got[0][level])
-            ratio = geomean(got[1].values()) / geomean(got[0].values())
+            ratio = stats.geomean(got[1].values()) / stats.geomean(got[0].values())
             print(f"  truth repeat {repeat}: pick / baseline {ratio:.3f}", flush=True)
             ratios.append(ratio)
     return Truth(
@@ -212,11 +184,6 @@ async def truth(
         max(ratios),
         {c: statistics.median(r) for c, r in per_level.items()},
     )
-
-
-def geomean(values: Any) -> float:
-    xs = list(values)
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def claimed(rec: dict[str, Any]) -> tuple[float | None, str]:
