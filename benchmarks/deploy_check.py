@@ -73,12 +73,18 @@ def servers_of(f: Figures) -> list[tuple[str, Configuration, list[int]]]:
 def wait_ready(
     engine: Engine, proc: subprocess.Popen[bytes], log: Path, port: int, deadline_s: float
 ) -> None:
+    asyncio.run(ready(engine, proc, log, port, deadline_s))
+
+
+async def ready(
+    engine: Engine, proc: subprocess.Popen[bytes], log: Path, port: int, deadline_s: float
+) -> None:
     """The readiness the agent itself waits for (tools/servers/readiness.py: health, the
     engine's ready line, one streamed completion); a start failure is a CheckError."""
     host = LocalHost(HostConfig(name="local"))
     watch = Watch(host, engine, proc.pid, str(log), port, deadline_s)
     try:
-        asyncio.run(asyncio.wait_for(readiness.wait_ready(watch), deadline_s))
+        await asyncio.wait_for(readiness.wait_ready(watch), deadline_s)
     except readiness.StartFailure as e:
         first = (e.diagnosis.text.splitlines() or ["no diagnosis"])[0]
         raise CheckError(f"the server did not start: {first}") from None
