@@ -226,6 +226,10 @@ def test_the_paired_interval_and_what_it_would_take() -> None:
     small = stats.Paired((1.01, 1.012, 1.011), 0.02)
     assert small.pairs_needed() is None and "a quieter box" in small.unestablished()
     assert not stats.Paired((1.5,), 0.02).wins and stats.Paired((1.5,), 0.02).interval() is None
+    # one pair above the floor: not "the gain is not there" (the real vLLM run's 1.345x, 1 pair)
+    one = stats.Paired((1.345,), 0.115).unestablished()
+    assert one.startswith("another launch pair at least") and "not there" not in one
+    assert "not there" in stats.Paired((1.05,), 0.115).unestablished()  # one pair, within
     assert not stats.Paired((1.5, 1.5, 1.5), None).wins  # the floor unknown: nothing is a win
 
 

@@ -378,6 +378,8 @@ class Paired:
         need = self.pairs_needed()
         if self.floor is None:
             return "noise floor unknown"
+        if self.n < 2 and self.ratio > 1 + self.floor:  # no spread yet, so no count to give
+            return "another launch pair at least (one pair gives no interval), or a quieter box"
         if need is None:
             return (
                 f"the pairs do not show a gain above the noise floor ({percent(self.floor)}): "
