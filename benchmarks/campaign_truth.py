@@ -77,29 +77,24 @@ class Served:
     max_tokens: int
 
 
-def candidates(f: Figures) -> list[Candidate]:
-    """The configurations measured at every level of the run, the baseline first."""
+def identity(flags: dict[str, Any]) -> str:
+    """One configuration however its flags are spelled (agent/report/measured.norm_flags)."""
+    return json.dumps(norm_flags(flags))
+
+
+def candidates(f: Figures, also: list[tuple[str, dict[str, Any]]]) -> list[Candidate]:
+    """The configurations measured at every level of the run, the baseline first, then each of
+    `also` (name, flags) that is not among them."""
     if f.baseline is None:
         raise TruthError("the run measured no baseline")
     levels = set(f.baseline.levels)
     full = [c for c in f.m.configs if levels <= set(c.levels)]
-    seen: set[str] = set()
-    out = []
+    out: dict[str, Candidate] = {}
     for c in [f.baseline, *full]:
-        key = json.dumps(norm_flags(c.flags))
-        if key not in seen:
-            seen.add(key)
-            out.append(Candidate(c.name, dict(c.flags), f.ratio(c)))
-    return out
-
-
-def pick_of(run: Path, f: Figures) -> tuple[str, dict[str, Any]]:
-    """The recommendation's verdict and the configuration it deploys."""
-    path = run / "recommendation.json"
-    if not path.exists():
-        raise TruthError(f"{path} is missing: the campaign did not finish")
-    rec = json.loads(path.read_text())
-    return str(rec["verdict"]), dict(rec.get("config") or {})
+        out.setdefault(identity(c.flags), Candidate(c.name, dict(c.flags), f.ratio(c)))
+    for name, flags in also:
+        out.setdefault(identity(flags), Candidate(name, flags, None))
+    return list(out.values())
 
 
 async def serve_and_measure(
@@ -136,13 +131,19 @@ async def measure(url: str, s: Served, args: argparse.Namespace) -> dict[int, fl
         argv += ["--input-len", str(s.input_len), "--max-tokens", str(s.max_tokens)]
         argv += ["--min-level-seconds", f"{args.level_s:g}", "--json", str(out)]
         bench = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+            *argv,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own group, with any client processes it starts
         )
         try:
             _, err = await asyncio.wait_for(bench.communicate(), BENCH_S)
         except TimeoutError:
-            bench.kill()
             raise TruthError(f"agent bench on {url} ran past {BENCH_S:.0f} s") from None
+        finally:  # past its deadline, or this script ended (SIGTERM cancels this task)
+            if bench.returncode is None:
+                await kill_group(bench.pid)
+                await bench.wait()
         if bench.returncode != 0 or not out.exists():
             last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
             raise TruthError(f"agent bench exited {bench.returncode}: {last}")
@@ -151,7 +152,9 @@ async def measure(url: str, s: Served, args: argparse.Namespace) -> dict[int, fl
 
 async def main_async(args: argparse.Namespace, procs: Procs) -> None:
     f = gather(args.run, read_events(args.run / "events.jsonl").events)
-    verdict, pick = pick_of(args.run, f)
+    rec = f.m.recommendation
+    if rec is None or rec.config is None:
+        raise TruthError(f"{args.run} has no recommendation: the campaign did not finish")
     server = f.m.state.config.get("server") or {}
     bench = f.m.state.config.get("bench") or {}
     assert f.baseline is not None
@@ -163,10 +166,7 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
         int(bench.get("input_len") or 64),
         int(bench.get("max_tokens") or 64),
     )
-    cands = candidates(f)
-    for name, flags in [("the pick", pick), *args.also]:
-        if json.dumps(norm_flags(flags)) not in {json.dumps(norm_flags(c.flags)) for c in cands}:
-            cands.append(Candidate(name, flags, None))
+    cands = candidates(f, [("the pick", rec.config), *args.also])
     print(f"run {args.run}: {len(cands)} configurations x {args.rounds} rounds", flush=True)
     rng = random.Random(f"campaign-truth/{args.run.name}")
     ratios: dict[int, list[float]] = {i: [] for i in range(len(cands))}
@@ -190,12 +190,13 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
         claimed = "-" if c.claimed is None else f"{c.claimed:.3f}x"
         print(
             f"  {rank:2d}. {c.name}: campaign {claimed}, truth {truth[i]:.3f}x "
-            f"({min(rs):.3f}-{max(rs):.3f}) {json.dumps(norm_flags(c.flags))}"
+            f"({min(rs):.3f}-{max(rs):.3f}) {identity(c.flags)}"
         )
-    at = next(i for i, c in enumerate(cands) if norm_flags(c.flags) == norm_flags(pick))
+    at = next(i for i, c in enumerate(cands) if identity(c.flags) == identity(rec.config))
     print(
-        f"pick ({verdict}): {cands[at].name}, true rank {ranked.index(at) + 1} of {len(cands)}, "
-        f"true gain {truth[at]:.3f}x; the best by the truth {truth[ranked[0]]:.3f}x"
+        f"pick ({rec.verdict}): {cands[at].name}, "
+        f"true rank {ranked.index(at) + 1} of {len(cands)}, true gain {truth[at]:.3f}x; "
+        f"the best by the truth {truth[ranked[0]]:.3f}x"
     )
 
 

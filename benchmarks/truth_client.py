@@ -29,15 +29,12 @@ async def level_tok_s(
     seconds: float,
     words: int,
     rng: random.Random,
-    model: str | None = None,
 ) -> float:
-    """Output tokens per second of `level` connections in closed loop for `seconds` (`model`:
-    the served model's name, for servers that require it in the request - vLLM)."""
-    named = {"model": model} if model else {}
+    """Output tokens per second of `level` connections in closed loop for `seconds`."""
 
     async def one() -> int:
         body = {"prompt": make_prompt(rng, words), "max_tokens": MAX_TOKENS, "temperature": 0}
-        reply = await client.post(f"{url}/v1/completions", json=body | named | {"ignore_eos": True})
+        reply = await client.post(f"{url}/v1/completions", json=body | {"ignore_eos": True})
         reply.raise_for_status()
         return int(reply.json()["usage"]["completion_tokens"])
 

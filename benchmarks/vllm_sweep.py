@@ -4,7 +4,7 @@ geometric mean of its output throughput over the levels is its pick (issue 28: s
 a campaign, one after the other on the same machine; docs/engines.md has the figures).
 
     PYTHONPATH=. .venv/bin/python benchmarks/vllm_sweep.py LAB/agent.toml --pydeps DIR
-        [--grid one-factor] [--num-runs 1] [--out DIR]
+        [--num-runs 1] [--out DIR] [--dry-run]
 
 The grid is the baseline and every one-flag change of the lab's space (13 servers): the whole
 space is 768 configurations, about 15 hours here, and a person running vLLM's tuner writes the
@@ -66,12 +66,7 @@ def one_factor(space: dict[str, Any]) -> list[dict[str, Any]]:
 
 def as_agent_flags(item: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """A grid item back in agent.toml's form: the baseline with the one change."""
-    out = dict(base)
-    for k, v in item.items():
-        if k.startswith("_"):
-            continue
-        out["--" + k] = v
-    return out
+    return base | {"--" + k: v for k, v in item.items()}
 
 
 def main() -> int:
