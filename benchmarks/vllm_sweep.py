@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ from tools.domain import stats
 from tools.domain.config import load_config
 
 SWEEP_S = 4 * 3600.0  # the whole grid
+STOP_S = 30.0  # for the interrupted sweep to stop its server
 
 # vLLM's entry functions, run by its venv's python with the sweep's or the bench's argv
 SWEEP_MAIN = (
@@ -111,18 +113,35 @@ def main() -> int:
     argv += ["--dry-run"] if args.dry_run else []
     start = time.monotonic()
     print(f"{len(grid)} servers x {len(levels)} levels under {args.out / name}", flush=True)
+    sweep = subprocess.Popen(argv, env=env)
     try:
-        done = subprocess.run(argv, env=env, timeout=SWEEP_S)
+        code = sweep.wait(SWEEP_S)
     except subprocess.TimeoutExpired:
+        stop(sweep)
         print(f"error: the sweep ran past {SWEEP_S:.0f} s", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        stop(sweep)
+        return 130
     minutes = (time.monotonic() - start) / 60
-    if done.returncode != 0:
-        print(f"error: vllm bench sweep serve exited {done.returncode}", file=sys.stderr)
+    if code != 0:
+        print(f"error: vllm bench sweep serve exited {code}", file=sys.stderr)
         return 1
     if args.dry_run:
         return 0
     return report(args.out / name, grid, base, levels, minutes)
+
+
+def stop(sweep: subprocess.Popen[bytes]) -> None:
+    """SIGINT first: vLLM's sweep then leaves its server's context, which kills the server's
+    process group (each server is in a session of its own, out of reach of a kill of the sweep);
+    SIGKILL after STOP_S."""
+    sweep.send_signal(signal.SIGINT)
+    try:
+        sweep.wait(STOP_S)
+    except subprocess.TimeoutExpired:
+        sweep.kill()
+        sweep.wait()
 
 
 def report(
