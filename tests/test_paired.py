@@ -313,6 +313,35 @@ def test_a_paired_winner_is_kept_over_a_later_lead_the_budget_left_unpaired() ->
     assert done.paired is not None and done.paired.wins and claimed(done) == pytest.approx(1.3)
 
 
+def test_the_pairs_go_on_with_their_subject_when_its_pair_sweep_hands_the_lead_away() -> None:
+    """The real-vLLM campaign's last minutes (docs/engines.md): pair 1's sweep of the winner x
+    came out low, a near-tie y took the lead by the sweeps' means, and the pairs started over
+    for y - one pair each, no verdict. The subject is fixed at its first pair sweep: pair 2 is
+    x's (winner first, ABBA), and the conclusion is x's."""
+    x = SPACE.repair({**BASE, "--attention-backend": "fa3"})
+    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    h = History(SPACE, [])
+    sweep(h, BASE, 1.0, "baseline")
+    sweep(h, BASE, 1.01, "noise")
+    sweep(h, y, 1.28)
+    sweep(h, x, 1.3)
+    sweep(h, x, 1.31, "validate")
+    sweep(h, y, 1.28, "validate")
+    sweep(h, BASE, 1.0, "pair")
+    sweep(h, x, 1.15, "pair")  # low: x's mean falls below y's
+    p = planner()
+    r = p.read(h)
+    assert h.key(r.incumbent) == h.key(y)
+    step = p.next_step(h)
+    assert step.purpose == "pair" and h.key(step.config) == h.key(x), step
+    assert "launch pair 2: the winner first" in step.why
+    sweep(h, x, 1.3, "pair")
+    sweep(h, BASE, 1.0, "pair")
+    done = p.finish(h)
+    assert done.best is not None and h.key(done.best) == h.key(x)
+    assert done.paired is not None and done.paired.n == 2
+
+
 def test_an_unpaired_lead_over_a_drifted_baseline_is_not_established() -> None:
     """No pairs, and the baseline's own sweeps moved beyond the floor: the lead by the sweeps'
     means spans the drift - the conclusion claims nothing, and says why."""

@@ -169,20 +169,24 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     return min(left, len(fresh) + max(0, 2 * need - made))
 
 
+def paired_subject(r: Reading) -> Flags | None:
+    """The configuration the launch pairs test, from its first pair sweep on (None: no pair of
+    a candidate is measured yet). It stays the subject whatever later sweeps do to the lead: a
+    pair sweep that lowers the winner's mean can hand the lead to a near-tie, and restarting the
+    pairs for it spent a 45-minute real-vLLM campaign's last launches on a second subject with
+    one pair each (docs/engines.md) - and a test whose subject follows its own data is no test."""
+    base, h = r.space.baseline, r.h
+    for m in h.measurements:
+        if m.purpose == "pair" and h.key(m.config) != h.key(base):
+            return m.config
+    return None
+
+
 def settled(r: Reading) -> Flags:
-    """The configuration the campaign concludes on: the incumbent, unless the budget left it
-    without launch pairs while another configuration won its own - an established claim over an
-    unchecked one (a later sweep can move the lead after the pairs, and under drift a lead by the
-    sweeps' means is the machine's as much as the configuration's)."""
-    inc, base, h = r.incumbent, r.space.baseline, r.h
-    if h.key(inc) == h.key(base) or paired(r, inc).n:
-        return inc
-    won = [
-        c
-        for c in r.swept_configs
-        if h.key(c) not in (h.key(inc), h.key(base)) and paired(r, c).wins
-    ]
-    return max(won, key=r.value, default=inc)
+    """The configuration the campaign concludes on: the one its launch pairs tested (a tested
+    claim over an untested one, whatever the sweeps' means say after the pairs), else the
+    incumbent."""
+    return paired_subject(r) or r.incumbent
 
 
 def drift_explaining(r: Reading, ratio: float | None) -> stats.Drift | None:

@@ -106,7 +106,11 @@ class Planner:
             if step is not None:
                 return step
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
-        # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude
+        # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude;
+        # once a pair of the winner is measured, the pairs go on with it, whoever leads
+        subject = conclude.paired_subject(r)
+        if subject is not None:
+            return conclude.pair(r, subject, left) or conclude.finish(r)
         return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
 
     def budget_left(self, h: History) -> int:
