@@ -13,7 +13,9 @@ the reference lab), a profile file with a [search] table, or a space file run on
 Per method it prints the mean fraction of the achievable gain reached, (f - f0) / (f* - f0) with f
 the true value of the configuration the method would deploy, how often it lands within 2 % of the
 optimum, and the launches it used (refused command lines and repeated configurations are not
-launches; crashes are). Needs the `bench` extra (optuna).
+launches; crashes are); the autopilot's also say how many of them were its end stage (the fresh
+launches that re-validate the winner and measure it against the baseline in launch pairs). Needs
+the `bench` extra (optuna).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Outcome:
     crossover_ok: bool | None = None
     points: int = 0  # benchmark points (level x run): what benchmark time is spent on
     first_good: int | None = None  # the launch that first measured a config within 2 % of f*
+    at_end: int | None = None  # the autopilot's: fresh launches re-validating and in pairs
 
 
 class Lab:
@@ -103,12 +106,14 @@ def autopilot(lab: Lab, seed: int) -> Outcome:
         real = next((c for c in levels if b[c] >= a[c]), None)
         ok = real is not None and abs(levels.index(finish.crossover[-1]) - levels.index(real)) <= 1
     points = sum(len(m.per_level) for m in h.measurements)
+    end = {m.launch for m in h.measurements if m.purpose in ("validate", "pair")}
     return Outcome(
         h.launches_used(),
         finish.best,
         ok,
         points,
         lab.first_good([launch.config for launch in h.launches]),
+        at_end=len(end),
     )
 
 
@@ -183,6 +188,7 @@ def stats_of(lab: Lab, outcomes: list[Outcome]) -> dict[str, Any]:
     within = sum(lab.true_value(o.chosen) >= 0.98 * lab.fstar for o in outcomes if o.chosen)
     return {
         "launches_mean": round(statistics.mean(o.launches for o in outcomes), 2),
+        **({"at_end_mean": round(statistics.mean(ends), 2)} if (ends := at_end(outcomes)) else {}),
         "gain_mean": round(statistics.mean(gains), 4),
         "gain_worst": round(min(gains), 4),
         "within_2pct": within,
@@ -190,14 +196,21 @@ def stats_of(lab: Lab, outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
+def at_end(outcomes: list[Outcome]) -> list[int]:
+    """The launches of the end stage (re-validation and launch pairs), where counted."""
+    return [o.at_end for o in outcomes if o.at_end is not None]
+
+
 def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
     gains = [lab.gain(o.chosen) for o in outcomes]
     within = sum(lab.true_value(o.chosen) >= 0.98 * lab.fstar for o in outcomes if o.chosen)
     launches = statistics.mean(o.launches for o in outcomes)
+    ends = at_end(outcomes)
+    end = f" ({statistics.mean(ends):.1f} at the end)" if ends else ""
     firsts = [o.first_good for o in outcomes if o.first_good is not None]
     first = f"{statistics.mean(firsts):.1f} ({len(firsts)}/{len(outcomes)})" if firsts else "-"
     return (
-        f"| {name} | {launches:.1f} | {launches / len(lab.configs):.0%} | "
+        f"| {name} | {launches:.1f}{end} | {launches / len(lab.configs):.0%} | "
         f"{statistics.mean(gains):.3f} | {min(gains):.3f} | {within}/{len(outcomes)} | "
         f"{first} |"
     )

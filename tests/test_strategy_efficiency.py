@@ -36,9 +36,12 @@ def test_json_reports_every_method(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["space"] == "llamacpp-cpu"
     assert set(out["methods"]) == {"autopilot", "tpe", "random", "grid"}
-    for stats in out["methods"].values():
-        assert set(stats) == {"launches_mean", "gain_mean", "gain_worst", "within_2pct", "seeds"}
+    common = {"launches_mean", "gain_mean", "gain_worst", "within_2pct", "seeds"}
+    for name, stats in out["methods"].items():
+        assert set(stats) == common | ({"at_end_mean"} if name == "autopilot" else set())
         assert stats["seeds"] == 1
+    ours = out["methods"]["autopilot"]
+    assert 1 <= ours["at_end_mean"] < ours["launches_mean"]  # a re-validation, at least
     assert out["methods"]["tpe"]["launches_mean"] == out["methods"]["autopilot"]["launches_mean"]
     assert out["methods"]["grid"]["launches_mean"] == 72
 
