@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import statistics
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from types import ModuleType
 from agent.report.measured import parse_ts
 from state.events import read_events
 from state.fold import fold
+from state.sweeps import count
 
 
 def load_eta(path: Path | None) -> ModuleType:
@@ -57,7 +59,11 @@ def one_run(run: Path, eta: ModuleType) -> tuple[list[float], float]:
         if e["type"] != "benchmark" or at is None:
             continue
         t = (at - start).total_seconds()
-        estimate = eta.estimate(state.todos, events[: i + 1])
+        seen = events[: i + 1]
+        if "budget_s" in inspect.signature(eta.estimate).parameters:  # an older eta.py has none
+            estimate = eta.estimate(state.todos, seen, budget_s=eta.budget_left_s(state, seen))
+        else:
+            estimate = eta.estimate(state.todos, seen)
         if estimate is None:
             continue
         if previous is not None:  # an estimate should fall by the time gone, no more, no less
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         medians.append(statistics.median(errs) if errs else float("nan"))
         jumps.append(jump)
     print(
-        f"{len(args.runs)} runs: median error once a quarter was done "
+        f"{count(len(args.runs), 'run')}: median error once a quarter was done "
         f"{statistics.median(errors):.0%} over all points (per run: "
         f"{', '.join(f'{m:.0%}' for m in medians)}); largest jump "
         f"{max(jumps):.0f} s (per run: {', '.join(f'{j:.0f}' for j in jumps)})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from state.events import Event
+from state.events import Event, epoch
 from state.fleet import FleetState
 
 STUB = "[output pruned by compaction; full text: {path}]"
@@ -68,6 +68,7 @@ class RunState:
     inbox_done: set[str] = field(default_factory=set)  # supervisor messages already delivered
     guard_allow: list[str] = field(default_factory=list)  # bash rules from `agent allow`
     minutes_before: float = 0.0  # wall minutes spent by earlier sessions of this run
+    session_ts: str = ""  # when this session began: the latest run_started or run_resumed
     last_seq: int = 0
     last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
     last_results: list[dict[str, Any]] = field(default_factory=list)  # the latest turn's results
@@ -88,12 +89,21 @@ class RunState:
         self.run_id, self.goal = e.get("run_id", ""), e["goal"]
         self.brain, self.model = e.get("brain", ""), e.get("model", "")
         self.config, self.limits = e.get("config", {}), dict(e.get("limits", {}))
-        self.started_ts = e["ts"]
+        self.started_ts = self.session_ts = e["ts"]
         self.replay_of = e.get("replay_of")
 
     def _on_run_resumed(self, e: Event) -> None:
         self.finished = None
         self.stop_requested = False
+        self.session_ts = e["ts"]
+
+    def minutes_used(self, at: float) -> float:
+        """The run's wall minutes by epoch second `at`, as its minutes budget counts them: the
+        earlier sessions' and, while one runs, this one's so far."""
+        start = epoch(self.session_ts)
+        if self.finished or start is None:
+            return self.minutes_before
+        return self.minutes_before + max(at - start, 0.0) / 60
 
     def _on_run_finished(self, e: Event) -> None:
         self.finished = {k: e.get(k) for k in ("status", "exit_code", "reason")}

@@ -21,7 +21,7 @@ def test_a_recorded_events_file_is_measured_as_its_run_folder(
     shutil.copy(LAB, tmp_path / "events.jsonl")
     main([str(tmp_path)])
     from_folder = capsys.readouterr().out.splitlines()[-1]
-    assert from_file.startswith("1 runs: median error once a quarter was done ")
+    assert from_file.startswith("1 run: median error once a quarter was done ")
     assert from_file == from_folder
 
 

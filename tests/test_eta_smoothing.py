@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent.view.eta import Eta, clock, estimate, eta_text, raw_estimate
+from agent.view.eta import Eta, budget_left_s, clock, estimate, eta_text, raw_estimate
+from state.fold import fold
 
 
 def at(t: int, type_: str, **data: Any) -> dict[str, Any]:
@@ -88,3 +89,35 @@ def test_one_experiment_is_singular() -> None:
     assert "1 experiment × 25 s" in text and "1 experiments" not in text
     two = eta_text(Eta(50.0, 1.0, 25.0, 5.0, 20.0, experiments=1, held_s=25.0, items_s=25.0), False)
     assert "1 open todo × 25 s each" in two and "1 open todos" not in two
+
+
+def test_a_minutes_budget_bounds_the_time_left_and_says_so() -> None:
+    """A run ends by its minutes budget (the wrap-up at the warning): the time left is at most
+    what the budget leaves, said beside what the open todos hold - a real-vLLM campaign given 45
+    minutes was told 40 minutes left when 6 were."""
+    events = [at(0, "todo", todos=items("Screen changes (40 experiments left)"))]
+    for i, n in enumerate((39, 38, 37, 36)):
+        events += screened(25 * i + 1, n)
+    todos = items("Screen changes (36 experiments left)")
+    unbounded = estimate(todos, events)
+    assert unbounded is not None and unbounded.seconds > 600
+    state = fold([at(0, "run_started", goal="g", limits={"max_minutes": 5.0})])
+    left = budget_left_s(state, events)
+    assert left == pytest.approx(5 * 60 - 98)  # the latest event is at 98 s
+    eta = estimate(todos, events, budget_s=left)
+    assert eta is not None and eta.seconds == pytest.approx(202.0)
+    assert eta.planned_s == pytest.approx(unbounded.seconds)
+    text = eta_text(eta, finished=False)
+    assert text.startswith("about 3 min left (the minutes budget ends first; the open todos hold")
+    assert clock(unbounded.seconds + unbounded.ago) in text, text
+    # a plan shorter than what the budget leaves is the figure, as without a budget
+    roomy = fold([at(0, "run_started", goal="g", limits={"max_minutes": 600.0})])
+    assert estimate(todos, events, budget_s=budget_left_s(roomy, events)) == unbounded
+    # resumed: the earlier session's minutes count, the time between sessions does not
+    resumed = [
+        at(0, "run_started", goal="g", limits={"max_minutes": 5.0}),
+        at(30, "run_finished", status="stopped", exit_code=1, reason="x", session_minutes=0.5),
+        at(100, "run_resumed"),
+        at(160, "todo", todos=todos),
+    ]
+    assert budget_left_s(fold(resumed), resumed) == pytest.approx(300 - 30 - 60)

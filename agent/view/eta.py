@@ -17,6 +17,11 @@ something was learned (a todo update, a server ready, a benchmark), each less th
 it was made - one odd estimate (a sweep half measured, an item just begun) does not move it. Its
 breakdown is the one of the estimate chosen, and adds up to it.
 
+A run with a minutes budget ends by it (the autopilot wraps up at the budget's warning and
+starts no launch the minutes left cannot end): the figure is at most what the budget leaves, and
+then says so beside what the open todos hold. Without it, a real-vLLM campaign given 45 minutes
+was told 40 minutes left when 6 were.
+
 On a fleet (docs/fleet.md "Watching a fleet run") a launch and a sweep are those of the trials
 that ended (their time to ready, and the rest), and the experiments left run as many at once as
 trials ran at once on average so far (state/fleet.py); the todo items are timed on the wall clock
@@ -29,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from state.events import Event, epoch
 from state.fleet import FleetState
-from state.fold import fold
+from state.fold import RunState, fold
 from state.sweeps import count
 
 AFTER_TODOS = ("report", "recommend", "kill", "clean")  # closing items: seconds, not a sweep
@@ -56,6 +61,7 @@ class Eta:
     ago: float = 0.0  # made this long before the latest event (the smoothing chose it)
     experiment_s: float = 0.0  # what one experiment costs (0: a launch and a sweep)
     item_launches: float = 0.0  # the launches an item of unknown size holds (0: timed instead)
+    planned_s: float = 0.0  # what the open todos hold, when the minutes budget ends first
 
 
 def measured_times(events: list[Event]) -> tuple[float, float] | None:
@@ -192,12 +198,25 @@ def stamp(event: Event) -> float | None:
     return epoch(event.get("ts", ""))
 
 
+def budget_left_s(state: RunState, events: list[Event]) -> float | None:
+    """The seconds the run's minutes budget leaves as of the latest event (None: no budget)."""
+    limit = state.limits.get("max_minutes")
+    at = stamp(events[-1]) if events else None
+    if not limit or at is None:
+        return None
+    return float(limit) * 60 - state.minutes_used(at) * 60
+
+
 def estimate(
-    todos: list[dict[str, object]], events: list[Event], fleet: FleetState | None = None
+    todos: list[dict[str, object]],
+    events: list[Event],
+    fleet: FleetState | None = None,
+    budget_s: float | None = None,
 ) -> Eta | None:
     """The smoothed estimate (the module's docstring): the median of the raw estimates at the
     last SMOOTH_OVER moments something was learned, each less the time since, as of the latest
-    event; None when none of them had anything to go on."""
+    event, and at most `budget_s` (what the minutes budget leaves: budget_left_s); None when
+    none of them had anything to go on."""
     if not events:
         return None
     last = stamp(events[-1])
@@ -222,7 +241,10 @@ def estimate(
     if not samples:
         return None
     ranked = sorted(samples, key=lambda e: e.seconds)
-    return ranked[(len(ranked) - 1) // 2]  # the median, the lower one of an even count
+    chosen = ranked[(len(ranked) - 1) // 2]  # the median, the lower one of an even count
+    if budget_s is not None and chosen.seconds > budget_s:
+        return replace(chosen, seconds=max(budget_s, 0.0), planned_s=chosen.seconds)
+    return chosen
 
 
 def raw_estimate(
@@ -284,10 +306,13 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
     if eta.running_s >= 1:
         parts.append(f"{clock(eta.running_s)} for the one in progress")
     total = " + ".join(parts)
+    planned = eta.planned_s or eta.seconds
     if len(parts) > 1 or eta.ago >= 1:
-        total += f" = {clock(eta.seconds + eta.ago)}"
+        total += f" = {clock(planned + eta.ago)}"
     if eta.ago >= 1:
         total += f", estimated {clock(eta.ago)} ago"
+    if eta.planned_s:
+        total = f"the minutes budget ends first; the open todos hold {total}"
     apart = ""
     if eta.experiment_s > eta.launch_s + eta.sweep_s:
         apart = f", launch to launch {clock(eta.experiment_s)}"

@@ -24,7 +24,7 @@ from rich.text import Text
 from agent.report.figures import Figures
 from agent.report.measured import human_label, parse_ts
 from agent.view.bars import Bar
-from agent.view.eta import estimate, eta_text
+from agent.view.eta import budget_left_s, estimate, eta_text
 from agent.view.fleet import fleet_panel
 from agent.view.standing import figures_of, final_lines, standing
 from agent.view.words import api_unavailable, clock, short
@@ -46,7 +46,6 @@ class Board:
     """The fold plus what only the view needs: session start, the last event, progress bars."""
 
     state: RunState = field(default_factory=RunState)
-    session_ts: str = ""  # ts of the latest run_started / run_resumed
     last_ts: str = ""
     tool_seq: int = 0  # seq of the running tool's tool_call event
     events: int = 0
@@ -86,9 +85,7 @@ class Board:
         self.events += 1
         self.last_ts = event.get("ts", self.last_ts)
         kind = event["type"]
-        if kind in ("run_started", "run_resumed"):
-            self.session_ts = event["ts"]
-        elif kind == "tool_call":
+        if kind == "tool_call":
             self.tool_seq = event["seq"]
         elif kind in ("tool_result", "run_finished"):
             self.bars = []
@@ -261,7 +258,7 @@ def _num(value: Any) -> str:
 
 def _spend(board: Board, now: datetime) -> RenderableType:
     s, lim = board.state, board.state.limits
-    minutes = s.minutes_before + (0.0 if s.finished else since(board.session_ts, now) / 60)
+    minutes = s.minutes_used(now.timestamp())
     parts = [
         _of(f"steps {s.steps}", s.steps, lim.get("max_steps"), "{:g}"),
         _of(f"${s.spend.usd:.2f}", s.spend.usd, lim.get("max_usd"), "${:.2f}"),
@@ -269,7 +266,8 @@ def _spend(board: Board, now: datetime) -> RenderableType:
         f"tokens {_k(s.spend.input_tokens + s.spend.cache_read_input_tokens)} in"
         f" / {_k(s.spend.output_tokens)} out",
     ]
-    eta = eta_text(estimate(s.todos, board.log, s.fleet), bool(s.finished))
+    left = estimate(s.todos, board.log, s.fleet, budget_left_s(s, board.log))
+    eta = eta_text(left, bool(s.finished))
     return Text("  ·  ".join(parts) + (f"\n{eta}" if eta else ""))
 
 
