@@ -313,13 +313,9 @@ def test_a_paired_winner_is_kept_over_a_later_lead_the_budget_left_unpaired() ->
     assert done.paired is not None and done.paired.wins and claimed(done) == pytest.approx(1.3)
 
 
-def test_the_pairs_go_on_with_their_subject_when_its_pair_sweep_hands_the_lead_away() -> None:
+def near_tie_takes_the_lead(x: Flags, y: Flags) -> History:
     """The real-vLLM campaign's last minutes (docs/engines.md): pair 1's sweep of the winner x
-    came out low, a near-tie y took the lead by the sweeps' means, and the pairs started over
-    for y - one pair each, no verdict. The subject is fixed at its first pair sweep: pair 2 is
-    x's (winner first, ABBA), and the conclusion is x's."""
-    x = SPACE.repair({**BASE, "--attention-backend": "fa3"})
-    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    came out low, and a near-tie y took the lead by the sweeps' means. 8 launches."""
     h = History(SPACE, [])
     sweep(h, BASE, 1.0, "baseline")
     sweep(h, BASE, 1.01, "noise")
@@ -329,9 +325,19 @@ def test_the_pairs_go_on_with_their_subject_when_its_pair_sweep_hands_the_lead_a
     sweep(h, y, 1.28, "validate")
     sweep(h, BASE, 1.0, "pair")
     sweep(h, x, 1.15, "pair")  # low: x's mean falls below y's
-    p = planner()
+    return h
+
+
+def test_the_pairs_go_on_with_their_subject_when_the_budget_cannot_test_the_new_lead() -> None:
+    """With two launches left (y's pairs need four), the pairs started over for y there - one
+    pair each, no verdict. They go on with x: pair 2 is x's (winner first, ABBA), and the
+    conclusion is x's."""
+    x = SPACE.repair({**BASE, "--attention-backend": "fa3"})
+    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    h = near_tie_takes_the_lead(x, y)
+    p = planner(max_launches=10)
     r = p.read(h)
-    assert h.key(r.incumbent) == h.key(y)
+    assert h.key(r.incumbent) == h.key(y) and r.budget_left == 2
     step = p.next_step(h)
     assert step.purpose == "pair" and h.key(step.config) == h.key(x), step
     assert "launch pair 2: the winner first" in step.why
@@ -340,6 +346,26 @@ def test_the_pairs_go_on_with_their_subject_when_its_pair_sweep_hands_the_lead_a
     done = p.finish(h)
     assert done.best is not None and h.key(done.best) == h.key(x)
     assert done.paired is not None and done.paired.n == 2
+
+
+def test_the_pairs_follow_a_new_lead_the_budget_can_still_test() -> None:
+    """The same history with 32 launches left: the pairs begin for y, the leader by the means
+    (keeping x there deployed the lesser of two in 2 of 10 seeds of efficiency.py's llamacpp-cpu
+    at 4 %), and the conclusion is y's once its pairs are in."""
+    x = SPACE.repair({**BASE, "--attention-backend": "fa3"})
+    y = SPACE.repair({**BASE, "--attention-backend": "triton"})
+    h = near_tie_takes_the_lead(x, y)
+    p = planner(max_launches=40)
+    assert conclude.pairs_go_on(p.read(h)) is None
+    for _ in range(8):
+        step = p.next_step(h)
+        if isinstance(step, Finish):
+            break
+        assert step.purpose == "pair" and h.key(step.config) in (h.key(y), h.key(BASE)), step
+        sweep(h, step.config, 1.28 if h.key(step.config) == h.key(y) else 1.0, "pair")
+    done = p.finish(h)
+    assert done.best is not None and h.key(done.best) == h.key(y)
+    assert done.paired is not None and done.paired.n >= 2 and done.paired.wins
 
 
 def test_an_unpaired_lead_over_a_drifted_baseline_is_not_established() -> None:

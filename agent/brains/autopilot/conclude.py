@@ -170,16 +170,29 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
 
 
 def paired_subject(r: Reading) -> Flags | None:
-    """The configuration the launch pairs test, from its first pair sweep on (None: no pair of
-    a candidate is measured yet). It stays the subject whatever later sweeps do to the lead: a
-    pair sweep that lowers the winner's mean can hand the lead to a near-tie, and restarting the
-    pairs for it spent a 45-minute real-vLLM campaign's last launches on a second subject with
-    one pair each (docs/engines.md) - and a test whose subject follows its own data is no test."""
+    """The configuration whose launch pairs began last (None: no pair of a candidate is
+    measured yet): the tested claim the campaign concludes on."""
     base, h = r.space.baseline, r.h
+    subject = None
     for m in h.measurements:
         if m.purpose == "pair" and h.key(m.config) != h.key(base):
-            return m.config
-    return None
+            subject = m.config
+    return subject
+
+
+def pairs_go_on(r: Reading) -> Flags | None:
+    """The subject whose launch pairs go on, or None where they begin with the incumbent: the
+    pairs stay with their subject unless the sweeps' means put another in the lead and the
+    budget still holds that one's fresh launches and pairs. A pair sweep that lowers the
+    subject's mean can hand the lead to a near-tie; restarting the pairs for it with no room
+    left spent a 45-minute real-vLLM campaign's last launches on a second subject with one pair
+    each (docs/engines.md), while keeping the first subject against a leader the budget can
+    still test deploys the lesser of the two more often (benchmarks/efficiency.py)."""
+    subject, lead, h = paired_subject(r), r.incumbent, r.h
+    if subject is None or h.key(lead) in (h.key(subject), h.key(r.space.baseline)):
+        return subject
+    room = max(0, r.budget_left)
+    return None if launches_left(r, lead, room + 1) <= room else subject
 
 
 def settled(r: Reading) -> Flags:

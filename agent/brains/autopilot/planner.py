@@ -107,19 +107,16 @@ class Planner:
                 return step
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
         # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude;
-        # once a pair of the winner is measured, the pairs go on with it, whoever leads
-        subject = conclude.paired_subject(r)
+        # once a pair of the winner is measured, the pairs go on with it unless another leads
+        # and the budget can still test that one (conclude.paired_subject)
+        subject = conclude.pairs_go_on(r)
         if subject is not None:
             return conclude.pair(r, subject, left) or conclude.finish(r)
         return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
 
     def budget_left(self, h: History) -> int:
-        """The launches the budget still allows (negative: spent beyond it)."""
-        s = self.settings
-        left = s.max_launches - h.launches_used()
-        if s.launches_fit is not None:  # a launch the minutes left cannot end is not started
-            left = min(left, s.launches_fit)
-        return left
+        """The launches the budget still allows (negative: spent beyond it): Reading.budget_left."""
+        return self.read(h).budget_left
 
     def read(self, h: History) -> Reading:
         """What `h` says - the noise floor, the best, comparisons - under these settings."""

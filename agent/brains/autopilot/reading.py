@@ -79,6 +79,14 @@ class Reading:
 
         return cost(a) < cost(b)
 
+    @property
+    def budget_left(self) -> int:
+        """The launches the budget still allows (negative: spent beyond it): a launch the minutes
+        left cannot end (Settings.launches_fit) is not started."""
+        s = self.settings
+        left = s.max_launches - self.h.launches_used()
+        return left if s.launches_fit is None else min(left, s.launches_fit)
+
     # --- the noise floor -------------------------------------------------------------------------
     @cached_property
     def floors(self) -> tuple[float | None, float | None]:

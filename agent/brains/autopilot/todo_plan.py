@@ -117,7 +117,8 @@ def validate_left(planner: Planner, h: History) -> str:
     (conclude.launches_left), so that the time-left estimate does not cost it as one item like
     the stages before it."""
     r = planner.read(h)
-    n = conclude.launches_left(r, conclude.settled(r), max(0, planner.budget_left(h)))
+    subject = conclude.pairs_go_on(r) or r.incumbent  # whom the planner's stage 5 tests
+    n = conclude.launches_left(r, subject, max(0, r.budget_left))
     return f" ({n} experiment{'s' if n != 1 else ''} left)" if n else ""
 
 
