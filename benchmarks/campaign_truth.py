@@ -5,7 +5,7 @@ rounds of its geometric mean over the levels divided by the baseline's in the sa
 pick's true rank is its place among them (issue 28, item 3).
 
     PYTHONPATH=. .venv/bin/python benchmarks/campaign_truth.py RUN [--rounds 3] [--level-s 5]
-        [--also NAME=FLAGS ...]
+        [--also NAME=FLAGS ...] [--top N]
 
 Each round launches every configuration afresh, so launch-to-launch variance - large on vLLM's CPU
 build - is inside the truth, and the order changes so that a slow drift of the box lands on a
@@ -82,13 +82,18 @@ def identity(flags: dict[str, Any]) -> str:
     return json.dumps(norm_flags(flags))
 
 
-def candidates(f: Figures, also: list[tuple[str, dict[str, Any]]]) -> list[Candidate]:
-    """The configurations measured at every level of the run, the baseline first, then each of
-    `also` (name, flags) that is not among them."""
+def candidates(
+    f: Figures, also: list[tuple[str, dict[str, Any]]], top: int | None = None
+) -> list[Candidate]:
+    """The configurations measured at every level of the run (with `top`, only the `top` best
+    by the run's own ratios), the baseline first, then each of `also` (name, flags) that is not
+    among them."""
     if f.baseline is None:
         raise TruthError("the run measured no baseline")
     levels = set(f.baseline.levels)
     full = [c for c in f.m.configs if levels <= set(c.levels)]
+    if top is not None:
+        full = sorted(full, key=lambda c: -(f.ratio(c) or 0.0))[:top]
     out: dict[str, Candidate] = {}
     for c in [f.baseline, *full]:
         out.setdefault(identity(c.flags), Candidate(c.name, dict(c.flags), f.ratio(c)))
@@ -166,7 +171,7 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
         int(bench.get("input_len") or 64),
         int(bench.get("max_tokens") or 64),
     )
-    cands = candidates(f, [("the pick", rec.config), *args.also])
+    cands = candidates(f, [("the pick", rec.config), *args.also], args.top)
     print(f"run {args.run}: {len(cands)} configurations x {args.rounds} rounds", flush=True)
     rng = random.Random(f"campaign-truth/{args.run.name}")
     ratios: dict[int, list[float]] = {i: [] for i in range(len(cands))}
@@ -205,6 +210,13 @@ def main() -> int:
     parser.add_argument("run", type=Path, help="a finished run folder")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--level-s", type=float, default=5.0)
+    parser.add_argument(
+        "--top",
+        type=int,
+        metavar="N",
+        help="only the N best configurations by the campaign's own ratios (with the baseline, "
+        "the pick and --also): a shorter truth, the rank among those",
+    )
     parser.add_argument(
         "--also",
         action="append",
