@@ -53,7 +53,14 @@ def python() -> Path:
 
 @pytest.fixture(scope="module")
 def model(python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model_with(python, tmp_path_factory.mktemp("vllm-model") / "tiny-llama")
+    folder = tmp_path_factory.mktemp("vllm-model")
+    return make_model_with(python, folder / "tiny-llama", eagle3=folder / "eagle3")
+
+
+@pytest.fixture
+def drafter(model: Path) -> Path:
+    """The EAGLE-3 draft head made beside the model (tiny_model.make_eagle3_drafter)."""
+    return model.parent / "eagle3"
 
 
 def command(python: Path, model: Path, extra: str = "") -> str:
@@ -171,6 +178,36 @@ async def test_a_bad_speculative_config_has_its_one_line_diagnosis(
         assert "method: Input should be 'ngram'" in diagnosis and "\n" not in diagnosis
         (failed,) = events(context, "server_failed")
         assert failed["seconds"] < READY_TIMEOUT_S  # it exits: no wait for the deadline
+
+
+async def test_an_eagle3_drafter_in_the_converted_layout_is_served_and_drafts(
+    ctx: ToolContext, drafter: Path
+) -> None:
+    """Issue 28.4: vLLM's CPU build serves an EAGLE-3 draft head in the layout the drafter
+    pipeline's `convert` writes (layers.0.*): it starts, a benchmark has no failed request, and
+    its /metrics count drafted tokens. Random weights: almost none are accepted."""
+    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 2}
+    flags = {"--speculative-config": orjson.dumps(spec).decode()}
+    text, is_error, _ = await call(ctx, "start_server", flags=flags)
+    assert not is_error, text
+    (started,) = events(ctx, "server_started")
+    text, is_error, _ = await call(
+        ctx, "run_benchmark", concurrency=[1], input_len=32, max_tokens=32, requests_per_level=4
+    )
+    assert not is_error, text
+    (bench,) = events(ctx, "benchmark")
+    points = orjson.loads(Path(bench["path"]).read_bytes())["points"]
+    assert points[0]["failed"] == 0 and points[0]["output_throughput"] > 0, points[0]["errors"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{started['port']}/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    drafted = [
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("vllm:spec_decode_num_draft_tokens_total")
+    ]
+    assert drafted and sum(drafted) > 0, [ln for ln in metrics.splitlines() if "spec" in ln]
+    text, is_error, _ = await call(ctx, "kill_server")
+    assert not is_error, text
 
 
 # --- a campaign on real vLLM, SIGKILLed mid-way and resumed (issue 28) ------------------------

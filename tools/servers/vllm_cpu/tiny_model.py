@@ -6,10 +6,14 @@
     tokenizer_config.json    llama.cpp lab's vocabulary is built from (its corpus())
     generation_config.json
 
+and, with --eagle3, an EAGLE-3 draft head for it (`make_eagle3_drafter`): one decoder layer whose
+attention reads the token's embedding beside the target's fused hidden states, random weights in
+the layout the drafter pipeline's `convert` writes (layers.0.*; SpecForge's midlayer.* renamed).
+
 It needs `tokenizers`, `safetensors` and numpy, which vLLM's venv has and the project's need not:
 run it with that venv's python (`make_model_with`) or in it:
 
-    $VLLM_PY -m tools.servers.vllm_cpu.tiny_model DIR
+    $VLLM_PY -m tools.servers.vllm_cpu.tiny_model DIR [--eagle3 DRAFTER_DIR]
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.servers.llama_cpp.tiny_model import TARGET, Shape, corpus
+from tools.servers.llama_cpp.tiny_model import DRAFT, TARGET, Shape, corpus
 
 SPECIALS = ["<unk>", "<s>", "</s>"]
 VOCAB = 2048
@@ -116,11 +120,71 @@ def make_model(folder: Path, shape: Shape = TARGET, seed: int = 0) -> Path:
     return folder
 
 
-def make_model_with(python: Path, folder: Path, timeout_s: float = 300) -> Path:
-    """make_model run by `python` (vLLM's venv, which has tokenizers and safetensors)."""
+def aux_layers(layers: int) -> list[int]:
+    """Three distinct layers of a target with `layers` layers (at least 3): early, middle, late."""
+    return sorted({1, layers // 2, layers - 1}) if layers >= 4 else [0, 1, 2]
+
+
+def make_eagle3_drafter(folder: Path, target: Path, shape: Shape = DRAFT, seed: int = 1) -> Path:
+    """An EAGLE-3 draft head for the model at `target` (its hidden size and vocabulary): the
+    folder `--speculative-config '{"method": "eagle3", "model": FOLDER, ...}'` names. Random
+    weights: vLLM serves it and accepts almost none of its drafts - what it shows is that the
+    engine loads and runs the drafter a pipeline converts, not a speed-up."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    base = json.loads((target / "config.json").read_text())
+    h, f, vocab = base["hidden_size"], shape.ffn, base["vocab_size"]
+    rng = np.random.default_rng(seed)
+
+    def w(*dims: int) -> np.ndarray:
+        return (rng.standard_normal(dims) * 0.02).astype(np.float32)
+
+    p = "layers.0."  # the pipeline's convert: SpecForge's midlayer.* as the engine loads it
+    tensors = {
+        "fc.weight": w(h, 3 * h),  # three of the target's layers' hidden states, fused
+        f"{p}hidden_norm.weight": np.ones(h, np.float32),
+        f"{p}input_layernorm.weight": np.ones(h, np.float32),
+        f"{p}post_attention_layernorm.weight": np.ones(h, np.float32),
+        f"{p}mlp.gate_proj.weight": w(f, h),
+        f"{p}mlp.up_proj.weight": w(f, h),
+        f"{p}mlp.down_proj.weight": w(h, f),
+        f"{p}self_attn.o_proj.weight": w(h, h),
+        "norm.weight": np.ones(h, np.float32),
+        "lm_head.weight": w(vocab, h),
+    }
+    for name in ("q_proj", "k_proj", "v_proj"):  # the embedding and the fused state, side by side
+        tensors[f"{p}self_attn.{name}.weight"] = w(h, 2 * h)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        **{k: base[k] for k in ("model_type", "hidden_size", "vocab_size", "rms_norm_eps")},
+        **{k: base[k] for k in ("max_position_embeddings", "rope_theta", "hidden_act")},
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.heads,
+        "intermediate_size": f,
+        "draft_vocab_size": vocab,  # the target's: no d2t mapping to ship
+        # the three target layers fc fuses: vLLM's default (2, L // 2, L - 3) is two distinct
+        # layers of a 4-layer target, and fc then gets 2 x hidden where it takes 3 x
+        "eagle_aux_hidden_state_layer_ids": aux_layers(base["num_hidden_layers"]),
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+def make_model_with(
+    python: Path, folder: Path, timeout_s: float = 300, eagle3: Path | None = None
+) -> Path:
+    """make_model (and make_eagle3_drafter into `eagle3`) run by `python` (vLLM's venv, which
+    has tokenizers and safetensors)."""
     root = Path(__file__).resolve().parents[3]
+    extra = ["--eagle3", str(eagle3)] if eagle3 is not None else []
     done = subprocess.run(
-        [str(python), "-m", "tools.servers.vllm_cpu.tiny_model", str(folder)],
+        [str(python), "-m", "tools.servers.vllm_cpu.tiny_model", str(folder), *extra],
         cwd=root,
         capture_output=True,
         text=True,
@@ -134,3 +198,5 @@ def make_model_with(python: Path, folder: Path, timeout_s: float = 300) -> Path:
 
 if __name__ == "__main__":
     print(make_model(Path(sys.argv[1])))
+    if sys.argv[2:3] == ["--eagle3"]:
+        print(make_eagle3_drafter(Path(sys.argv[3]), Path(sys.argv[1])))
