@@ -230,6 +230,8 @@ def main() -> int:
         args.also = [(n, dict(json.loads(f))) for n, _, f in (a.partition("=") for a in args.also)]
     except ValueError as e:
         parser.error(f"--also: NAME={{json flags}}: {e}")
+    if args.top is not None and args.top < 1:
+        parser.error("--top: at least 1")
     if not (args.run / "events.jsonl").exists():
         parser.error(f"{args.run} is not a run folder (no events.jsonl)")
     procs = Procs()

@@ -85,7 +85,7 @@ class Planner:
         if stuck is not None:  # the launches fail for a reason no flag explains: stop launching
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
-        left = self.budget_left(h)
+        left = r.budget_left
         validating = any(m.purpose in ("validate", "pair") for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
@@ -108,15 +108,11 @@ class Planner:
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
         # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude;
         # once a pair of the winner is measured, the pairs go on with it unless another leads
-        # and the budget can still test that one (conclude.paired_subject)
+        # and the budget can still test that one (conclude.pairs_go_on)
         subject = conclude.pairs_go_on(r)
         if subject is not None:
             return conclude.pair(r, subject, left) or conclude.finish(r)
         return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
-
-    def budget_left(self, h: History) -> int:
-        """The launches the budget still allows (negative: spent beyond it): Reading.budget_left."""
-        return self.read(h).budget_left
 
     def read(self, h: History) -> Reading:
         """What `h` says - the noise floor, the best, comparisons - under these settings."""

@@ -18,9 +18,9 @@ run it with that venv's python (`make_model_with`) or in it:
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from tools.servers.llama_cpp.tiny_model import DRAFT, TARGET, Shape, corpus
@@ -197,6 +197,10 @@ def make_model_with(
 
 
 if __name__ == "__main__":
-    print(make_model(Path(sys.argv[1])))
-    if sys.argv[2:3] == ["--eagle3"]:
-        print(make_eagle3_drafter(Path(sys.argv[3]), Path(sys.argv[1])))
+    parser = argparse.ArgumentParser(description="a tiny random Llama for vLLM, made here")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--eagle3", type=Path, metavar="DRAFTER_DIR", help="an EAGLE-3 head too")
+    args = parser.parse_args()
+    print(make_model(args.folder))
+    if args.eagle3 is not None:
+        print(make_eagle3_drafter(args.eagle3, args.folder))
