@@ -7,7 +7,7 @@ it writes (so its view is always the log's view), `resume` on start-up, `watch` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from state.events import Event, epoch
 from state.fleet import FleetState
@@ -31,6 +31,18 @@ class Spend:
                 setattr(self, key, getattr(self, key) + value)
         self.usd += usd or 0.0
         self.calls += 1
+
+
+class MinutesWarning(NamedTuple):
+    """The minutes budget's warning: the minutes used and the budget, and how many launches,
+    benchmarks and server starts the run had made by then - the pace at which the autopilot's
+    wrap-up sizes what still fits (agent/brains/autopilot/brain.py)."""
+
+    used: float
+    of: float
+    launches: int
+    results: int
+    readies: int
 
 
 @dataclass
@@ -57,10 +69,9 @@ class RunState:
     last_text: str = ""
     current_tool: dict[str, Any] | None = None
     warned_budget: bool = False
-    # the minutes budget's warning: (minutes used, of, servers started by then) - the pace at
-    # which the autopilot's wrap-up sizes what still fits (None: no such warning)
-    minutes_warning: tuple[float, float, int] | None = None
+    minutes_warning: MinutesWarning | None = None  # None: no such warning
     launches_started: int = 0  # server_started events, every session's
+    ready_seconds: list[float] = field(default_factory=list)  # each server_ready's, in order
     compactions: int = 0
     supervisor: list[dict[str, Any]] = field(default_factory=list)
     finished: dict[str, Any] | None = None
@@ -119,7 +130,13 @@ class RunState:
     def _on_budget_warning(self, e: Event) -> None:
         self.warned_budget = True
         if e.get("limit") == "max_minutes":
-            self.minutes_warning = (float(e["used"]), float(e["of"]), self.launches_started)
+            self.minutes_warning = MinutesWarning(
+                float(e["used"]),
+                float(e["of"]),
+                self.launches_started,
+                len(self.results),
+                len(self.ready_seconds),
+            )
 
     def _on_supervisor_message(self, e: Event) -> None:
         self.supervisor.append({"seq": e["seq"], "text": e["text"]})
@@ -199,6 +216,7 @@ class RunState:
         self.launched[e["name"]] = self.servers[e["name"]]
 
     def _on_server_ready(self, e: Event) -> None:
+        self.ready_seconds.append(float(e.get("seconds") or 0.0))
         if e["name"] in self.servers:
             self.servers[e["name"]]["ready"] = True
 

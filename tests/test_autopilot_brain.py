@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from agent.brains.autopilot import AutopilotBrain
+from agent.brains.autopilot.brain import launches_that_fit
 from agent.brains.base import TurnRequest
 from agent.session import Limits, make_agent, start
 from sim.space import default_space
+from state.fold import RunState, fold
 from state.run import Run
 from tests.autopilot_world import lab, world
 from tools.compare import Compare
@@ -157,6 +159,43 @@ async def test_a_wrap_up_on_minutes_starts_no_launch_it_cannot_end(
         assert "run_benchmark" in after_launch[: after_launch.index("recommend")], later
     assert "recommend" in later and run.state.finished is not None
     assert run.state.finished["status"] == "finished"
+
+
+def exploring_then_warned(durations: bool) -> RunState:
+    """Four launches, each a 20 s start and three sweeps of C=1,2 at 10 s a level (80 s measured
+    a launch), then the minutes budget's warning at 320 s (5.33 of 10 minutes)."""
+    events: list[dict[str, Any]] = []
+    for launch in range(4):
+        events.append({"type": "server_started", "name": "server"})
+        events.append({"type": "server_ready", "name": "server", "seconds": 20.0})
+        for sweep in range(3):
+            points = {c: {"output_throughput": 100.0} for c in ("1", "2")}
+            if durations:
+                points = {c: {**p, "duration": 10.0} for c, p in points.items()}
+            summary = {c: 100.0 for c in points}
+            events.append(
+                {
+                    "type": "benchmark",
+                    "id": f"b{launch}{sweep}",
+                    "summary": summary,
+                    "points": points,
+                }
+            )
+    events.append({"type": "budget_warning", "limit": "max_minutes", "used": 320 / 60, "of": 10.0})
+    return fold([{"seq": i, "ts": "2026-12-06T21:00:00Z", **e} for i, e in enumerate(events)])
+
+
+def test_the_wrap_up_sizes_its_launches_by_a_start_and_one_sweep() -> None:
+    """280 s left: at the run's pace (80 s a launch, exploring's repeated sweeps included) 3
+    launches fit, while a wrap-up launch (a start and one sweep: 40 s measured) fits 7 times -
+    the real-vLLM campaign that concluded on one launch pair with five minutes unused. Events
+    recorded before they carried the durations keep the pace."""
+    levels = (1, 2)
+    assert launches_that_fit(exploring_then_warned(durations=True), levels) == 7
+    assert launches_that_fit(exploring_then_warned(durations=False), levels) == 3
+    started = exploring_then_warned(durations=True)
+    started.apply({"seq": 99, "ts": "2026-12-06T21:06:00Z", "type": "server_started", "name": "s"})
+    assert launches_that_fit(started, levels) == 6, "a launch since the warning is counted"
 
 
 async def test_supervisor_directives_are_acknowledged_and_honoured(tmp_path: Path) -> None:

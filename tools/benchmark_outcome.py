@@ -70,6 +70,7 @@ COMPACT = (
     "completed",
     "failed",
     "level_failed",
+    "duration",  # what a level costs: the autopilot's wrap-up sizes what fits by it
 )
 
 

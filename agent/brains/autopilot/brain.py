@@ -7,7 +7,9 @@ events, asks the planner, and emits todowrite / start_server / run_benchmark / c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
@@ -63,17 +65,39 @@ class AutopilotBrain:
         return pipeline.turn(request.state, config) or campaign.turn()
 
 
-def launches_that_fit(state: RunState) -> int | None:
-    """After the warning on the minutes budget: the launches the minutes it left can pay for at
-    this run's pace (its minutes per server started, up to the warning), less those started since;
-    None without such a warning. A wrap-up that starts a launch it cannot end runs the budget out
-    (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished."""
-    if state.minutes_warning is None:
+def launches_that_fit(state: RunState, levels: Sequence[int]) -> int | None:
+    """After the warning on the minutes budget: the launches the minutes it left can pay for,
+    less those started since; None without such a warning. A wrap-up launch is one start and one
+    sweep of `levels` (a re-validation, half a launch pair): the run's pace per launch up to the
+    warning, scaled by what such a launch measured against the run's average one. The pace alone
+    counts exploring's repeated sweeps in every launch: a 45-minute real-vLLM campaign sized its
+    wrap-up at 91 s a launch, its launches took 49 s, and it ended with one launch pair and five
+    minutes unused (docs/engines.md). A wrap-up that starts a launch it cannot end runs the budget
+    out (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished."""
+    w = state.minutes_warning
+    if w is None or w.launches == 0 or w.used <= 0:
         return None
-    used, of, launches = state.minutes_warning
-    if launches == 0 or used <= 0:
-        return None
-    return int((of - used) // (used / launches)) - (state.launches_started - launches)
+    pace = w.used * 60 / w.launches * wrap_up_share(state, levels)
+    return int((w.of - w.used) * 60 // pace) - (state.launches_started - w.launches)
+
+
+def wrap_up_share(state: RunState, levels: Sequence[int]) -> float:
+    """A wrap-up launch's measured seconds (the median start, and the median duration at each of
+    `levels`) over the average launch's up to the warning (its starts and benchmarks); 1 where the
+    run's events do not carry them (recorded before they carried the durations)."""
+    w = state.minutes_warning
+    assert w is not None
+    durations: dict[int, list[float]] = {}
+    for result in state.results[: w.results]:
+        for level, point in (result.get("points") or {}).items():
+            if point.get("duration"):
+                durations.setdefault(int(level), []).append(float(point["duration"]))
+    starts = [s for s in state.ready_seconds[: w.readies] if s > 0]
+    if not starts or any(level not in durations for level in levels):
+        return 1.0
+    measured = sum(starts) + sum(sum(d) for d in durations.values())
+    one = median(starts) + sum(median(durations[level]) for level in levels)
+    return one / (measured / w.launches)
 
 
 class Campaign:
@@ -98,7 +122,7 @@ class Campaign:
             objective=objective,
             excluded=self.directives.skip,
             wrap_up=self.directives.wrap_up or state.warned_budget,
-            launches_fit=launches_that_fit(state),
+            launches_fit=launches_that_fit(state, self.levels),
             target_noise=obj.precision,
             requests_per_level=config.bench.requests_per_level,
             min_level_s=engine.level_minimum(config.bench.min_level_s),
