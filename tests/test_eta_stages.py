@@ -84,3 +84,40 @@ def test_a_long_screening_stage_does_not_make_the_later_ones_as_long() -> None:
     assert eta is not None and eta.open_items == 2.0
     assert eta.item_s == pytest.approx(2 * 40.0)
     assert eta.seconds == pytest.approx(2 * 80.0)
+
+
+def test_an_item_not_begun_costs_a_launch_and_a_full_sweep_per_experiment() -> None:
+    """While the screening runs (launches 40 s apart, each screen one level), the re-validation
+    item not begun says 4 experiments: each a launch (5 s) and a full sweep (the baseline's four
+    levels, 60 s) - not the screening's 40 s. Costed at the run's launch-to-launch pace, the
+    autopilot's re-validation took half again what was said (tests/sessions/autopilot/lab.jsonl:
+    pair launches 23 s apart against 15 s)."""
+    items = [
+        {"id": "baseline", "content": "Start the baseline", "status": "completed"},
+        {"id": "explore", "content": "Screen (2 experiments left)", "status": "in_progress"},
+        {"id": "validate", "content": "Re-validate (4 experiments left)", "status": "pending"},
+    ]
+    full = {str(c): 100.0 for c in (1, 2, 4, 8)}
+    events = [
+        at(0, "server_started", name="s"),
+        at(5, "server_ready", name="s", seconds=5.0),
+        at(6, "tool_call", id="b", name="run_benchmark", input={"label": "baseline"}),
+        at(66, "tool_result", id="b", name="run_benchmark", duration_s=60.0),
+        at(66, "benchmark", id="b", label="baseline", summary=full),
+        at(70, "todo", todos=items),
+    ]
+    for i in range(3):
+        t, label = 71 + 40 * i, f"screen-{i}"
+        events += [
+            at(t, "server_started", name="s"),
+            at(t + 5, "server_ready", name="s", seconds=5.0),
+            at(t + 6, "tool_call", id=label, name="run_benchmark", input={"label": label}),
+            at(t + 16, "tool_result", id=label, name="run_benchmark", duration_s=10.0),
+            at(t + 16, "benchmark", id=label, label=label, summary={"8": 100.0}),
+        ]
+    eta = raw_estimate(items, events)
+    assert eta is not None and (eta.experiments, eta.later) == (6, 4)
+    assert (eta.experiment_s, eta.fresh_s) == (40.0, 65.0)
+    assert eta.held_s == 2 * 40.0 + 4 * 65.0
+    text = eta_text(eta, finished=False)
+    assert "2 experiments × 40 s + 4 experiments to come × 1:05 (a launch and a full sweep)" in text

@@ -1,12 +1,15 @@
 """How long the campaign will still take, as the supervisor's view estimates it: the open items of
-the planner's todo list, each costed by what this run says of its stages. An experiment costs
-what one took from one launch to the next within a todo item (the screens, the confirming sweeps
-and the thinking between them), at least one launch and one sweep. An item that says how many
-experiments it still holds ("... (12 experiments left)", as the autopilot's screening stage
-does) counts that many; one that does not holds as many launches as the items so far did on
-average (the one in progress counted with the launches it says are left), each an experiment -
-not as long as the items so far took, which the long screening stage would set for every later,
-shorter one. The item in progress has what is left of an item to go, at least a quarter of one;
+the planner's todo list, each costed by what this run says of its stages. An item that says how
+many experiments it still holds ("... (12 experiments left)", as the autopilot's screening,
+family and re-validation stages do) counts that many: in progress, each what one took from one
+launch to the next within it so far (the screens, the confirming sweeps and the thinking between
+them), at least one launch and one sweep; not begun, each a launch and a full sweep (one of the
+most levels any sweep measured) - the re-validation's launches sweep every level where the
+screens cover a few, and the mean of the run's launches costed it at two thirds of what it took.
+An item that does not say holds as many launches as the items so far did on average (the one in
+progress counted with the launches it says are left), each what one took from launch to launch
+within any item - not as long as the items so far took, which the long screening stage would set
+for every later, shorter one. The item in progress has what is left of an item to go, at least a quarter of one;
 one that says its count: those. Before any launch is counted (a run whose events have no
 `server_started`, a fleet) an item costs the mean time of the finished items that measured
 something, at least a launch and a sweep. A rough figure
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from statistics import fmean
 
 from state.events import Event, epoch
 from state.fleet import FleetState
@@ -51,7 +55,8 @@ class Eta:
     item_s: float  # what one open item is expected to cost
     launch_s: float
     sweep_s: float
-    experiments: int = 0  # held by the items that say so, `experiment_s` each
+    experiments: int = 0  # held by the items that say so: the one in progress's, `experiment_s`
+    # each, and `later` of them held by items not begun, `fresh_s` each (a launch, a full sweep)
     at_once: float = 1.0  # how many of those run at once (a fleet: the average so far)
     # the parts, in seconds, that add up to `seconds` + `ago`: the experiments, the pending items
     # that do not say how many they hold, and what is left of the item in progress
@@ -62,14 +67,18 @@ class Eta:
     experiment_s: float = 0.0  # what one experiment costs (0: a launch and a sweep)
     item_launches: float = 0.0  # the launches an item of unknown size holds (0: timed instead)
     planned_s: float = 0.0  # what the open todos hold, when the minutes budget ends first
+    later: int = 0
+    fresh_s: float = 0.0
 
 
-def measured_times(events: list[Event]) -> tuple[float, float] | None:
-    """(mean seconds from launch to ready, mean seconds of one sweep), or None before both.
-    A sweep is every run_benchmark call under one label (a brain may cut one into groups)."""
+def measured_times(events: list[Event]) -> tuple[float, float, float] | None:
+    """(mean seconds from launch to ready, mean seconds of one sweep, mean seconds of a full
+    sweep: one of those that measured the most levels), or None before both. A sweep is every
+    run_benchmark call under one label (a brain may cut one into groups)."""
     loads = [float(e["seconds"]) for e in events if e["type"] == "server_ready" and "seconds" in e]
     labels: dict[str, str] = {}  # tool_use id -> the sweep's label
     sweeps: dict[str, float] = {}
+    levels: dict[str, int] = {}  # label -> the levels it measured
     for e in events:
         if e["type"] == "tool_call" and e.get("name") == "run_benchmark":
             inp = e.get("input") or {}
@@ -77,21 +86,28 @@ def measured_times(events: list[Event]) -> tuple[float, float] | None:
         elif e["type"] == "tool_result" and e.get("name") == "run_benchmark":
             label = labels.get(str(e.get("id")), str(e.get("id")))
             sweeps[label] = sweeps.get(label, 0.0) + float(e.get("duration_s") or 0)
+        elif e["type"] == "benchmark":
+            label = str(e.get("label") or e.get("id"))
+            levels[label] = levels.get(label, 0) + len(e.get("summary") or {})
     if not loads or not sweeps:
         return None
     if len(sweeps) > 1:  # the latest may be half measured: it counts once it is the only one
         sweeps.pop(list(sweeps)[-1])
-    return sum(loads) / len(loads), sum(sweeps.values()) / len(sweeps)
+    most = max((levels.get(label, 0) for label in sweeps), default=0)
+    full = [t for label, t in sweeps.items() if levels.get(label, 0) == most]
+    return sum(loads) / len(loads), sum(sweeps.values()) / len(sweeps), sum(full) / len(full)
 
 
-def trial_times(fleet: FleetState) -> tuple[float, float] | None:
+def trial_times(fleet: FleetState) -> tuple[float, float, float] | None:
     """On a fleet: (mean seconds from a trial's start to its server's readiness, mean seconds of
-    the rest of it - its sweep) over the trials that ended ok, or None before the first."""
+    the rest of it - its sweep - twice: a trial's sweep is the only one its launch makes) over the
+    trials that ended ok, or None before the first."""
     done = [e for e in fleet.ended if e.ok and e.ready_s is not None]
     if not done:
         return None
     loads = [e.ready_s or 0.0 for e in done]
-    return sum(loads) / len(done), sum(e.seconds - (e.ready_s or 0.0) for e in done) / len(done)
+    sweep = sum(e.seconds - (e.ready_s or 0.0) for e in done) / len(done)
+    return sum(loads) / len(done), sweep, sweep
 
 
 def experiments_left(todo: dict[str, object]) -> int:
@@ -101,23 +117,24 @@ def experiments_left(todo: dict[str, object]) -> int:
     return int(found.group(1)) if found else 0
 
 
-def open_items(todos: list[dict[str, object]]) -> tuple[float, int, bool]:
+def open_items(todos: list[dict[str, object]]) -> tuple[float, int, int]:
     """What is left on the todo list: the open items (pending ones, the one in progress as
-    half) that do not say how many experiments they hold, the experiments of those that do, and
-    whether the one in progress is one of those."""
-    left, experiments, counted_now = 0.0, 0, False
+    half) that do not say how many experiments they hold, and the experiments of those that do:
+    the one in progress's, and the pending ones'."""
+    left, now, later = 0.0, 0, 0
     for t in todos:
         content = str(t.get("content", "")).lower()
         status = str(t.get("status"))
         if any(content.startswith(word) for word in AFTER_TODOS) or status not in OPEN:
             continue
         held = experiments_left(t)
-        if held:
-            experiments += held
-            counted_now |= status == "in_progress"
-        else:
+        if not held:
             left += OPEN[status]
-    return left, experiments, counted_now
+        elif status == "in_progress":
+            now += held
+        else:
+            later += held
+    return left, now, later
 
 
 def item_seconds(events: list[Event]) -> tuple[list[float], float]:
@@ -151,24 +168,27 @@ def item_seconds(events: list[Event]) -> tuple[list[float], float]:
     return took_s, current
 
 
-def experiment_seconds(events: list[Event]) -> float | None:
-    """The mean time from one launch (`server_started`) to the next within one todo item, or
-    None before two: a gap across items holds those items' other work (the baseline's repeat
-    sweep on the same server, ...), not an experiment's."""
+def launch_gaps(events: list[Event]) -> tuple[list[float], list[float]]:
+    """The times from one launch (`server_started`) to the next within one todo item: all of
+    them, and those of the item in progress. A gap across items holds those items' other work
+    (the baseline's repeat sweep on the same server, ...), not an experiment's."""
     gaps: list[float] = []
     previous: float | None = None
     item: str | None = None
+    now = 0  # where the item in progress's gaps begin
     for e in events:
         if e["type"] == "todo":
             todos = e.get("todos") or []
-            now = next((str(t.get("id")) for t in todos if t.get("status") == "in_progress"), None)
-            if now != item:
-                item, previous = now, None
+            current = next(
+                (str(t.get("id")) for t in todos if t.get("status") == "in_progress"), None
+            )
+            if current != item:
+                item, previous, now = current, None, len(gaps)
         elif e["type"] == "server_started" and (at := stamp(e)) is not None:
             if previous is not None:
                 gaps.append(at - previous)
             previous = at
-    return sum(gaps) / len(gaps) if gaps else None
+    return gaps, gaps[now:]
 
 
 def item_launches(events: list[Event]) -> tuple[list[int], int]:
@@ -258,12 +278,19 @@ def raw_estimate(
         at_once = max(fleet.at_once() or 1.0, 1.0)
     if times is None:
         return None
-    launch, sweep = times
-    experiment = max(launch + sweep, experiment_seconds(events) or 0.0)
-    left, experiments, counted_now = open_items(todos)
+    launch, sweep, full = times
+    gaps, gaps_now = launch_gaps(events)
+    experiment = max(
+        launch + sweep, fmean(gaps) if gaps else 0.0
+    )  # an experiment of an item of unknown size
+    # an item that says its count: in progress, launch to launch as it goes; not begun yet (the
+    # re-validation, whose launches sweep every level), a launch and a full sweep
+    fresh = launch + full
+    running_each = max(launch + sweep, fmean(gaps_now)) if gaps_now else fresh
+    left, now, later = open_items(todos)
     items, current = item_seconds(events)
     sizes, launched_now = item_launches(events)
-    held_now = launched_now + (experiments if counted_now else 0)
+    held_now = launched_now + now
     if held_now and (sizes or launched_now):  # the one in progress, once a launch is counted:
         sizes.append(held_now)  # what it launched and what it says is left
     per_item = sum(sizes) / len(sizes) if sizes else 0.0
@@ -276,12 +303,12 @@ def raw_estimate(
     # how many experiments it holds: those (a floor of "as long again as it has run" overshot
     # the end of the re-validation stage once its count was its expected size: five lab runs)
     running = max(item - current, item / 4) if left % 1 else 0.0
-    held = experiments * experiment / at_once
+    held = (now * running_each + later * fresh) / at_once
     pending = int(left) * item
     seconds = pending + held + running
     return Eta(
-        seconds, left, item, launch, sweep, experiments, at_once, held, pending, running,
-        experiment_s=experiment, item_launches=per_item,
+        seconds, left, item, launch, sweep, now + later, at_once, held, pending, running,
+        experiment_s=running_each, item_launches=per_item, later=later, fresh_s=fresh,
     )  # fmt: skip
 
 
@@ -295,10 +322,17 @@ def eta_text(eta: Eta | None, finished: bool) -> str:
     minutes = eta.seconds / 60
     amount = f"{minutes:.0f} min" if minutes >= 2 else f"{eta.seconds:.0f} s"
     parts = []
-    if eta.experiments:
+    held = []
+    if now := eta.experiments - eta.later:
         each = clock(eta.experiment_s or eta.launch_s + eta.sweep_s)
-        parallel = f" ÷ {eta.at_once:.1f} at once" if eta.at_once > 1 else ""
-        parts.append(f"{count(eta.experiments, 'experiment')} × {each}{parallel}")
+        held.append(f"{count(now, 'experiment')} × {each}")
+    if eta.later:
+        fresh = f"{clock(eta.fresh_s)} (a launch and a full sweep)"
+        held.append(f"{count(eta.later, 'experiment')} to come × {fresh}")
+    if held and eta.at_once > 1:
+        together = " + ".join(held)
+        held = [f"{f'({together})' if len(held) > 1 else together} ÷ {eta.at_once:.1f} at once"]
+    parts += held
     pending = int(eta.open_items)
     if pending:
         size = f" ({eta.item_launches:.1f} launches)" if eta.item_launches else ""
