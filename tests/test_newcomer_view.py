@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from agent.brains.autopilot import conclude
+from agent.brains.autopilot import conclude, families
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
@@ -210,3 +210,36 @@ def test_the_revalidation_item_says_the_launches_it_holds() -> None:
     other = space.complete({**space.baseline, "--max-running-requests": 256})
     measured(h, other, {c: 170.0 if c == 1 else 120.0 for c in levels}, "confirm")
     assert validate_left(h) == 6
+
+
+def test_the_family_item_says_the_members_it_will_screen() -> None:
+    """Once a member of the speculation family comes close to the best (a screen at 0.95x of it
+    at C=1), the family item says how many members its stage will screen - the family on the
+    best's other flags, then one and two of its parameters changed - one fewer once one is
+    screened; before, it says none (the stage may not run). Counted as one item, the family
+    stage of the recorded lab session (6 launches) was costed at a third of what it took."""
+    space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    levels = tuple(DEFAULT_LEVELS)
+    planner = Planner(space, Settings(levels=levels))
+    h = History(space)
+    for label in ("baseline-L01", "noise-L01"):
+        h.launched(space.baseline)
+        h.measured(space.baseline, len(h.launches) - 1, dict.fromkeys(levels, 100.0), label)
+
+    def family_left(h: History) -> int | None:
+        content = next(t["content"] for t in todos(planner, h, "explore") if t["id"] == "family")
+        found = re.search(r"\((\d+) experiments? left\)$", content)
+        return int(found.group(1)) if found else None
+
+    assert family_left(h) is None
+    member = space.repair({**space.baseline, "--speculative-algorithm": "EAGLE3"})
+    h.launched(member)
+    close = {c: 95.0 if c == levels[0] else 50.0 for c in levels}
+    h.measured(member, len(h.launches) - 1, close, "screen-L02-EAGLE3")
+    left = family_left(h)
+    assert left is not None and left >= 3, left
+    first = families.tune(planner.read(h), space.baseline)
+    assert first is not None and first.purpose == "challenger"
+    h.launched(first.config)
+    h.measured(first.config, len(h.launches) - 1, dict.fromkeys(first.levels, 40.0), "challenger")
+    assert family_left(h) == left - 1

@@ -6,6 +6,7 @@ which finds the challenger of a concurrency policy."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 from agent.brains.autopilot.reading import Reading, gated
 from agent.brains.autopilot.steps import Experiment, show_value
@@ -19,8 +20,14 @@ def tune(r: Reading, inc: Flags) -> Experiment | None:
     """The next member of a family to screen where it comes closest to the best: first the family
     on the best's other flags, then its parameters, one or two at a time (they are often coupled:
     SGLang wants draft tokens = steps + 1 when topk is 1)."""
+    return next(moves(r, inc), None)
+
+
+def moves(r: Reading, inc: Flags) -> Iterator[Experiment]:
+    """Every member `tune` would screen from here, in its order (the family stage's todo item
+    counts them: todo_plan)."""
     if not r.settings.challenger:
-        return None
+        return
     h, space = r.h, r.space
     crashed = h.crashed()
     for gate, value in gates(space, inc):
@@ -39,9 +46,9 @@ def tune(r: Reading, inc: Flags) -> Experiment | None:
         if (one := r.settings.one_level()) is not None:
             targets = (one,)  # tuned where the objective reads, not where it is close
         rebased = space.repair({**inc, **{f: anchor.get(f, False) for f in family}})
-        moves = [("the family on the best's other flags", rebased)]
-        moves += [(describe(space, anchor, m), m) for m in family_moves(space, anchor, family)]
-        for what, cand in moves:
+        candidates = [("the family on the best's other flags", rebased)]
+        candidates += [(describe(space, anchor, m), m) for m in family_moves(space, anchor, family)]
+        for what, cand in candidates:
             if not space.admissible(cand) or not r.allowed(cand) or h.tried(cand):
                 continue
             if r.crash_skip(anchor, cand):
@@ -50,8 +57,7 @@ def tune(r: Reading, inc: Flags) -> Experiment | None:
                 f"tune {gate}={show_value(value)}: it comes to {ratio:.2f}x of the best at "
                 f"C={level}; {what}"
             )
-            return Experiment(cand, targets, "challenger", why, fresh=True, base=anchor)
-    return None
+            yield Experiment(cand, targets, "challenger", why, fresh=True, base=anchor)
 
 
 def family_moves(space: SearchSpace, anchor: Flags, family: set[str]) -> list[Flags]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.brains.autopilot import conclude, screening
+from agent.brains.autopilot import conclude, families, screening
 from agent.brains.autopilot.history import History, Purpose
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 from agent.brains.autopilot.reading import gated
+from state.sweeps import count
+from tools.domain.space import Flags
 
 ORDER = ("cleanup", "baseline", "noise", "explore", "family", "validate", "report")
 STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of no purpose)
@@ -91,25 +93,45 @@ def todos(
         else:
             status = "pending"
         if key == "explore" and status != "cancelled" and i >= at:
-            content += left_text(planner, h)
+            content += explore_left(planner, h)
+        if key == "family" and status != "cancelled" and i >= at:
+            content += family_left(planner, h)
         if key == "validate" and i >= at:
             content += validate_left(planner, h)
         out.append({"id": key, "content": content, "status": status, "priority": priority})
     return out
 
 
-def left_text(planner: Planner, h: History) -> str:
-    """The explore item's " (N experiments left)": the one-factor changes from the current best
-    still to screen (each a launch and a screen), within the launches left - what the supervisor's
-    time-left estimate (agent/view/eta.py) reads, so a long stage is not counted as one item."""
+def explore_left(planner: Planner, h: History) -> str:
+    """The explore item's count: the one-factor changes from the current best still to screen
+    (each a launch and a screen)."""
+    r = planner.read(h)
+    return exploring_left(planner, h, [c for _, c in screening.untried(r, r.incumbent)])
+
+
+def family_left(planner: Planner, h: History) -> str:
+    """The family item's count: the members families.tune would screen from here (none before
+    the family comes close: the item then says no count)."""
+    r = planner.read(h)
+    return exploring_left(planner, h, [e.config for e in families.moves(r, r.incumbent)])
+
+
+def exploring_left(planner: Planner, h: History, configs: list[Flags]) -> str:
+    """An exploring item's " (N experiments left)": its distinct configurations still to
+    screen, within the launches exploring has left (those kept for the end stage aside) - what
+    the supervisor's time-left estimate (agent/view/eta.py) reads, so a long stage is not
+    counted as one item."""
     s = planner.settings
     if s.wrap_up:
         return ""
-    r = planner.read(h)
-    left = len({h.key(c) for _, c in screening.untried(r, r.incumbent)})
+    left = len({h.key(c) for c in configs})
     kept = conclude.reserved(s.max_launches)  # to re-validate, and for the launch pairs
     left = min(left, max(0, s.max_launches - h.launches_used() - kept))
-    return f" ({left} experiment{'s' if left != 1 else ''} left)" if left else ""
+    return experiments_text(left)
+
+
+def experiments_text(n: int) -> str:
+    return f" ({count(n, 'experiment')} left)" if n else ""
 
 
 def validate_left(planner: Planner, h: History) -> str:
@@ -118,8 +140,7 @@ def validate_left(planner: Planner, h: History) -> str:
     the stages before it."""
     r = planner.read(h)
     subject = conclude.pairs_go_on(r) or r.incumbent  # whom the planner's stage 5 tests
-    n = conclude.launches_left(r, subject, max(0, r.budget_left))
-    return f" ({n} experiment{'s' if n != 1 else ''} left)" if n else ""
+    return experiments_text(conclude.launches_left(r, subject, max(0, r.budget_left)))
 
 
 def dropped_by_supervisor(planner: Planner) -> bool:
