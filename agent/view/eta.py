@@ -9,11 +9,11 @@ screens cover a few, and the mean of the run's launches costed it at two thirds 
 An item that does not say holds as many launches as the items so far did on average (the one in
 progress counted with the launches it says are left), each what one took from launch to launch
 within any item - not as long as the items so far took, which the long screening stage would set
-for every later, shorter one. The item in progress has what is left of an item to go, at least a quarter of one;
-one that says its count: those. Before any launch is counted (a run whose events have no
-`server_started`, a fleet) an item costs the mean time of the finished items that measured
-something, at least a launch and a sweep. A rough figure
-(docs/supervising.md says how rough); there is none before the first launch and sweep.
+for every later, shorter one. The item in progress has what is left of an item to go, at least a
+quarter of one; one that says its count: those. Before any launch is counted (a run whose events
+have no `server_started`, a fleet) an item costs the mean time of the finished items that
+measured something, at least a launch and a sweep. A rough figure (docs/supervising.md says how
+rough); there is none before the first launch and sweep.
 
 The figure shown is smoothed: the median of the estimates made at the last SMOOTH_OVER moments
 something was learned (a todo update, a server ready, a benchmark), each less the time gone since
