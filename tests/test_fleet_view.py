@@ -297,5 +297,7 @@ def test_time_left_on_a_fleet_divides_the_experiments_by_the_trials_run_at_once(
     assert (eta.launch_s, eta.sweep_s) == pytest.approx((2.0, 49 / 3 - 2))
     assert eta.at_once == pytest.approx(80 / 60)
     assert eta.seconds == pytest.approx(6 * (49 / 3) / (80 / 60))
-    assert "6 experiments × 16 s ÷ 1.3 at once" in eta_text(eta, finished=False)
+    # the item is pending: its experiments to come, each a trial (a launch and its sweep)
+    text = eta_text(eta, finished=False)
+    assert "6 experiments to come × 16 s (a launch and a full sweep) ÷ 1.3 at once" in text
     assert estimate([todo], events) is None  # without the fleet, as on one box: nothing yet
