@@ -22,3 +22,5 @@ class Simple:
     dynamic: set[int] = field(default_factory=set)
     dynamic_writes: bool = False
     assignments: list[str] = field(default_factory=list)  # VAR=value words before the command
+    # every redirection as written: (operator, the fd it applies to or None, its target word)
+    redirects: list[tuple[str, int | None, str]] = field(default_factory=list)

@@ -34,7 +34,21 @@ class Env:
         return Env(self.cwd, dict(self.vars))
 
 
+@dataclass
+class Line:
+    """A line's simple commands, and the forms of the line itself that no one of them shows."""
+
+    commands: list[Simple]
+    background: bool = False  # a job sent to the background (`&`): it outlives the call
+    substitution: bool = False  # a command or process substitution, anywhere
+    function: bool = False  # a function defined: a later word may not be the program it names
+
+
 def simple_commands(source: str, literal_heredocs: set[str]) -> list[Simple]:
+    return parse_line(source, literal_heredocs).commands
+
+
+def parse_line(source: str, literal_heredocs: set[str]) -> Line:
     try:
         trees = bashlex.parse(source)
     except NotImplementedError as err:
@@ -45,7 +59,7 @@ def simple_commands(source: str, literal_heredocs: set[str]) -> list[Simple]:
     env = Env()
     for tree in trees:
         walker.node(tree, env)
-    return walker.found
+    return Line(walker.found, walker.background, walker.substitution, walker.function)
 
 
 DYNAMIC = ("parameter", "commandsubstitution", "processsubstitution")
@@ -65,6 +79,10 @@ class _Walker:
         self.source = source
         self.literal = literal_heredocs
         self.found: list[Simple] = []
+        self.background = False
+        self.substitution = False
+        self.function = False
+        self.loops = 0  # loop bodies being walked: a background job in one is a fork flood
 
     def node(self, n: Any, env: Env, piped_from: Simple | None = None) -> Simple | None:
         kind = n.kind
@@ -79,6 +97,10 @@ class _Walker:
             for part in n.parts:
                 if part.kind != "operator":
                     self.node(part, env)
+                elif part.op == "&":
+                    self.background = True
+                    if self.loops:
+                        raise Refused("a loop that starts background jobs (a fork flood)")
         elif kind == "compound":
             inner = env.copy() if n.list and getattr(n.list[0], "word", "") == "(" else env
             for part in n.list:
@@ -88,9 +110,11 @@ class _Walker:
         elif kind == "for":
             self.for_loop(n, env)
         elif kind in ("if", "while", "until"):
+            self.loops += kind != "if"
             for part in n.parts:
                 if part.kind not in ("reservedword", "operator"):
                     self.node(part, env)
+            self.loops -= kind != "if"
         elif kind == "function":
             self.function(n, env)
         elif kind in ("reservedword", "operator", "pipe"):
@@ -150,6 +174,10 @@ class _Walker:
             self.found.append(cmd)
         for r in parts:
             target = r.output if isinstance(r.output, ast.node) else None
+            word = target.word if target is not None else str(r.output)
+            cmd.redirects.append((r.type, r.input, word))
+            if target is not None and r.type not in WRITES and r.type not in ("<<", "<<-", "<<<"):
+                self.expand(target, env)  # `< <(rm -rf ~)`: what the substitution runs
             if r.type in ("<<", "<<-") and getattr(r, "heredoc", None) is not None:
                 cmd.stdin = self.heredoc(r, target)
             elif r.type == "<<<" and target is not None:
@@ -183,14 +211,17 @@ class _Walker:
         for w in words if has_in else []:
             values.extend(self.expand(w, env))
         body = [p for p in parts if p.kind not in ("reservedword", "word", "operator")]
+        self.loops += 1
         for value in (values or [""])[:LOOP_VALUES]:
             inner = env.copy()
             inner.vars[var] = value
             for b in body:
                 self.node(b, inner)
+        self.loops -= 1
 
     def function(self, n: Any, env: Env) -> None:
         name = next(p.word for p in n.parts if p.kind == "word")
+        self.function = True
         before = len(self.found)
         self.node(n.body, env.copy())
         calls = sum(1 for c in self.found[before:] if c.argv[:1] == [name])
@@ -218,8 +249,10 @@ class _Walker:
         if kind == "parameter":
             return self.parameter(part, env)
         if kind == "commandsubstitution":
-            return self.substitution(part.command, env)
+            self.substitution = True
+            return self.substitute(part.command, env)
         if kind == "processsubstitution":
+            self.substitution = True
             self.node(part.command, env.copy())
             return "/dev/fd/63"
         return None  # a tilde stays as written: paths.resolve knows `~`
@@ -242,7 +275,7 @@ class _Walker:
         default = re.match(r":?[-=](.*)", rest, re.S)
         return default.group(1) if default else ""
 
-    def substitution(self, command: Any, env: Env) -> str:
+    def substitute(self, command: Any, env: Env) -> str:
         """Judge the inner command; its output when it is plainly known (echo, printf, pwd)."""
         before = len(self.found)
         self.node(command, env.copy())
