@@ -13,8 +13,23 @@ from agent.ends import BudgetExhausted, Stopped
 from state.inbox import drain
 from state.run import Run
 from tools.domain.config import BUDGET_WARN_AT
+from tools.domain.permission_rules import RuleError, parse_rule
 
 WARN_AT = BUDGET_WARN_AT  # share of a budget at which the run is told to wrap up
+
+
+def drain_inbox(run: Run) -> int:
+    """The run's inbox delivered (state/inbox.py: only what the `agent` CLI signed), an `allow`
+    rule checked with the guard's grammar as `agent allow` checks it."""
+    return drain(run, rule_check=_rule_problem)
+
+
+def _rule_problem(text: str) -> str | None:
+    try:
+        parse_rule(text)
+    except RuleError as err:
+        return f"an invalid rule: {err}"
+    return None
 
 
 @dataclass
@@ -22,7 +37,7 @@ class Supervision:
     run: Run
     # the supervisor's messages: the run's inbox, or in a replay the recorded ones, at the steps
     # where they arrived
-    inbox: Callable[[Run], object] = drain
+    inbox: Callable[[Run], object] = drain_inbox
     clock: Callable[[], float] = time.monotonic  # injectable: tests simulate time
     session_start: float = field(default_factory=time.monotonic)
     # a replay's minutes used, as recorded (session_replay.recorded_minutes): the figures the

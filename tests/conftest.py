@@ -50,6 +50,12 @@ def plain_config(**overrides: Any) -> Config:
     return Config(server=server, search={}, **overrides)
 
 
+@pytest.fixture(autouse=True)
+def inbox_keys(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' inbox keys (state/inbox.py) in this test session's folder, not the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-state"))
+
+
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:
     return tmp_path / "runs"

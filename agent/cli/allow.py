@@ -11,7 +11,7 @@ import json
 import sys
 
 from agent.cli.args import Parser, runs_dir_arg
-from state.inbox import send
+from state.inbox import InboxError, send
 from state.run import RunError, read_state, resolve_run
 from tools.domain.permission_rules import RuleError, parse_rule
 
@@ -38,7 +38,11 @@ def main(argv: list[str]) -> int:
     except (RuleError, RunError) as err:
         print(f"agent allow: {err}", file=sys.stderr)
         return 2
-    send(path, "allow", rule=rule.text)
+    try:
+        send(path, "allow", rule=rule.text)
+    except (InboxError, ValueError, OSError) as err:
+        print(f"agent allow: cannot queue it for run {path.name}: {err}", file=sys.stderr)
+        return 2
     if args.json:
         ended = {"ended": finished.get("status")} if finished else {}
         print(json.dumps({"queued": "allow", "run": path.name, "rule": rule.text, **ended}))

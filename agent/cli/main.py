@@ -9,8 +9,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from agent.cli.args import Parser, fleet_args, positive, runs_dir_arg
+from agent.cli.args import Parser, fleet_args, positive, runs_dir_arg, within
+from state.numbers import Dollars, Minutes, Steps
 from state.run import RunError, read_state, resolve_run
 from state.text import repair
 from tools.domain.config import (
@@ -65,17 +67,17 @@ def build_parser() -> Parser:
     off = " (leave the option out for the default; agent.toml [budget] sets it too)"
     p.add_argument(
         "--max-steps",
-        type=positive(int, off),
+        type=within(Steps, off),
         help=f"budget: model turns (default: [budget] max_steps, {budget.max_steps})",
     )
     p.add_argument(
         "--max-cost",
-        type=positive(float, off),
+        type=within(Dollars, off),
         help=f"budget: USD of model usage (default: [budget] max_usd, {budget.max_usd:g})",
     )
     p.add_argument(
         "--max-minutes",
-        type=positive(float, off),
+        type=within(Minutes, off),
         help=f"budget: wall-clock minutes (default: [budget] max_minutes, {budget.max_minutes:g})",
     )
     fleet_args(p)
@@ -115,9 +117,9 @@ def build_parser() -> Parser:
             p.add_argument("text")
         if name == "budget":
             raise_it = " (a limit cannot be switched off; give the new, higher value)"
-            p.add_argument("--steps", type=positive(int, raise_it))
-            p.add_argument("--usd", type=positive(float, raise_it))
-            p.add_argument("--minutes", type=positive(float, raise_it))
+            p.add_argument("--steps", type=within(Steps, raise_it))
+            p.add_argument("--usd", type=within(Dollars, raise_it))
+            p.add_argument("--minutes", type=within(Minutes, raise_it))
         runs_dir_arg(p)
 
     for name, help_text in (
@@ -273,7 +275,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_inbox(args: argparse.Namespace) -> int:
-    from state.inbox import send
+    from state.inbox import InboxError
+    from state.inbox import send as queue
+
+    def send(path: Path, kind: str, **body: Any) -> None:
+        try:
+            queue(path, kind, **body)
+        except (InboxError, ValueError, OSError) as err:  # the key, or a message it refuses
+            raise RunError(f"cannot queue it for run {path.name}: {err}") from None
 
     path = resolve_run(args.run, args.runs_dir)
     finished = read_state(path).finished

@@ -35,6 +35,11 @@ def _short_line(event: Event) -> str | None:
         return f"supervisor: bash commands matching {short(event.get('rule', ''), 160)} allowed"
     if t == "stop_requested":
         return "supervisor: stop requested (the tool running finishes first)"
+    if t == "inbox_refused":
+        return (
+            f"inbox: refused a message ({short(event.get('reason', ''), 120)}); kept in "
+            f"{short(event.get('moved_to', ''), 120)}"
+        )
     if t == "limits_changed":
         limits = ", ".join(f"{k} -> {v:g}" for k, v in (event.get("limits") or {}).items())
         return f"supervisor: budget raised: {limits}"
@@ -49,6 +54,8 @@ def event_line(event: Event) -> Text | None:
     if line is None:
         return None
     style = "bold magenta" if line.startswith("supervisor:") else "dim"
+    if event.get("type") == "inbox_refused":
+        style = "bold red"  # something other than the supervisor wrote into its channel
     shown = printable(line, one_line=True)  # model and tool text must not drive the terminal
     return Text(f"[{str(event.get('ts', ''))[11:19]}] {shown}", style=style)
 
