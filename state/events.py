@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from state.atomic import write_all
+from state.files import open_run_file, read_run_file
 from state.text import utf8
 
 Event = dict[str, Any]
@@ -115,7 +116,7 @@ def parse_lines(
 
 def read_events(path: Path) -> LogContents:
     try:
-        data = path.read_bytes()
+        data = read_run_file(path)  # a symbolic link raises LinkedRunFile: never followed
     except FileNotFoundError:
         return LogContents()
     return parse_lines(data, after_seq=0)
@@ -135,8 +136,9 @@ class EventLog:
         contents = existing if existing is not None else read_events(path)
         self.repaired = contents.torn_report
         self.seq = contents.events[-1]["seq"] if contents.events else 0
-        # O_APPEND: every write lands at the end, whatever else has the file open
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        # O_APPEND: every write lands at the end, whatever else has the file open; O_NOFOLLOW
+        # (state/files.py): a link is never appended to, nor its target truncated as a torn tail
+        fd = open_run_file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         if contents.torn:
             os.ftruncate(fd, contents.end)  # cut the torn line so the next event starts clean
         os.lseek(fd, 0, os.SEEK_END)

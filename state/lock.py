@@ -12,6 +12,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from state.files import open_run_file
+
 LOCK_NAME = "run.lock"
 
 
@@ -23,7 +25,7 @@ class Locked(Exception):
 
 def acquire(run_path: Path) -> int:
     """The locked file descriptor (close it to release); Locked(pid) when a live process has it."""
-    fd = os.open(run_path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_run_file(run_path / LOCK_NAME, os.O_RDWR | os.O_CREAT)  # never through a link
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

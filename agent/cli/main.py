@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.args import Parser, fleet_args, positive, runs_dir_arg, within
+from state.files import LinkedRunFile, read_run_file
 from state.numbers import Dollars, Minutes, Steps
 from state.run import RunError, read_state, resolve_run
 from state.text import repair
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = HANDLERS[args.command]
     try:
         return handler(args)
-    except (UsageError, ConfigError, RunError) as err:
+    except (UsageError, ConfigError, RunError, LinkedRunFile) as err:
         print(f"agent {args.command}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -193,8 +194,10 @@ def cmd_todos(args: argparse.Namespace) -> int:
 
     path = resolve_run(args.run, args.runs_dir)
     if args.json:
-        todos_file = path / "todos.json"
-        sys.stdout.write(todos_file.read_text() if todos_file.exists() else '{"todos": []}\n')
+        try:  # exactly the file, never what a link in its place points to
+            sys.stdout.write(read_run_file(path / "todos.json").decode(errors="replace"))
+        except FileNotFoundError:
+            sys.stdout.write('{"todos": []}\n')
     else:
         print(render(read_state(path).todos))
     return 0

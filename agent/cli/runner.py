@@ -35,6 +35,12 @@ def run_campaign(
 
 
 def resume_campaign(path: Path) -> int:
+    for name in ("events.jsonl", "run.lock"):  # opened without following links (state/files.py)
+        if (path / name).is_symlink():
+            raise RunError(
+                f"run {path.name}: {name} is a symbolic link, not the run's own file; "
+                "nothing was resumed and nothing written through it"
+            )
     run = Run.open(path)
     if not run.state.goal:  # killed between creating the folder and its first event
         run.close()
