@@ -166,8 +166,10 @@ def write_config(tmp_path: Path, deadlines: str) -> Path:
 @pytest.mark.parametrize(
     ("line", "says"),
     [
-        ("head_s = 0", "bench.deadlines.head_s: Input should be greater than 0 (got 0)"),
-        ("first_token_s = -1", "bench.deadlines.first_token_s: Input should be greater than 0"),
+        # a deadline is a millisecond at least (state/numbers.py Seconds): 0 and 1e-300 are no wait
+        ("head_s = 0", "bench.deadlines.head_s: Input should be greater than or equal to 0.001"),
+        ("floor_s = 1e-300", "bench.deadlines.floor_s: Input should be greater than or equal to"),
+        ("first_token_s = -1", "bench.deadlines.first_token_s: Input should be greater than or"),
         ("level_s = inf", "bench.deadlines.level_s: Input should be a finite number"),
         ("slack = true", "bench.deadlines.slack: Input should be a valid number (got True)"),
         ('probe_s = "30"', "bench.deadlines.probe_s: Input should be a valid number (got '30')"),

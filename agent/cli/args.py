@@ -8,6 +8,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Annotated, Any, get_args
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -74,16 +77,33 @@ def runs_dir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def positive(kind: type[int] | type[float], hint: str = "") -> Callable[[str], float]:
-    """An argparse type for a budget: a negative, zero or infinite one would never run out."""
+    """An argparse type for a number > 0 that has no kind of its own in state/numbers.py."""
+    return within(Annotated[kind, Field(gt=0, allow_inf_nan=False)], hint)
 
-    def parse(text: str) -> float:
+
+def within(number: Any, hint: str = "") -> Callable[[str], Any]:
+    """An argparse type for a number of one of state/numbers.py's kinds (a budget: Steps, Dollars,
+    Minutes), with the bounds agent.toml's [budget] has: a negative, zero, infinite or absurd one
+    is refused in one line (the hint is said where the value would switch a limit off)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(number)
+    parse_as = get_args(number)[0] if get_args(number) else number
+
+    def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            value = parse_as(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}{hint}")
-        return value
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as err:
+            if not (math.isfinite(value) and value > 0):
+                raise argparse.ArgumentTypeError(
+                    f"must be a number > 0, got {text}{hint}"
+                ) from None
+            msg = err.errors()[0]["msg"].replace("Input should be ", "")
+            msg = msg.replace("greater than or equal to", "at least")
+            msg = msg.replace("less than or equal to", "at most")
+            raise argparse.ArgumentTypeError(f"must be {msg}, got {text}") from None
 
     return parse
 

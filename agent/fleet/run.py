@@ -104,7 +104,7 @@ def run_fleet_campaign(
     config = with_goal_slo(config, goal)  # as run_campaign: the goal's SLO, the objective
     launch_checked(config)
     fleet_config = config.fleet or FleetConfig()
-    if boxes is None and config.fleet is None and config.source == "built-in lab":
+    if boxes is None and config.fleet is None and config.lab:
         boxes = fleet_config.boxes  # the lab without [fleet]: its own simulated boxes
     if boxes is not None:
         fleet_config = fleet_config.model_copy(update={"boxes": boxes, "address": "local"})

@@ -26,6 +26,20 @@ from pydantic import (
     model_validator,
 )
 
+from state.numbers import (
+    Count,
+    Dollars,
+    Factor,
+    Fraction,
+    Milliseconds,
+    Minutes,
+    Port,
+    Rate,
+    Seconds,
+    Seed,
+    Steps,
+    Usd,
+)
 from state.secrets import MASK, is_secret_word
 from tools.domain.cost import CostConfig
 from tools.domain.fleet_config import FleetConfig
@@ -48,8 +62,8 @@ class HostConfig(Strict):
     known_hosts: str = "~/.ssh/known_hosts"  # a path, or "accept-new"
     workdir: str = "~/campaign"
     allow_paths: list[str] = []  # absolute paths outside workdir that put_file/get_file may touch
-    keepalive_s: float = 15.0
-    connect_timeout_s: float = 15.0
+    keepalive_s: Seconds = 15.0
+    connect_timeout_s: Seconds = 15.0
 
     @field_validator("address")
     @classmethod
@@ -81,10 +95,10 @@ class ServerConfig(Strict):
     host: str = "local"
     name: str = "server"
     command: str
-    port: int = Field(default=30000, ge=1, le=65535)
+    port: Port = 30000
     model: str | None = None  # the model name the API serves; default: from the engine's /v1/models
-    ready_timeout_s: float = Field(default=1800, gt=0)
-    kill_timeout_s: float = Field(default=30, gt=0)
+    ready_timeout_s: Seconds = 1800
+    kill_timeout_s: Seconds = 30
     ready_line: str | None = (
         None  # overrides the engine profile's ready line (docs/configuration.md)
     )
@@ -104,22 +118,19 @@ class ServerConfig(Strict):
         return engine
 
 
-# a deadline in seconds (or the slack, a factor): a finite number above 0; true, "30" and inf are
-# refused, as a typo that would leave a wait unbounded or the TOML's boolean taken for 1 s
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
-
-
 class BenchDeadlines(Strict):
     """[bench.deadlines]: the benchmark client's deadlines (tools/bench/deadlines.py `Deadlines`,
     whose field names these are; a test keeps the two in step). None: the client's default."""
 
-    head_s: Positive | None = None  # first response byte -> headers complete
-    first_token_s: Positive | None = None  # send -> first token
-    pace_tok_s: Positive | None = None  # the slowest tokens/s of one stream a request may keep
-    floor_s: Positive | None = None  # no request's total deadline is shorter
-    slack: Positive | None = None  # x the level's learned seconds per token
-    level_s: Positive | None = None  # a whole level's; default: derived from its shape
-    probe_s: Positive | None = None  # one probe (/v1/models, /server_info, /tokenize, ...)
+    # each a finite number above 0 (state/numbers.py): true, "30", inf and 1e-300 are refused,
+    # as a typo that would leave a wait unbounded, the TOML's boolean taken for 1 s, or no wait
+    head_s: Seconds | None = None  # first response byte -> headers complete
+    first_token_s: Seconds | None = None  # send -> first token
+    pace_tok_s: Rate | None = None  # the slowest tokens/s of one stream a request may keep
+    floor_s: Seconds | None = None  # no request's total deadline is shorter
+    slack: Factor | None = None  # x the level's learned seconds per token
+    level_s: Seconds | None = None  # a whole level's; default: derived from its shape
+    probe_s: Seconds | None = None  # one probe (/v1/models, /server_info, /tokenize, ...)
 
     def given(self) -> dict[str, float]:
         """The deadlines this config sets (the rest are the client's defaults)."""
@@ -127,30 +138,28 @@ class BenchDeadlines(Strict):
 
 
 class BenchConfig(Strict):
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
-        default=[1, 2, 5, 10, 30, 70, 100, 250], min_length=1
-    )
-    input_len: int = Field(default=512, ge=1)
-    max_tokens: int = Field(default=512, ge=1)
-    requests_per_level: int | None = Field(default=None, ge=1)  # default: 5 x C (at least 10)
-    warmup_requests: int = Field(default=2, ge=0)
+    concurrency: list[Count] = Field(default=[1, 2, 5, 10, 30, 70, 100, 250], min_length=1)
+    input_len: Count = 512
+    max_tokens: Count = 512
+    requests_per_level: Count | None = None  # default: 5 x C (at least 10)
+    warmup_requests: Annotated[Count, Field(ge=0)] = 2
     endpoint: Literal["completions", "chat"] = "completions"
     client: Literal["local", "forward", "remote"] = "forward"  # forward = through SSH when remote
     remote_command: str | None = (
         None  # e.g. "vllm bench serve ... --save-result --result-filename {out}"
     )
-    seed: int = 0
+    seed: Seed = 0
     # the workload (docs/benchmark.md, Workloads): where prompts come from, how requests arrive
     dataset: str = Field(default="random", pattern=r"^(random|chat|code|sharegpt:.+|jsonl:.+)$")
     lengths: Literal["data", "fixed"] | None = None  # None: a dataset's own, random's max_tokens
-    request_rate: list[Annotated[float, Field(gt=0)]] | None = None  # open-loop levels (req/s)
-    burstiness: Annotated[float, Field(gt=0)] | Literal["constant"] = 1.0  # 1: Poisson arrivals
-    duration_s: float | None = Field(default=None, gt=0)  # seconds per level
+    request_rate: list[Rate] | None = None  # open-loop levels (req/s)
+    burstiness: Factor | Literal["constant"] = 1.0  # 1: Poisson arrivals
+    duration_s: Seconds | None = None  # seconds per level
     # the least a closed level lasts (past its requests, up to 16 x them); None: the engine
     # profile's (5 s on real engines, none on the simulator); 0: the requests alone
-    min_level_s: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] | None = None
-    slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Annotated[float, Field(gt=0)]] = {}
-    shared_prefix: int = Field(default=0, ge=0, le=100_000)  # system-prompt tokens shared
+    min_level_s: Annotated[Seconds, Field(ge=0)] | None = None
+    slo: dict[Literal["ttft_ms", "tpot_ms", "e2el_ms"], Milliseconds] = {}
+    shared_prefix: Annotated[Count, Field(ge=0, le=100_000)] = 0  # system-prompt tokens shared
     multi_turn: bool = False  # replay the dataset's conversations turn by turn
     deadlines: BenchDeadlines = BenchDeadlines()  # [bench.deadlines] (docs/benchmark.md)
 
@@ -168,36 +177,40 @@ class BenchConfig(Strict):
 
 class ObjectiveConfig(Strict):
     kind: Literal["geomean", "level", "peak", "slo", "max_load"] = "geomean"
-    level: int | None = None  # for kind = "level"
-    ttft_p99_ms: float | None = None  # for kind = "slo" and "max_load"
-    tpot_p99_ms: float | None = None
+    level: Count | None = None  # for kind = "level"
+    ttft_p99_ms: Milliseconds | None = None  # for kind = "slo" and "max_load"
+    tpot_p99_ms: Milliseconds | None = None
     # the autopilot measures more (repeats) while the objective's noise floor is above this
-    precision: float = Field(default=0.02, gt=0, le=1)
+    precision: Fraction = 0.02
 
 
 BUDGET_WARN_AT = 0.8  # share of a budget at which the run is told to wrap up (agent/supervision)
 
 
 class BudgetConfig(Strict):
-    max_steps: int = Field(default=300, ge=1)
-    max_usd: float = Field(default=25.0, gt=0)
-    max_minutes: float = Field(default=24 * 60, gt=0)
+    """[budget]: the same bounds as `agent run --max-*`, `agent budget` and the log's limits
+    (state/numbers.py); a budget cannot be switched off, only set high."""
+
+    max_steps: Steps = 300
+    max_usd: Dollars = 25.0
+    max_minutes: Minutes = 24 * 60
 
 
 class ModelConfig(Strict):
     name: str = "claude-sonnet-4-6"  # a Claude model id, or "autopilot"; no API key: autopilot
-    max_tokens: int = Field(default=32_000, ge=1)  # per reply, thinking included; streamed
+    max_tokens: Count = 32_000  # per reply, thinking included; streamed
     # "auto": adaptive where the model has it, else a thinking budget; or adaptive/enabled/off
     thinking: Literal["auto", "adaptive", "enabled", "off"] = "auto"
-    thinking_budget: int = Field(default=16_000, ge=1024)  # thinking tokens, for "enabled"
-    overload_wait_minutes: float = Field(default=30, ge=0)  # API overloaded: pause, then end
-    prices: dict[str, dict[str, float]] = {}  # model id -> {"input", "output", ...} USD per Mtok
+    thinking_budget: Annotated[Count, Field(ge=1024)] = 16_000  # thinking tokens, for "enabled"
+    # API overloaded: pause, then end (0: end at once)
+    overload_wait_minutes: Annotated[Minutes, Field(ge=0)] = 30
+    prices: dict[str, dict[str, Usd]] = {}  # model id -> {"input", "output", ...} USD per Mtok
 
 
 class CompactionConfig(Strict):
-    threshold_tokens: int = 120_000  # compact when a prompt passes this
-    keep_turns: int = 6  # the last turns kept verbatim after a summary
-    keep_tool_tokens: int = 40_000  # newest tool output kept when pruning
+    threshold_tokens: Count = 120_000  # compact when a prompt passes this
+    keep_turns: Count = 6  # the last turns kept verbatim after a summary
+    keep_tool_tokens: Count = 40_000  # newest tool output kept when pruning
 
 
 class GuardConfig(Strict):
@@ -251,6 +264,9 @@ class Config(Strict):
     fleet: FleetConfig | None = None  # trials in parallel on a Ray cluster (docs/fleet.md)
     cost: CostConfig | None = None  # the hardware's price: $ per million tokens in the report
     source: str = "built-in lab"  # where this config came from (not a TOML key users set)
+    # the built-in lab, alone or under a file's sections (no server.command of the file's own):
+    # `agent run --fleet ray` starts its simulated boxes (not a TOML key users set)
+    lab: bool = False
 
     @model_validator(mode="after")
     def hosts_known(self) -> Config:
@@ -276,30 +292,92 @@ class UsageError(Exception):
     """Bad usage: one line on stderr, exit 2."""
 
 
+# agent.toml is a page or two: a file past this is no agent.toml (`--config /dev/zero`, a log or a
+# model given by mistake) and is not read to its end
+MAX_CONFIG_BYTES = 1 << 20
+# the deepest nesting of tables and arrays agent.toml needs is 4 ([search.requires] flag = {...});
+# a file nested thousands deep would overflow the parser's recursion and every walk after it
+MAX_DEPTH = 32
+
+
 def load_config(path: Path | None) -> Config:
+    """agent.toml, validated; None: the built-in lab. A file that leaves `server.command` out (and
+    names no other engine) is the built-in lab with the user's sections over it: what it does not
+    say keeps the lab's values (128-token answers, a 120 s ready timeout, its search space)."""
     if path is None:
         return lab_config()
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: malformed TOML: {err}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not a text file (agent.toml is UTF-8 TOML)") from None
-    except OSError as err:  # a folder, no permission, ...
-        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    raw = _read_toml(path)
+    problem = _unpassable(raw)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
     if not isinstance(raw.get("server", {}), dict):
         raise ConfigError(f"{path}: server must be a table ([server]), got {raw['server']!r}")
     lab = lab_config()
-    raw.setdefault("server", {}).setdefault("command", lab.server.command)
-    _resolve_profile(raw["server"], path)
-    simulated = raw["server"].get("engine", "sim") == "sim" and not raw["server"].get("profile")
+    server = raw.setdefault("server", {})
+    simulated = server.get("engine", "sim") == "sim" and not server.get("profile")
+    on_lab = simulated and "command" not in server
+    if on_lab:  # the lab's own values where the file says nothing (a section it adds changes
+        # only what it says): the lab's differ from a real box's defaults
+        given = lab.model_dump(exclude_unset=True, exclude={"search", "source", "lab"})
+        for section, values in given.items():
+            if isinstance(raw.get(section, {}), dict):
+                raw[section] = {**values, **raw.get(section, {})}
+        raw["lab"] = True
+    server.setdefault("command", lab.server.command)
+    _resolve_profile(server, path)
     raw.setdefault("search", lab.search if simulated else {})
     try:
         return Config.model_validate({**raw, "source": str(path)})
     except ValidationError as err:
-        raise ConfigError(f"{path}: {explain(err)}") from None
+        raise ConfigError(f"{path}: {explain(err, raw)}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's TOML, read up to MAX_CONFIG_BYTES; each failure one line."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except OSError as err:  # a folder, no permission, ...
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not an agent.toml "
+            "(it is read no further)"
+        )
+    try:
+        return tomllib.loads(data.decode())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file (agent.toml is UTF-8 TOML)") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: malformed TOML: {err}") from None
+    except RecursionError:  # the parser recurses once per level of [[[...]]] or {a = {b = ...}}
+        raise ConfigError(
+            f"{path}: tables or arrays nested too deep (agent.toml needs at most {MAX_DEPTH} "
+            "levels)"
+        ) from None
+
+
+def _unpassable(raw: dict[str, Any]) -> str | None:
+    """What no program, path or walk of the config could take, naming the key: nesting past
+    MAX_DEPTH, or a NUL character (`"\\u0000"`) in a string or a key - no command line, file name
+    or environment variable can hold one."""
+    todo: list[tuple[str, Any, int]] = [("", raw, 1)]
+    while todo:
+        where, value, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            top = where.split(".", 1)[0]  # the key it starts under (the rest: .0.0.0...)
+            return f"{top}: nested deeper than {MAX_DEPTH} levels of tables and arrays"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            at = f"{where}.{key}" if where else str(key)
+            if "\0" in at or (isinstance(item, str) and "\0" in item):
+                key = at if at.isprintable() else repr(at)
+                return f"{key}: a NUL character (\\u0000) cannot be passed to a program"
+            if isinstance(item, dict | list):
+                todo.append((at, item, depth + 1))
+    return None
 
 
 def _resolve_profile(server: dict[str, Any], path: Path) -> None:
@@ -313,10 +391,12 @@ def _resolve_profile(server: dict[str, Any], path: Path) -> None:
     server["profile"] = str(where)
 
 
-def explain(err: ValidationError) -> str:
-    """The first problem as one line, with a did-you-mean for unknown keys."""
+def explain(err: ValidationError, raw: Any = None) -> str:
+    """The first problem as one line, with a did-you-mean for unknown keys. With the input it
+    was validated from, the key is named as the file spells it (without the union member a
+    number | "constant" field's error adds)."""
     e = err.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"])
+    loc = ".".join(str(p) for p in _key_path(e["loc"], raw))
     if e["type"] == "extra_forbidden":
         key = str(e["loc"][-1])
         hint = difflib.get_close_matches(key, _known_keys(e["loc"][:-1]), n=1)
@@ -324,6 +404,26 @@ def explain(err: ValidationError) -> str:
         return f"unknown key {loc!r}{more}"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
     return f"{loc}: {e['msg']} (got {_without_password(e.get('input'))!r}){more}"
+
+
+def _key_path(loc: tuple[Any, ...], raw: Any) -> tuple[Any, ...]:
+    """The parts of an error's location that are keys (or indexes) of the input: a part past a
+    leaf is a union member's tag; one a table lacks (a missing field) is named all the same."""
+    if raw is None:
+        return loc
+    out: list[Any] = []
+    node, unknown = raw, object()
+    for part in loc:
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
+            node = node[part]
+        elif isinstance(node, dict | list):
+            node = unknown
+        elif node is not unknown:
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def _without_password(value: Any) -> Any:
@@ -373,6 +473,7 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
         [sys.executable, "-m", "sim", "--time-scale", f"{scale:g}", *DEFAULT_BASE_FLAGS]
     )
     return Config(
+        lab=True,
         server=ServerConfig(
             engine="sim",
             host="local",

@@ -11,7 +11,9 @@ whatever it uses of the box. The model API's cost of the campaign itself is coun
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from state.numbers import Dollars
 
 ONE_MILLION = 1e6
 HINT = (
@@ -26,8 +28,8 @@ class CostConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # strict: `true` is no price (a bool would pass as 1.0), nor is "2.5" (a string in TOML)
-    usd_per_gpu_hour: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
-    usd_per_box_hour: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
+    usd_per_gpu_hour: Dollars | None = None
+    usd_per_box_hour: Dollars | None = None
 
     @model_validator(mode="after")
     def exactly_one(self) -> CostConfig:

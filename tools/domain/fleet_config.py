@@ -12,9 +12,11 @@ boxes = 3                     # with address "local": simulated boxes to start
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from state.numbers import Amount, Count, Minutes, Seconds
 
 RAY_CLIENT = re.compile(r"^ray://[A-Za-z0-9_.-]+:\d{1,5}$")
 # the custom resource every simulated box of the lab has (one trial at a time per box)
@@ -26,17 +28,18 @@ class FleetConfig(BaseModel):
 
     engine: Literal["ray"] = "ray"
     address: str = "auto"
-    resources: dict[str, float] = {BOX: 1.0}
-    max_trials: int = Field(default=3, ge=1, le=256)
-    boxes: int = Field(default=3, ge=1, le=16)
-    retries: int = Field(default=1, ge=0, le=3)  # a trial lost with its node runs again elsewhere
+    resources: dict[str, Amount] = {BOX: 1.0}
+    max_trials: Annotated[Count, Field(le=256)] = 3
+    boxes: Annotated[Count, Field(le=16)] = 3
+    # a trial lost with its node runs again elsewhere
+    retries: Annotated[Count, Field(ge=0, le=3)] = 1
     # a trial not back by then (a wedged node, a server no deadline of the benchmark caught) is
     # cancelled, what it left on its node reaped, and failed: it never holds a box for the run
-    trial_timeout_min: float = Field(default=120, gt=0)
+    trial_timeout_min: Minutes = 120
     # a clean-up task on a live node: scheduled, run, answered; one not back by then is kept and
     # awaited again at each of the controller's waits, once more (this long) at the run's end
-    reap_timeout_s: float = Field(default=60, gt=0)
-    object_store_mb: int = Field(default=100, ge=80)  # per simulated box (the lab)
+    reap_timeout_s: Seconds = 60
+    object_store_mb: Annotated[Count, Field(ge=80)] = 100  # per simulated box (the lab)
 
     @field_validator("address")
     @classmethod
@@ -47,10 +50,7 @@ class FleetConfig(BaseModel):
 
     @field_validator("resources")
     @classmethod
-    def resources_positive(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = [k for k, n in v.items() if not n > 0]
-        if bad:
-            raise ValueError(f"each resource needs an amount > 0: {', '.join(bad)}")
+    def resources_named(cls, v: dict[str, float]) -> dict[str, float]:
         if not v:
             raise ValueError("name what one trial needs, e.g. {GPU = 8} or {box = 1}")
         return v

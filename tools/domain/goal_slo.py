@@ -13,7 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tools.domain.config import Config, ObjectiveConfig
+from pydantic import TypeAdapter, ValidationError
+
+from state.numbers import Milliseconds
+from tools.domain.config import Config, ObjectiveConfig, UsageError
+
+MILLISECONDS: TypeAdapter[float] = TypeAdapter(Milliseconds)
 
 _NUMBER = r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|sec|seconds?)\b"
 _RELATION = (
@@ -60,6 +65,12 @@ def with_goal_slo(config: Config, goal: str) -> Config:
     the config did not set them itself."""
     wanted = goal_objective(goal)
     limits = goal_limits(goal)
+    for key, ms in limits.items():  # "TTFT under 0 ms", a limit of years: [bench] slo's bounds
+        try:
+            MILLISECONDS.validate_python(ms)
+        except ValidationError as err:
+            msg = err.errors()[0]["msg"].replace("Input should be", "should be")
+            raise UsageError(f"the goal's {key} limit {ms:g} ms {msg} ms") from None
     update: dict[str, Any] = {}
     if wanted is not None and "objective" not in config.model_fields_set:
         update["objective"] = ObjectiveConfig(**wanted)

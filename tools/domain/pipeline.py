@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from state.numbers import Factor
+
 NAME = r"^[A-Za-z0-9_.-]+$"
 
 
@@ -32,7 +34,7 @@ class StageConfig(_Strict):
 
 class PipelineConfig(_Strict):
     host: str | None = None  # default: the server's host
-    time_scale: float = Field(default=1.0, gt=0)  # the stages' clock runs this much faster
+    time_scale: Factor = 1.0  # the stages' clock runs this much faster
     stages: list[StageConfig] = Field(min_length=1)
     drafter: str = ""  # what the pipeline makes, as the serving space names it
 
