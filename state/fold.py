@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from state.events import Event, epoch
 from state.fleet import FleetState
+from state.numbers import limits_problem
 
 STUB = "[output pruned by compaction; full text: {path}]"
 
@@ -99,7 +100,7 @@ class RunState:
     def _on_run_started(self, e: Event) -> None:
         self.run_id, self.goal = e.get("run_id", ""), e["goal"]
         self.brain, self.model = e.get("brain", ""), e.get("model", "")
-        self.config, self.limits = e.get("config", {}), dict(e.get("limits", {}))
+        self.config, self.limits = e.get("config", {}), dict(_limits(e, e.get("limits", {})))
         self.started_ts = self.session_ts = e["ts"]
         self.replay_of = e.get("replay_of")
 
@@ -122,7 +123,7 @@ class RunState:
         self.minutes_before += e.get("session_minutes", 0.0)
 
     def _on_limits_changed(self, e: Event) -> None:
-        self.limits.update(e["limits"])
+        self.limits.update(_limits(e, e["limits"]))
         self.warned_budget = False
         self.minutes_warning = None
         self.inbox_done.add(e.get("inbox_id", ""))
@@ -246,6 +247,20 @@ class RunState:
 
     def _on_benchmark(self, e: Event) -> None:
         self.results.append({k: v for k, v in e.items() if k not in ("seq", "type")})
+
+
+class BadLimits(ValueError):
+    """A budget in the log that no config nor `agent budget` could have set (an edited log):
+    folding it would switch a limit off or end the run at once."""
+
+
+def _limits(e: Event, limits: Any) -> dict[str, Any]:
+    """The budget limits an event carries, checked with the bounds agent.toml's have."""
+    problem = limits_problem(limits)
+    if problem is not None:
+        raise BadLimits(f"event seq {e['seq']} ({e['type']}): {problem}")
+    assert isinstance(limits, dict)
+    return limits
 
 
 def fold(events: list[Event]) -> RunState:

@@ -23,7 +23,7 @@ from typing import Any
 
 from state.atomic import write_atomic
 from state.events import Event, EventLog, LogContents, read_events
-from state.fold import RunState, fold
+from state.fold import BadLimits, RunState, fold
 from state.lock import Locked, acquire
 from state.secrets import Scrubber, secret_values
 from state.text import utf8
@@ -57,7 +57,7 @@ class Run:
             ) from None
         try:
             contents = _read(self.events_path)
-            self.state = fold(contents.events)
+            self.state = _fold(self.events_path, contents)
             self.scrub = Scrubber(secret_values())
             self.log = EventLog(self.events_path, contents, self.scrub)
         except BaseException:
@@ -139,7 +139,7 @@ class Run:
 def read_state(path: Path) -> RunState:
     """The fold of a run's log, read-only: for readers in other processes while a run may be
     writing (opening a Run would cut what looks like a torn line - the live writer's)."""
-    return fold(_read(path / "events.jsonl").events)
+    return _fold(path / "events.jsonl", _read(path / "events.jsonl"))
 
 
 def _read(events_path: Path) -> LogContents:
@@ -147,6 +147,13 @@ def _read(events_path: Path) -> LogContents:
         return read_events(events_path)
     except ValueError as err:  # not a torn tail: a line in the middle was damaged
         raise RunError(f"{events_path}: {err}; the log was damaged, not torn") from None
+
+
+def _fold(events_path: Path, contents: LogContents) -> RunState:
+    try:
+        return fold(contents.events)
+    except BadLimits as err:  # a budget edited into the log: said in one line, never folded
+        raise RunError(f"{events_path}: {err}") from None
 
 
 def resolve_run(ref: str, runs_dir: Path) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 from agent.cli.args import Parser, runs_dir_arg
 from agent.report import gather, render_files
 from state.events import read_events
+from state.fold import BadLimits
 from state.run import RunError, resolve_run
 
 
@@ -37,8 +38,13 @@ def main(argv: list[str]) -> int:
         return 2
     out = args.out or path
     try:
+        gathered = gather(path, contents.events)
+    except BadLimits as err:  # a budget edited into the log (state/fold.py)
+        print(f"agent report: {path / 'events.jsonl'}: {err}", file=sys.stderr)
+        return 2
+    try:
         out.mkdir(parents=True, exist_ok=True)
-        written = render_files(gather(path, contents.events), out)
+        written = render_files(gathered, out)
     except OSError as err:
         print(f"agent report: cannot write to {out}: {err.strerror or err}", file=sys.stderr)
         return 1
