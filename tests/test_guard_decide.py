@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,74 @@ def test_no_destructive_command_is_allowed(sandbox: bool) -> None:
     print(sorted(by_class.items()))
 
 
+HELDOUT = DATA / "destructive_heldout.txt"
+HELDOUT_CLASSES = {
+    "input-substitution", "subscript-evaluation", "write-then-run", "read-only-options",
+    "symlinks", "pip-anywhere", "lifelines", "find-exec", "network-env", "public-bind",
+    "background", "wrappers",
+}  # fmt: skip
+
+
+def heldout() -> list[tuple[str, str]]:
+    """(class, command) of tests/data/destructive_heldout.txt: `# class: X` starts a class,
+    `<NL>` is a newline."""
+    found: list[tuple[str, str]] = []
+    cls = ""
+    for line in HELDOUT.read_text().splitlines():
+        if line.startswith("# class:"):
+            cls = line.split(":", 1)[1].strip()
+        elif line.strip() and not line.startswith("#"):
+            found.append((cls, line.replace("<NL>", "\n")))
+    return found
+
+
+def campaign_box(tmp_path: Path) -> Context:
+    """BOX on the local host: a workdir with the venv, scripts and logs a campaign has, the run
+    folder, what the run started; scripts read and folders listed (under tmp_path)."""
+    work = tmp_path / "campaign"
+    for folder in (".venv/lib/python3.11/site-packages", ".venv/bin", "scripts", "logs", "configs"):
+        (work / folder).mkdir(parents=True)
+    (work / "scripts" / "datagen.sh").write_text("#!/usr/bin/env bash\nset -euo pipefail\n")
+    (work / "logs" / "server.log").write_text("ready\n")
+
+    def here(path: str) -> Path:
+        return Path(path.replace("/root/campaign", str(work), 1))
+
+    return replace(
+        BOX,
+        read=lambda p: here(p).read_text() if here(p).is_file() else None,
+        listdir=lambda p: sorted(os.listdir(here(p))) if here(p).is_dir() else None,
+    )
+
+
+def test_the_held_out_corpus_is_large_new_and_covers_every_class() -> None:
+    entries = heldout()
+    commands = [c for _, c in entries]
+    assert len(set(commands)) == len(commands) >= 150
+    assert {c for c, _ in entries} == HELDOUT_CLASSES
+    assert all(n >= 10 for n in Counter(c for c, _ in entries).values())
+    guard = json.loads((DATA / "guard_corpus.json").read_text())
+    others = set(ORDINARY) | {e["command"] for e in DESTRUCTIVE}
+    others |= {x if isinstance(x, str) else x["command"] for k in guard for x in guard[k]}
+    assert not set(commands) & others
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_no_held_out_destructive_command_is_allowed_outright(sandbox: bool, tmp_path: Path) -> None:
+    """Issue 47: 287 new destructive strings got 127 allowed outright. The held-out corpus, written
+    after the certain-only shapes, on a realistic box (workdir, run folder, pids, ports known)."""
+    ctx = campaign_box(tmp_path)
+    by_class: Counter[tuple[str, str]] = Counter()
+    for cls, command in heldout():
+        d = decide(command, sandbox=sandbox, context=ctx)
+        assert d.action != "allow", (cls, command)
+        assert d.reason and "\n" not in d.reason, (command, d.reason)
+        assert sandbox or d.action == "refuse"
+        by_class[(cls, d.action)] += 1
+    assert all(a == "refuse" for (c, a) in by_class if c == "public-bind" and sandbox is False)
+    print(sorted(by_class.items()))
+
+
 def test_the_campaign_is_not_refused() -> None:
     commands = ORDINARY + session_commands()
     assert len(ORDINARY) >= 150 and len(set(session_commands())) >= 7
@@ -89,23 +159,56 @@ def test_the_campaign_is_not_refused() -> None:
             assert d.rule, f"a refusal must name the rule that allows it: {command!r}"
         else:
             assert d.action == "sandbox" or d.reason is None
-    assert len(refused) <= 0.02 * len(commands), refused
+    assert len(refused) <= 0.01 * len(commands), refused
     no_sandbox = [c for c in commands if decide(c, sandbox=False, context=BOX).action == "refuse"]
     for command in no_sandbox:
         d = decide(command, sandbox=False, context=BOX)
         assert d.rule and "agent allow" not in (d.reason or "") and "no sandbox" in (d.reason or "")
+    # without a sandbox, stricter: what is not allowed outright is refused, nothing more allowed
+    sandboxed = [c for c in commands if decide(c, sandbox=True, context=BOX).action == "sandbox"]
+    assert set(sandboxed) <= set(no_sandbox)
+    allowed = {c for c in commands if decide(c, sandbox=True, context=BOX).action == "allow"}
+    assert allowed == {
+        c for c in commands if decide(c, sandbox=False, context=BOX).action == "allow"
+    }
     print(f"ordinary: {len(commands)}, refused {len(refused)}, without a sandbox {len(no_sandbox)}")
 
 
-def test_the_autopilots_own_bash_commands_are_allowed() -> None:
-    from agent.brains.autopilot.pipeline_verdict import PROBE
+def lab_box(tmp_path: Path) -> Context:
+    """The pipeline lab as the bash tool sees it on the local host: its workdir with the
+    scripts (read), the folder listed (no package shadows an engine module)."""
+    from tools.servers.pipeline_lab import STAGES, script
 
+    work = tmp_path / "work"
+    (work / "scripts").mkdir(parents=True)
+    for name in STAGES:
+        (work / "scripts" / f"{name}.sh").write_text(script(name, 4000, name == "datagen"))
+    return Context(
+        workdir=str(work),
+        run_dir=str(tmp_path / "runs" / "demo"),
+        home="/root",
+        pids=BOX.pids,
+        ports=BOX.ports,
+        read=lambda p: Path(p).read_text() if Path(p).is_file() else None,
+        listdir=lambda p: sorted(os.listdir(p)) if os.path.isdir(p) else None,
+    )
+
+
+def test_the_autopilots_own_bash_commands_are_allowed(tmp_path: Path) -> None:
+    """The lab campaign takes the same decisions with the sandbox on and off: its polls, its
+    acceptance grep and the pipeline's scripts (their text read: `exec python -m sim.pipeline`)."""
+    from agent.brains.autopilot.pipeline_verdict import PROBE
+    from tools.servers.pipeline_lab import STAGES
+
+    ctx = lab_box(tmp_path)
     for command in (
-        f"grep -ho '{PROBE}: [0-9.]*' /root/runs/demo/logs/server-eagle.log | tail -1",
+        f"grep -ho '{PROBE}: [0-9.]*' {ctx.run_dir}/logs/server-eagle.log | tail -1",
         "sleep 12.5",
-        "bash scripts/datagen.sh",
+        *(f"bash scripts/{name}.sh" for name in STAGES),
     ):
-        assert decide(command, context=BOX).action == "allow", command
+        assert decide(command, context=ctx).action == "allow", command
+    # the same script over SSH (its text not readable here) is not certain
+    assert decide("bash scripts/datagen.sh", context=BOX).action == "sandbox"
 
 
 @pytest.mark.parametrize(
@@ -121,12 +224,98 @@ def test_a_write_to_a_device_is_refused_even_with_an_allow_rule(command: str) ->
     assert decide(command, rules, context=BOX).action == "refuse"
 
 
-def test_a_write_outside_the_workdir_is_not_allowed_outright() -> None:
-    assert decide("echo hi > /etc/motd", context=BOX).action == "sandbox"
-    assert decide("echo hi > /root/campaign/notes.txt", context=BOX).action == "allow"
-    assert decide("echo hi > /root/runs/demo/outputs/x", context=BOX).action == "allow"
-    assert decide("echo hi > ../x", context=BOX).action == "sandbox"
-    assert decide("cd /etc && echo hi > motd", context=BOX).action == "sandbox"
+def test_a_redirection_is_allowed_outright_only_to_dev_null_or_stderr_to_stdout() -> None:
+    assert decide("ls logs > /dev/null 2>&1", context=BOX).action == "allow"
+    assert decide("nvidia-smi 2>/dev/null | head -5", context=BOX).action == "allow"
+    for command in (
+        "echo hi > /etc/motd",
+        "echo hi > /root/campaign/notes.txt",  # the workdir: written, so not certain
+        "echo hi >> /root/runs/demo/outputs/x",
+        "echo hi > ../x",
+        "cd /etc && echo hi > motd",
+        "cat < notes.txt",
+        "grep x <<< 'a b'",
+    ):
+        assert decide(command, context=BOX).action == "sandbox", command
+
+
+def test_the_form_of_a_line_is_judged_whatever_its_programs() -> None:
+    """A substitution, an expansion (quoted too: builtins evaluate subscripts), an assignment,
+    a background job, a function, two commands that write: not certain."""
+    for command in (
+        "echo $(ls)",
+        "cat <(ls)",
+        "printf -v 'a[$(ls)]' x",
+        "test 'a[$(ls)]' -eq 0",
+        "ls $HOME",
+        "X=1 ls",
+        "X=1; ls",
+        "sleep 5 &",
+        "f() { ls; }; f",
+        "mkdir -p a && cp b a/",
+        "timeout --signal=KILL 5 sudo ls",
+        "setsid ls",
+    ):
+        assert decide(command, context=BOX).action == "sandbox", command
+    assert decide("mkdir -p a && ls a", context=BOX).action == "allow"
+
+
+def test_a_read_only_program_is_allowed_with_the_options_it_lists_only() -> None:
+    allowed = (
+        "nvidia-smi --query-gpu=memory.used --format=csv -l 1",
+        "git -C /opt/sglang log --oneline -3",
+        "curl -s http://127.0.0.1:30000/v1/models",
+        "sed -n '1,20p' logs/server.log",
+        "sort -n logs/x.txt",
+        "tail -n 20 logs/server.log",
+        "dmesg -T",
+    )
+    for command in allowed:
+        assert decide(command, context=BOX).action == "allow", command
+    for command in (
+        "nvidia-smi -lmcd 1",
+        "git log --oneline",  # the workdir's repository: its config may run commands
+        "curl -s http://127.0.0.1:8265/api/jobs/",  # loopback, but no server of this run
+        "curl -sx http://proxy:1 http://127.0.0.1:30000/",
+        "sed -e '1e ls' logs/server.log",
+        "sort -o /tmp/x logs/x.txt",
+        "tail --pid=1 --unknown logs/server.log",
+        "dmesg -c",
+        "cat ~/.ssh/id_rsa",
+        "cat /proc/4242/environ",
+        "grep -r token ~",
+        "printenv",
+    ):
+        assert decide(command, context=BOX).action == "sandbox", command
+
+
+def test_an_engine_launch_follows_start_servers_public_bind_rule(tmp_path: Path) -> None:
+    ctx = lab_box(tmp_path)
+    assert decide("vllm serve /m --host 127.0.0.1 --port 8000", context=ctx).action == "allow"
+    for command in (
+        "vllm serve /m --host 0.0.0.0 &",
+        "python -m sglang.launch_server --model-path m --host 0.0.0.0",
+        "llama-server -m m.gguf --host=10.0.0.5",
+        "trtllm-serve /m --host 0.0.0.0",
+        "bash -c 'python -m sim --host :: --port 30000'",
+    ):
+        d = decide(command, context=ctx)
+        assert d.action == "refuse" and "allow_public_bind" in (d.reason or ""), command
+        assert "\n" not in (d.reason or "")
+    assert decide(
+        "vllm serve /m --host 0.0.0.0", context=replace(ctx, public_bind=True)
+    ).action != ("refuse")
+    # vLLM listens on every interface without --host: start_server adds it, a line cannot
+    assert decide("vllm serve /m --port 8000", context=ctx).action == "sandbox"
+
+
+def test_python_m_is_not_certain_where_the_workdir_may_shadow_the_module(tmp_path: Path) -> None:
+    ctx = lab_box(tmp_path)
+    assert decide("python -m sglang.launch_server --model-path m", context=ctx).action == "allow"
+    assert decide("python -m sglang.evil", context=ctx).action == "sandbox"
+    (Path(ctx.workdir or "") / "sglang").mkdir()
+    assert decide("python -m sglang.launch_server --model-path m", context=ctx).action == "sandbox"
+    assert decide("python -m sglang.launch_server --model-path m", context=BOX).action == "sandbox"
 
 
 def test_kill_is_allowed_for_what_the_run_started_only() -> None:
@@ -140,10 +329,14 @@ def test_kill_is_allowed_for_what_the_run_started_only() -> None:
     assert decide("pkill -f 'sglang|sshd'", context=BOX).action == "sandbox"
 
 
-def test_pip_is_allowed_into_the_workdirs_venv_only() -> None:
-    assert decide(".venv/bin/pip install x", context=BOX).action == "allow"
-    assert decide("/root/campaign/.venv/bin/python -m pip install x", context=BOX).action == "allow"
+def test_pip_installs_only_in_the_sandbox() -> None:
+    """The sandbox writes the workdir's venv; nothing a pip install fetches runs outright."""
+    assert decide(".venv/bin/pip install x", context=BOX).action == "sandbox"
+    assert decide("/root/campaign/.venv/bin/python -m pip install x", context=BOX).action == (
+        "sandbox"
+    )
     assert decide("pip install x", context=BOX).action == "sandbox"
+    assert decide(".venv/bin/pip list", context=BOX).action == "sandbox"  # the venv's .pth run
     assert decide("pip list", context=BOX).action == "allow"
 
 
@@ -209,28 +402,30 @@ def test_a_bad_rule_is_one_line_naming_the_key(bad: str) -> None:
     assert ConfigError  # the loader turns it into one line naming guard.allow (test_bad_input_cli)
 
 
-def test_every_engine_profiles_launch_is_allowed() -> None:
+def test_every_engine_profiles_launch_is_allowed(tmp_path: Path) -> None:
     """The launch each profile's header describes (tools/servers/profiles/*.toml): allowed
-    outright, in the background with its log in the workdir. A new profile fails here until its
-    launcher is added to tools/guard/context.py."""
+    outright in the foreground on loopback; in the background (it outlives the call), not
+    certain. A new profile fails here until its launcher is added to tools/guard/context.py."""
     from tools.servers.profiles.load import builtin_names
 
     launches = {
         "sglang": ["python -m sglang.launch_server --model-path M --port 30000"],
         "vllm": [
-            "vllm serve M --port 8000",
-            "python3 -m vllm.entrypoints.openai.api_server --model M",
+            "vllm serve M --port 8000 --host 127.0.0.1",
+            "python3 -m vllm.entrypoints.openai.api_server --model M --host 127.0.0.1",
         ],
         "llama.cpp": ["llama-server -m model.gguf --port 8080", "/opt/llama/bin/llama-server -m m"],
         "llama-cpp-python": ["python -m llama_cpp.server --model model.gguf"],
-        "sim": ["python -m sim --port 30000", "agent sim serve --port 30000"],
+        "sim": ["python -m sim --port 30000"],
         "openai": [],  # any server: its command is the user's, not a known shape
     }
     assert set(launches) == set(builtin_names())
+    ctx = lab_box(tmp_path)
     for commands in launches.values():
         for command in commands:
+            assert decide(command, context=ctx).action == "allow", command
             line = f"nohup {command} > logs/server.log 2>&1 &"
-            assert decide(line, context=BOX).action == "allow", line
+            assert decide(line, context=ctx).action == "sandbox", line
 
 
 def docs_commands() -> list[str]:

@@ -1,499 +1,1359 @@
-"""The shapes the campaign needs, allowed outright: a simple command is one of them or it is not.
+"""The shapes allowed outright: exact, argument-checked commands whose effect is certain.
 
-`shape(argv, cmd, ctx)` returns None when the (unwrapped) argv is a known shape, else a short
-reason it is not. Known: read-only inspection (ls, cat, grep, nvidia-smi without a setting, ps,
-ss, df, free, systemctl status, git status, ...), the engine launches the profiles describe,
-kill/pkill/fuser of what the run recorded (its pids, its ports, the engines' processes, the GPU
-devices' holders), pip into the workdir's venv, scripts inside the workdir, and file operations
-whose every target lies under the workdir or the run folder. Anything else - an interpreter
-one-liner, a word the rules do not know, a path they cannot read - is not, and the caller
-sandboxes or refuses it. The redirections of the command are judged by the caller.
+`shape(argv, cmd, ctx)` returns (None, kind) when the (unwrapped) argv is one of them, else (a
+short reason it is not, kind). Each program has an allow-list of options - an option it does not
+list means "not certain", never "probably fine" - and a check of its operands: what it reads
+(no secret: a home's dot-files, keys, /proc/*/environ), what it writes (under the workdir or the
+run folder), whom it signals (what the run recorded). The kinds: "read" (inspection), "write"
+(a file operation under the workdir or the run folder), "run" (code: a script of the workdir
+judged by its text, an engine module), "signal" (kill, pkill, fuser of the run's own). Anything
+else - pip install, a python script, git in a repository the model can write, curl to a port the
+run did not open, a wrapper that outlives the call (setsid) - is not certain, and the caller
+sandboxes or refuses it. The line's form (redirections, substitutions, background jobs, several
+commands that write) is judged by the caller (decision.py).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import posixpath
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
 
 from tools.guard import paths
 from tools.guard.command import Simple
 from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_MODULES, ENGINE_NAMES, Context
-from tools.guard.files import split
 from tools.guard.unwrap import name_of
 
-Shape = Callable[[list[str], Simple, Context], str | None]
-
-# read-only whatever their arguments (their output goes where the redirections say)
-READ_ONLY = frozenset({
-    "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "zgrep", "zcat", "rg", "df",
-    "free", "du", "uptime", "whoami", "id", "uname", "pwd", "echo", "printf", "true", "false",
-    "test", "[", "sleep", "which", "type", "whereis", "ps", "pgrep", "netstat", "lsof",
-    "nproc", "lscpu", "lsblk", "lspci", "lsmod", "stat", "file", "realpath", "readlink",
-    "basename", "dirname", "cut", "tr", "column", "diff", "cmp", "md5sum", "sha256sum",
-    "sha1sum", "jq", "xxd", "od", "hexdump", "strings", "seq", "tac", "nl", "printenv", "cd",
-    "pushd", "popd", "export", "declare", "typeset", "local", "unset", "set", "shift", "wait",
-    "ulimit", "getconf", "locale", "tty", "tree", "less", "more", "blkid", "findmnt", "nvcc",
-    "pip3-show", ":", "exit", "return", "break", "continue", "read", "sha512sum", "top",
-    "htop", "nvtop", "iostat", "vmstat", "mpstat", "numastat", "dpkg-query", "getent",
-    "groups", "last", "w", "who",
-})  # fmt: skip
-NVIDIA_SETTINGS = re.compile(
-    r"-(?:r|pm|e|p|c|pl|ac|rac|acp|lgc|rgc|lmc|rmc|mig|cc|am|caa|f)(?:=.*)?|--(?:gpu-reset|"
-    r"persistence-mode|ecc-config|reset-ecc-errors|compute-mode|power-limit|applications-clocks|"
-    r"reset-applications-clocks|lock-gpu-clocks|reset-gpu-clocks|lock-memory-clocks|"
-    r"reset-memory-clocks|multi-instance-gpu|filename|auto-boost.*|cuda-clocks.*)(?:=.*)?"
-)
-NVIDIA_READ_SUBCOMMANDS = {"topo", "dmon", "pmon", "nvlink", "clocks", "-q", "-L"}
-SYSTEMCTL_READ = {"status", "is-active", "is-enabled", "is-failed", "list-units", "show", "cat"}
-SYSTEMCTL_READ |= {"list-unit-files", "list-timers", "list-sockets"}
-GIT_READ = {"status", "log", "diff", "show", "rev-parse", "ls-files", "describe", "blame", "grep"}
-GIT_READ |= {"shortlog", "remote", "tag", "branch", "config", "reflog", "cat-file", "ls-tree"}
-DOCKER_READ = {"logs", "ps", "inspect", "images", "version", "info", "top", "port"}
-PIP_READ = {"list", "show", "freeze", "check", "--version", "-V", "help", "debug", "index"}
-PIP_WRITE = {"install", "uninstall", "download", "wheel"}
-PYTHONS = re.compile(r"python(?:\d+(?:\.\d+)?)?")
-SHELL_NAMES = {"bash", "sh", "dash", "zsh"}
-LOOPBACK_URL = re.compile(
-    r"(?:https?://)?(?:127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0)(?::\d+)?(?:[/?#].*)?"
-)
-SIGNAL = re.compile(r"-(?:[A-Z]+|SIG[A-Z]+|\d+)")
-ENGINE_PATTERN = re.compile(r"[\w.:/ -]+")  # a plain name, no alternation or wildcards
-SED_READ_SCRIPT = re.compile(
-    r"(?:(?:\d+|\$)(?:,(?:\d+|\$))?|/[^/]*/(?:,/[^/]*/)?)?[pdq]?|s/[^/]*/[^/]*/[gpI0-9]*"
-)
+Kind = Literal["read", "write", "run", "signal"]
+Fit = tuple[str | None, Kind]
+Shape = Callable[[list[str], Simple, Context], Fit]
 
 
-def shape(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+@dataclass(frozen=True)
+class Opts:
+    """A program's options that are known to read only (or to do what its shape checks)."""
+
+    flags: str = ""  # short options without a value, clustered or not: -lah
+    valued: str = ""  # short options that take a value: -n 5, -n5, -bn1
+    long: frozenset[str] = field(default_factory=frozenset)  # --all
+    long_valued: frozenset[str] = field(default_factory=frozenset)  # --lines=5, --lines 5
+    numeric: bool = False  # -20 (head, tail)
+    cluster: bool = True  # -lah is -l -a -h (nvidia-smi reads -lmcd as one option of its own)
+
+
+def opts(
+    flags: str = "",
+    valued: str = "",
+    long: str = "",
+    values: str = "",
+    numeric: bool = False,
+    cluster: bool = True,
+) -> Opts:
+    return Opts(flags, valued, frozenset(long.split()), frozenset(values.split()), numeric, cluster)
+
+
+@dataclass
+class Parsed:
+    unknown: str | None = None  # the first option not in the list
+    operands: list[str] = field(default_factory=list)
+    values: list[tuple[str, str]] = field(default_factory=list)  # (option, its value)
+
+
+def parse(args: list[str], spec: Opts) -> Parsed:
+    out = Parsed()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            out.operands.extend(args[i:])
+            break
+        if not a.startswith("-") or a == "-":
+            out.operands.append(a)
+        elif a.startswith("--"):
+            name, eq, value = a.partition("=")
+            if name in spec.long_valued:
+                if not eq:
+                    if name in spec.long:  # optional value (--color, --follow): none given
+                        continue
+                    if i >= len(args):
+                        return Parsed(unknown=a)
+                    value, i = args[i], i + 1
+                out.values.append((name, value))
+            elif name in spec.long and not eq:
+                continue
+            else:
+                out.unknown = a
+                return out
+        elif spec.numeric and re.fullmatch(r"-\d+", a):
+            out.values.append(("-n", a[1:]))
+        elif not spec.cluster and len(a) != 2:
+            out.unknown = a
+            return out
+        else:
+            for j, ch in enumerate(a[1:], 1):
+                if ch in spec.valued:
+                    value = a[j + 1 :]
+                    if not value:
+                        if i >= len(args):
+                            return Parsed(unknown=a)
+                        value, i = args[i], i + 1
+                    out.values.append(("-" + ch, value))
+                    break
+                if ch not in spec.flags:
+                    out.unknown = a
+                    return out
+    return out
+
+
+# ---- what a command may read: not a secret ----------------------------------------------------
+
+# under a home (~, /root, /home/x): its dot-entries hold keys and tokens (.ssh, .aws, .netrc,
+# .config/gcloud, .kube, .docker, .git-credentials...), except the caches (logs, compile caches)
+SECRET_NAMES = re.compile(
+    r".*(?:\.pem|\.key|id_rsa\w*|id_ed25519\w*|id_ecdsa\w*|\.p12|\.pfx)|\.env"
+)
+SECRET_FILES = {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/security/opasswd"}
+# /proc files that show no secret (not environ, mem, root/, cwd/, fd/, maps of other processes)
+PROC_READ = re.compile(
+    r"/proc/(?:cpuinfo|meminfo|loadavg|uptime|version|stat|mounts|partitions|diskstats|vmstat|"
+    r"swaps|interrupts|buddyinfo|zoneinfo|pressure/\w+|net/(?:tcp6?|udp6?|dev|unix|sockstat)|"
+    r"driver/nvidia/.*|sys/(?:kernel|vm|fs|net)/[\w/.-]+|"
+    r"(?:\d+|self)/(?:status|cmdline|stat|statm|comm|limits|oom_score|oom_score_adj|io|cgroup))"
+)
+
+
+def _below_home(full: str, ctx: Context) -> str | None:
+    """The part of `full` below a home directory ("" for the home itself), or None."""
+    for h in {ctx.home or "/root", "/root"}:
+        if full == h:
+            return ""
+        if full.startswith(h.rstrip("/") + "/"):
+            return full[len(h.rstrip("/")) + 1 :]
+    m = re.fullmatch(r"/home/[^/]+(?:/(.*))?", full)
+    return (m.group(1) or "") if m else None
+
+
+def secret(path: str | None, ctx: Context) -> str | None:
+    """Why reading `path` may show a secret, or None. A glob is judged by its folder and by
+    whether it may match dot-files."""
+    if path is None:
+        return "a path the rules cannot read"
+    full = ctx.absolute(path)
+    if full is None and (path == "~" or path.startswith("~/")):
+        full = "/root" + path[1:]
+    if full is None:
+        return "a path the rules cannot read" if path.startswith(("/", "~")) else None
+    base = posixpath.basename(full)
+    if any(full == r or full.startswith(r.rstrip("/") + "/") for r in ctx.roots() if r != "/"):
+        return f"reads {path} (a key or a token)" if SECRET_NAMES.fullmatch(base) else None
+    glob = paths.GLOB.search(full)
+    if glob:
+        folder = posixpath.dirname(full[: glob.start()])
+        rest = full[len(folder) :]
+        if re.search(r"/[.\[]", rest) or SECRET_NAMES.fullmatch(base):
+            return f"reads {path} (a glob that may match dot-files, keys or tokens)"
+        return secret(folder + "/x", ctx) or secret(folder, ctx)
+    if full.startswith("/proc/") or full == "/proc":
+        if PROC_READ.fullmatch(full):
+            return None
+        return f"reads {full} (a process's environment, memory or files)"
+    if any(full == s or full.startswith(s + "/") for s in SECRET_FILES):
+        return f"reads {full}"
+    if SECRET_NAMES.fullmatch(base):
+        return f"reads {full} (a key or a token)"
+    below = _below_home(full, ctx)
+    if below is not None and below.startswith(".") and not below.startswith(".cache/"):
+        return f"reads {full} (a home's dot-files hold keys and tokens)"
+    if below is not None and "huggingface/token" in below:
+        return f"reads {full}"
+    return None
+
+
+def reads(words: list[str], cmd: Simple, ctx: Context, recursive: bool = False) -> str | None:
+    """The first reason one of `words` (paths read) is not certain, or None."""
+    for w in words:
+        if w == "-":
+            continue
+        p = paths.resolve(w, cmd.cwd)
+        why = secret(p, ctx)
+        if why:
+            return why
+        if recursive:
+            full = ctx.absolute(p) if p else None
+            if full is None or _holds_secrets(full, ctx):
+                return f"a recursive read of {w}, which holds a home or /proc"
+    return None
+
+
+def _holds_secrets(full: str, ctx: Context) -> bool:
+    """A folder above a home, /proc or /etc/ssh: reading it all reads their secrets."""
+    full = full.rstrip("/") or "/"
+    above = ["/root", "/home", "/proc", "/etc/ssh", "/etc", ctx.home or "/root"]
+    return any(a == full or a.startswith(full.rstrip("/") + "/") for a in above) or (
+        _below_home(full, ctx) == ""
+    )
+
+
+# ---- the programs -----------------------------------------------------------------------------
+
+FILES = "files"  # every operand is a path read
+NAMES = "names"  # operands are not paths read (names, numbers, text)
+NONE = "none"  # no operand
+
+READERS: dict[str, tuple[Opts, str]] = {
+    "ls": (
+        opts(
+            "aAlhtrSR1dFinsucGgoQpXvLHUfkBN",
+            "wIT",
+            "--all --almost-all --human-readable --recursive --reverse --classify --full-time "
+            "--inode --numeric-uid-gid --directory --size --color --no-group --si",
+            "--color --sort --time-style --time --block-size --format --ignore --hide --width",
+        ),
+        NAMES,
+    ),
+    "cat": (opts("AbeEnstTuv", "", "--number --show-all --squeeze-blank --show-ends"), FILES),
+    "zcat": (opts("fqv"), FILES),
+    "head": (opts("qvz", "nc", "--quiet --silent --verbose", "--lines --bytes", True), FILES),
+    "tail": (
+        opts(
+            "fFqvz",
+            "ncs",
+            "--follow --retry --quiet --silent --verbose",
+            "--lines --bytes --follow --pid --sleep-interval --max-unchanged-stats",
+            True,
+        ),
+        FILES,
+    ),
+    "wc": (opts("lcwmL", "", "--lines --bytes --chars --words --max-line-length"), FILES),
+    "tac": (opts("br", "s"), FILES),
+    "nl": (opts("p", "bhfvisnw"), FILES),
+    "cut": (
+        opts(
+            "sz",
+            "dfcb",
+            "--complement --only-delimited",
+            "--delimiter --fields --characters --bytes --output-delimiter",
+        ),
+        FILES,
+    ),
+    "tr": (opts("dscCt"), NAMES),
+    "column": (opts("tnxeJ", "scoNRW"), FILES),
+    "sort": (
+        opts(
+            "bdfghiMnRrsuVcCz",
+            "kt",
+            "--numeric-sort --reverse --unique --human-numeric-sort "
+            "--version-sort --stable --general-numeric-sort --ignore-case",
+            "--key --field-separator",
+        ),
+        FILES,
+    ),
+    "diff": (
+        opts(
+            "uqrNawbBitpyEZs",
+            "UCx",
+            "--brief --recursive --side-by-side --ignore-all-space "
+            "--new-file --color --unified --report-identical-files --text",
+            "--unified --context --exclude --color",
+        ),
+        FILES,
+    ),
+    "cmp": (opts("lsb", "in"), FILES),
+    **{
+        s: (opts("bctwz", "", "--check --quiet --status --tag --strict --binary --text"), FILES)
+        for s in ("md5sum", "sha1sum", "sha256sum", "sha512sum")
+    },
+    "stat": (opts("Lft", "c", "--dereference --file-system --terse", "--format --printf"), NAMES),
+    "file": (opts("bLikzsNhE", "", "--brief --mime --mime-type --dereference"), NAMES),
+    "realpath": (
+        opts("eLmPqsz", "", "--canonicalize-existing --canonicalize-missing --quiet"),
+        NAMES,
+    ),
+    "readlink": (opts("efmnqsvz", "", "--canonicalize --canonicalize-existing"), NAMES),
+    "basename": (opts("az", "s", "--multiple --zero", "--suffix"), NAMES),
+    "dirname": (opts("z"), NAMES),
+    "du": (
+        opts(
+            "ahscLxkmbHSl0",
+            "dBt",
+            "--summarize --human-readable --all --total --apparent-size "
+            "--one-file-system --si --dereference",
+            "--max-depth --exclude --threshold --block-size --time",
+        ),
+        NAMES,
+    ),
+    "df": (
+        opts(
+            "ahHiklPTv",
+            "tBx",
+            "--human-readable --inodes --total --print-type --local --all --si --output",
+            "--output --type --exclude-type --block-size",
+        ),
+        NAMES,
+    ),
+    "free": (
+        opts(
+            "bkmghtwlv",
+            "sc",
+            "--human --total --wide --mega --giga --kilo --bytes --si",
+            "--seconds --count",
+        ),
+        NONE,
+    ),
+    "uptime": (opts("psh", "", "--pretty --since"), NONE),
+    "whoami": (opts(), NONE),
+    "id": (opts("ugGnrz"), NAMES),
+    "groups": (opts(), NAMES),
+    "uname": (opts("asnrvmpio", "", "--all"), NONE),
+    "pwd": (opts("LP"), NONE),
+    "nproc": (opts("", "", "--all", "--ignore"), NONE),
+    "lscpu": (opts("aebpcxyJ"), NONE),
+    "lsblk": (
+        opts("afbdlmnpsStJOzD", "o", "--all --bytes --fs --json --list --paths", "--output"),
+        NAMES,
+    ),
+    "lspci": (opts("vnkmtDPqQb", "sd"), NONE),
+    "lsmod": (opts(), NONE),
+    "findmnt": (
+        opts("lnJDrAufk", "otTS", "--list --json --df --real", "--output --type --source"),
+        NAMES,
+    ),
+    "nvcc": (opts("V", "", "--version"), NONE),
+    "echo": (opts("neE"), NAMES),
+    "printf": (opts(), NAMES),  # not -v NAME: a builtin that assigns (and evaluates a subscript)
+    "true": (opts(), NAMES),
+    "false": (opts(), NAMES),
+    ":": (opts(), NAMES),
+    "seq": (opts("w", "fs"), NAMES),
+    "which": (opts("a"), NAMES),
+    "whereis": (opts("bmsul"), NAMES),
+    "type": (opts("afptP"), NAMES),
+    "tty": (opts("s"), NONE),
+    "getconf": (opts("a"), NAMES),
+    "ulimit": (opts("acdefilmnpqrstuvxHST"), NONE),  # prints; setting a limit takes an operand
+    "w": (opts("hsfiuo"), NAMES),
+    "who": (opts("abdHlmpqrsTuw"), NONE),
+    "wait": (opts("n"), NAMES),
+    "exit": (opts(), NAMES),
+    "return": (opts(), NAMES),
+    "od": (opts("bcdfiloxsv", "AjNtwS"), FILES),
+    "hexdump": (opts("bcCdovx", "nse"), FILES),
+    "strings": (opts("afw", "ntde"), FILES),
+    "tree": (opts("adfilpugshDFrtCAQnNxv", "LPI", "--du --noreport --dirsfirst"), NAMES),
+    "pgrep": (
+        opts(
+            "flaxnoicwAve",
+            "uUgGPsStd",
+            "--full --list-full --list-name --newest --oldest "
+            "--exact --count --inverse --ignore-case",
+            "--euid --uid --parent --terminal --session",
+        ),
+        NAMES,
+    ),
+    "netstat": (opts("tulpnaeoWrsicgvwx46"), NONE),
+    "dmesg": (
+        opts(
+            "TwHkxtdeurLP",
+            "lf",
+            "--ctime --human --follow --kernel --decode --userspace --color "
+            "--nopager --reltime --notime --raw --show-delta",
+            "--level --facility --since --until",
+        ),
+        NONE,
+    ),
+    "journalctl": (
+        opts(
+            "bfkrexqamN",
+            "unpotSUgID",
+            "--no-pager --follow --reverse --catalog --quiet --all "
+            "--utc --boot --dmesg --no-hostname --full --pager-end --merge --list-boots",
+            "--unit --lines --since --until --priority --output --identifier --boot --grep",
+        ),
+        NONE,
+    ),
+    "hostname": (opts("IifsAdy", "", "--all-ip-addresses --fqdn --short --ip-address"), NONE),
+    "top": (opts("bcHiSs", "ndpuUoOw"), NONE),
+    "iostat": (opts("xcdhkmNtyzs"), NAMES),
+    "vmstat": (
+        opts("afsdDtwn", "S", "--wide --timestamp --active --stats --disk", "--unit"),
+        NAMES,
+    ),
+    "mpstat": (opts("uIT", "P"), NAMES),
+    "numastat": (opts("cmnsvz", "p"), NAMES),
+    "dpkg-query": (opts("lWsL", "f", "--show --list --status --listfiles", "--showformat"), NAMES),
+    "dpkg": (opts("lsL", "", "--list --status --listfiles --print-architecture"), NAMES),
+    "date": (
+        opts("uRI", "d", "--utc --rfc-3339 --iso-8601", "--date --iso-8601 --rfc-3339"),
+        NAMES,
+    ),
+}
+
+
+def shape(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """(None, kind) for a certain shape; (the reason it is not, kind) otherwise."""
     if not argv:
-        return None  # assignments or redirections only: the caller judges the writes
+        return None, "read"  # assignments or redirections only: the caller judges them
     head = name_of(argv[0])
-    if argv[0] != head and head not in ENGINE_EXECUTABLES and not _pip(argv[0], ctx):
-        if "/" in argv[0] and not ctx.writable(argv[0]):  # /usr/bin/ls is not ./ls
-            return _program(head, argv, cmd, ctx)
-        return _script(argv[0], argv, cmd, ctx)
-    return _program(head, argv, cmd, ctx)
-
-
-def _program(head: str, argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    if head in READ_ONLY:
-        return _read_only(head, argv)
+    if "/" in argv[0] and ctx.writable(paths.resolve(argv[0], cmd.cwd)):
+        return _script(argv, cmd, ctx)  # ./x.sh, scripts/train.sh, .venv/bin/pip: the workdir's
+    if argv[0] != head and not posixpath.isabs(argv[0]):
+        return f"{argv[0]}: a program the rules cannot place", "run"
+    reader = READERS.get(head)
+    if reader is not None:
+        return _reader(head, argv, cmd, ctx, *reader), "read"
     rule = SHAPES.get(head)
     if rule is not None:
         return rule(argv, cmd, ctx)
     if PYTHONS.fullmatch(head):
         return _python(argv, cmd, ctx)
-    if head in ENGINE_EXECUTABLES:
-        return None
-    return f"`{head}` is not a command the rules know"
+    if head in ENGINE_EXECUTABLES or head in OTHER_SERVERS:
+        return _engine_program(argv, cmd, ctx)
+    return f"`{head}` is not a command the rules know", "run"
 
 
-def _read_only(head: str, argv: list[str]) -> str | None:
-    args = argv[1:]
-    if head == "date" and any(a.startswith(("-s", "--set")) for a in args):
-        return "date --set changes the clock"
-    if head in ("sort", "uniq") and ("-o" in args or any(a.startswith("--output") for a in args)):
-        return f"{head} -o writes a file"
-    if head == "uniq" and len(split(args)[1]) > 1:
-        return "uniq with two operands writes the second"
+def _reader(
+    head: str, argv: list[str], cmd: Simple, ctx: Context, spec: Opts, ops: str
+) -> str | None:
+    p = parse(argv[1:], spec)
+    if p.unknown:
+        return f"{head} {p.unknown}: an option the rules do not know as read-only"
+    if ops == NONE and p.operands:
+        return f"{head} with an operand ({p.operands[0]})"
+    if ops == FILES:
+        extra = [v for o, v in p.values if o in ("-X", "--exclude-from")]
+        return reads(p.operands + extra, cmd, ctx, recursive=head == "diff" and _has(p, "-r"))
+    if head == "date" and any(not o.startswith("+") for o in p.operands):
+        return "date with an operand sets the clock"
+    if head in ("sort",) and p.operands:
+        return reads(p.operands, cmd, ctx)
     return None
 
 
-def _nvidia_smi(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+def _has(p: Parsed, flag: str) -> bool:
+    return any(o == flag for o, _ in p.values)
+
+
+SLEEP = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)[smhd]?|infinity")
+
+
+def _sleep(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    ok = argv[1:] and all(SLEEP.fullmatch(a) for a in argv[1:])
+    return (None if ok else "sleep of something that is not a duration"), "read"
+
+
+def _cd(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    p = parse(argv[1:], opts("LP"))
+    ok = not p.unknown and len(p.operands) <= 1 and p.operands[:1] != ["-"]
+    return (None if ok else "cd with options or operands the rules do not know"), "read"
+
+
+def _set(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """`set -euo pipefail`, `set -x`: shell options; a bare `set` prints every variable."""
+    args = argv[1:]
+    if not args:
+        return "set without options prints every variable (the environment's secrets)", "read"
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if re.fullmatch(r"[-+][euxvo]+", a):
+            if "o" in a:
+                i += 1
+                if i >= len(args) or args[i] not in ("pipefail", "errexit", "nounset", "xtrace"):
+                    return "set -o with an option the rules do not know", "read"
+        else:
+            return f"set {a}: not a shell option the rules know", "read"
+        i += 1
+    return None, "read"
+
+
+def _test(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """test / [: not -v (a variable's subscript is evaluated: `-v 'a[$(cmd)]'`) nor -R."""
+    bad = next((a for a in argv[1:] if a in ("-v", "-R")), None)
+    return (f"test {bad} evaluates a variable's subscript" if bad else None), "read"
+
+
+def _grep(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    head = name_of(argv[0])
+    if head == "rg":
+        spec = opts(
+            "iSsvwxclnNoqFUuLHIa",
+            "egmABCtT",
+            "--ignore-case --smart-case --invert-match --count --line-number --no-line-number "
+            "--only-matching --quiet --fixed-strings --files-with-matches --hidden --no-ignore "
+            "--with-filename --no-filename --no-heading --json --files --word-regexp",
+            "--regexp --glob --max-count --after-context --before-context --context --type "
+            "--type-not --max-depth --color --sort",
+        )
+    else:
+        spec = opts(
+            "EFGPivwxclLnhHoqsrRzZaIbUT",
+            "efmABCdD",
+            "--count --ignore-case --invert-match --line-number --files-with-matches "
+            "--files-without-match --recursive --extended-regexp --fixed-strings --perl-regexp "
+            "--only-matching --quiet --silent --no-filename --with-filename --word-regexp "
+            "--line-regexp --text --color --colour --no-messages --null --byte-offset "
+            "--dereference-recursive --line-buffered",
+            "--include --exclude --exclude-dir --max-count --after-context --before-context "
+            "--context --regexp --file --label --binary-files --color --colour",
+        )
+    p = parse(argv[1:], spec)
+    if p.unknown:
+        return f"{head} {p.unknown}: an option the rules do not know as read-only", "read"
+    given = any(o in ("-e", "-f", "--regexp", "--file") for o, _ in p.values)
+    files = p.operands if given or "--files" in argv else p.operands[1:]
+    pattern_files = [v for o, v in p.values if o in ("-f", "--file")]
+    recursive = head == "rg" or bool(
+        re.search(r"^-\w*[rR]|^--(?:dereference-)?recursive", " ".join(argv[1:]), re.M)
+    )
+    recursive = recursive or any(re.fullmatch(r"-[a-zA-Z]*[rR][a-zA-Z]*", a) for a in argv[1:])
+    if recursive and not files:
+        files = ["."]
+    why = reads(pattern_files, cmd, ctx) or reads(files, cmd, ctx, recursive=recursive)
+    return why, "read"
+
+
+def _jq(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    spec = opts(
+        "rcnsSaCMjeR",
+        "",
+        "--raw-output --compact-output --null-input --slurp "
+        "--sort-keys --tab --exit-status --join-output --ascii-output --raw-input",
+        "--indent",
+    )
+    p = parse(argv[1:], spec)
+    if p.unknown:
+        return f"jq {p.unknown}: an option the rules do not know as read-only", "read"
+    if not p.operands:
+        return None, "read"
+    program, files = p.operands[0], p.operands[1:]
+    if re.search(r"\benv\b|\$ENV|\binput_filename\b|\$__prog|@sh|\bimport\b|\binclude\b", program):
+        return "a jq program that reads the environment or other files", "read"
+    return reads(files, cmd, ctx), "read"
+
+
+def _xxd(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    p = parse(argv[1:], opts("pciuEbe", "lcgso"))
+    if p.unknown:
+        return f"xxd {p.unknown}: an option the rules do not know as read-only", "read"
+    if len(p.operands) > 1:
+        return "xxd with two operands writes the second", "write"
+    return reads(p.operands, cmd, ctx), "read"
+
+
+def _uniq(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    p = parse(argv[1:], opts("cdiuDz", "fsw", "--count --repeated --ignore-case --unique"))
+    if p.unknown:
+        return f"uniq {p.unknown}: an option the rules do not know as read-only", "read"
+    if len(p.operands) > 1:
+        return "uniq with two operands writes the second", "write"
+    return reads(p.operands, cmd, ctx), "read"
+
+
+PS_SHORT = re.compile(r"-[AeadfFjlLMHTwyZcmN]*(?:([opuUCgGtqO])(.*))?")
+PS_LONG = re.compile(r"--(?:sort|pid|ppid|user|format|cols|columns|width)(=.*)?")
+
+
+def _ps(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """ps in UNIX (-ef, -eo pid,cmd, -p 1 -o pid=) or BSD (aux) style: not BSD e (it shows each
+    process's environment)."""
+    args, i = argv[1:], 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        long, short = PS_LONG.fullmatch(a), PS_SHORT.fullmatch(a)
+        if a in ("--forest", "--no-headers", "--headers"):
+            continue
+        if long:
+            i += 0 if long.group(1) else 1  # --sort=-rss, or --sort -rss
+        elif short and len(a) > 1:
+            i += 1 if short.group(1) and not short.group(2) else 0  # -o pid, or -opid
+        elif not re.fullmatch(r"[auxwfjlvTHmMcnrsSZhg]+", a):  # BSD letters, not e
+            return f"ps {a}: an option the rules do not know as read-only", "read"
+    return None, "read"
+
+
+def _lsof(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    for a in argv[1:]:
+        if re.fullmatch(
+            r"-[tnPlRVwbUNXha]+|-[iuc].*|-p[\d,]*|-F\w*|-s\S*|\+[cdD]\S*|-r\d*|-d\S*", a
+        ):
+            continue
+        if not a.startswith(("-", "+")):
+            continue  # a value (:30000, 1234, a path) or a file
+        return f"lsof {a}: an option the rules do not know as read-only", "read"
+    return None, "read"
+
+
+def _ss(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    for a in argv[1:]:
+        if a.startswith("--"):
+            if a not in (
+                "--tcp",
+                "--udp",
+                "--listening",
+                "--processes",
+                "--numeric",
+                "--all",
+                "--extended",
+                "--info",
+                "--memory",
+                "--summary",
+                "--no-header",
+                "--ipv4",
+                "--ipv6",
+                "--options",
+                "--unix",
+                "--raw",
+            ):
+                return f"ss {a}: an option the rules do not know as read-only", "read"
+        elif a.startswith("-") and not re.fullmatch(r"-[tulpnaHeomis46rwxdS0bZz]+", a):
+            return (
+                f"ss {a}: an option the rules do not know as read-only (-K closes sockets)",
+                "read",
+            )
+    return None, "read"
+
+
+NVIDIA_READ = opts(
+    "qLxhu",
+    "idlf",
+    "--query --list-gpus --xml-format --help --help-query-gpu --help-query-compute-apps",
+    "--query-gpu --query-compute-apps --query-supported-clocks --query-accounted-apps "
+    "--query-retired-pages --query-remapped-rows --format --id --display --loop --loop-ms",
+    cluster=False,
+)
+NVIDIA_SUB = {
+    "topo": opts("mp", "ijn", "--matrix", cluster=False),
+    "dmon": opts("", "iscdo", cluster=False),
+    "pmon": opts("", "iscd", cluster=False),
+    "nvlink": opts("sce", "ig", "--status --capabilities --errorcounters", cluster=False),
+}
+
+
+def _nvidia_smi(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     args = argv[1:]
     sub = args[0] if args and not args[0].startswith("-") else None
-    if sub is not None and sub not in NVIDIA_READ_SUBCOMMANDS:
-        return f"nvidia-smi {sub} may change the GPU's settings"
-    if sub in ("dmon", "pmon"):
-        return "nvidia-smi -f writes a file" if "-f" in args else None
-    bad = next((a for a in args if NVIDIA_SETTINGS.fullmatch(a)), None)
-    return f"nvidia-smi {bad} changes the GPU's settings" if bad else None
+    spec = NVIDIA_SUB.get(sub or "", NVIDIA_READ) if sub else NVIDIA_READ
+    if sub is not None and sub not in NVIDIA_SUB:
+        return f"nvidia-smi {sub} may change the GPU's settings", "read"
+    p = parse(args[1:] if sub else args, spec)
+    if p.unknown:
+        return f"nvidia-smi {p.unknown}: an option the rules do not know as a query", "read"
+    if _has(p, "-f"):
+        return "nvidia-smi -f writes a file", "write"
+    if p.operands:
+        return f"nvidia-smi with an operand ({p.operands[0]})", "read"
+    return None, "read"
 
 
-def _systemctl(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    operands = split(argv[1:])[1]
-    verb = operands[0] if operands else "list-units"
-    return None if verb in SYSTEMCTL_READ else f"systemctl {verb} changes the services"
+SYSTEMCTL_READ = {"status", "is-active", "is-enabled", "is-failed", "list-units", "show", "cat"}
+SYSTEMCTL_READ |= {"list-unit-files", "list-timers", "list-sockets"}
 
 
-def _journalctl(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    bad = [a for a in argv[1:] if a.startswith(("--vacuum", "--rotate", "--flush", "--sync"))]
-    return f"journalctl {bad[0]} changes the journal" if bad else None
+def _systemctl(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    p = parse(
+        argv[1:],
+        opts(
+            "laqn",
+            "tpn",
+            "--no-pager --full --all --user --quiet --plain --no-legend",
+            "--type --state --lines --property",
+        ),
+    )
+    if p.unknown:
+        return f"systemctl {p.unknown}: an option the rules do not know", "read"
+    verb = p.operands[0] if p.operands else "list-units"
+    return (None if verb in SYSTEMCTL_READ else f"systemctl {verb} changes the services"), "read"
 
 
-def _dmesg(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    bad = set(argv[1:]) & {"-c", "-C", "-D", "-E", "-n", "--clear", "--read-clear"}
-    return "dmesg clears or changes the kernel log" if bad else None
+GIT_READ: dict[str, Opts] = {
+    "status": opts("sbu", "", "--short --branch --porcelain --untracked-files"),
+    "log": opts(
+        "p",
+        "n",
+        "--oneline --stat --graph --decorate --all --name-only --name-status --patch "
+        "--no-merges --reverse --shortstat --abbrev-commit --first-parent",
+        "--format --pretty --since --until --author --grep --max-count",
+        numeric=True,
+    ),
+    "show": opts(
+        "s", "", "--stat --name-only --name-status --oneline --no-patch", "--format --pretty"
+    ),
+    "diff": opts(
+        "",
+        "U",
+        "--stat --name-only --name-status --cached --staged --shortstat --numstat --no-color",
+        "--unified",
+    ),
+    "rev-parse": opts(
+        "",
+        "",
+        "--short --abbrev-ref --show-toplevel --git-dir --is-inside-work-tree --verify",
+        "--short",
+    ),
+    "ls-files": opts("cdmos"),
+    "describe": opts("", "", "--tags --always --dirty --long --all"),
+    "branch": opts("avr", "", "--show-current --list --all --verbose --remotes"),
+    "shortlog": opts("sne", "", "--summary --numbered --email"),
+    "remote": opts("v", "", "--verbose"),
+    "tag": opts("l", "", "--list"),
+}
 
 
-def _git(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    rest = argv[1:]
-    while rest[:1] in (["-C"], ["-c"]) and len(rest) > 1:
+def _git(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """Read-only verbs in a repository the model cannot write: a repo's own config runs
+    commands (core.fsmonitor on status, diff.external, core.pager), so not in the workdir."""
+    rest, where = argv[1:], cmd.cwd
+    while rest[:1] == ["-C"] and len(rest) > 1:
+        where = paths.resolve(rest[1], where) if where is not None else None
         rest = rest[2:]
-    verb = rest[0] if rest else "status"
-    if verb not in GIT_READ:
-        return f"git {verb} changes a repository"
-    if verb == "branch" and set(rest) & {"-d", "-D", "-m", "-M", "--delete", "--move"}:
-        return "git branch -d/-m changes a repository"
-    if verb in ("config", "remote", "tag") and len(split(rest[1:])[1]) > 1:
-        return f"git {verb} with a value changes a repository"
-    return None
+    while rest[:1] and rest[0] in ("--no-pager", "-P"):
+        rest = rest[1:]
+    verb = rest[0] if rest else ""
+    spec = GIT_READ.get(verb)
+    if spec is None:
+        return f"git {verb or rest[:1]} is not a read-only git command the rules know", "run"
+    p = parse(rest[1:], spec)
+    if p.unknown:
+        return f"git {verb} {p.unknown}: an option the rules do not know as read-only", "run"
+    if verb in ("branch", "tag", "remote") and p.operands:
+        return f"git {verb} with an operand changes a repository", "write"
+    full = ctx.absolute(where) if where is not None else None
+    if full is None or full == "." or _inside_or_above_writable(full, ctx):
+        return (
+            "git in a repository the model can write (its config may run commands: "
+            "core.fsmonitor, diff.external)",
+            "run",
+        )
+    return None, "read"
 
 
-def _docker(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    verb = next((a for a in argv[1:] if not a.startswith("-")), "")
-    return None if verb in DOCKER_READ else f"docker {verb} changes containers"
+def _inside_or_above_writable(full: str, ctx: Context) -> bool:
+    """A folder in or above the workdir or the run folder: git would find a repository there."""
+    full = full.rstrip("/") or "/"
+    for r in ctx.roots():
+        if full == r or full.startswith(r + "/") or r.startswith(full.rstrip("/") + "/"):
+            return True
+    return not ctx.roots()
 
 
-def _pip(program: str, ctx: Context) -> bool:
-    """`.venv/bin/pip` (or its python) inside the workdir: the campaign's own venv."""
-    return "/bin/" in program and ctx.writable(program)
+DOCKER_READ = {"logs", "ps", "images", "version", "info", "top", "port", "stats"}
 
 
-def _pip_args(argv: list[str], venv: bool) -> str | None:
-    verb = next((a for a in argv[1:] if not a.startswith("-") or a in ("-V", "--version")), "")
-    if verb in PIP_READ or not verb:
-        return None
-    if verb in PIP_WRITE and venv:
-        return None
-    return f"pip {verb} outside the workdir's venv (use WORKDIR/.venv/bin/pip)"
+def _docker(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    verb = argv[1] if len(argv) > 1 else ""
+    if verb not in DOCKER_READ:
+        return f"docker {verb} is not a read-only docker command the rules know", "run"
+    p = parse(
+        argv[2:],
+        opts(
+            "aqfnt",
+            "n",
+            "--all --quiet --follow --no-stream --no-trunc --timestamps",
+            "--tail --since --until --format --filter",
+        ),
+    )
+    if p.unknown:
+        return f"docker {verb} {p.unknown}: an option the rules do not know", "read"
+    return None, "read"
 
 
-def _pip_cmd(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    return _pip_args(argv, _pip(argv[0], ctx))
+def _getent(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    db = argv[1] if len(argv) > 1 else ""
+    ok = db in ("hosts", "ahosts", "ahostsv4", "passwd", "group", "services", "protocols")
+    return (None if ok else f"getent {db} is not a database the rules know"), "read"
 
 
-def _python(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    i = 1
-    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c"):
-        i += 2 if argv[i] in ("-W", "-X") else 1
-    rest = argv[i:]
-    if not rest:
-        return "a python reading its standard input"
-    if rest[0] == "-c":
-        return "a python one-liner (-c) runs code the rules cannot read"
-    if rest[0] == "-m":
-        module = rest[1] if len(rest) > 1 else ""
-        if module == "pip":
-            return _pip_args(["pip", *rest[2:]], _pip(argv[0], ctx))
-        if module in ENGINE_MODULES or module.startswith(("sglang.", "vllm.")):
-            return None  # an engine launch or benchmark the profiles describe
-        return f"python -m {module} is not a module the rules know"
-    return _inside(rest[0], ctx, "a python script")
+def _listing(spec: Opts, needed: set[str]) -> Shape:
+    def rule(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+        p = parse(argv[1:], spec)
+        listed = set(argv[1:]) & needed
+        ok = not p.unknown and listed
+        return (None if ok else f"{name_of(argv[0])} without {sorted(needed)[0]}"), "read"
+
+    return rule
 
 
-def _script(path: str, argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    """`./x.sh`, `scripts/train.sh`: a program inside the workdir."""
-    return _inside(path, ctx, "a program")
+def _mount(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    return (None if len(argv) == 1 else "mount with arguments changes the mounts"), "read"
 
 
-def _inside(path: str, ctx: Context, what: str) -> str | None:
-    resolved = paths.resolve(path, ".")
-    if resolved is None or not ctx.writable(resolved) or resolved.startswith("/dev/"):
-        return f"{what} outside the workdir ({path})"
-    return None
+# ---- signals: what the run recorded ------------------------------------------------------------
+
+SIGNAL = re.compile(r"-(?:[A-Z]+|SIG[A-Z]+|\d+)")
+ENGINE_PATTERN = re.compile(r"[\w.:/ -]+")  # a plain name, no alternation or wildcards
 
 
-def _shell(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    """`bash x.sh` inside the workdir (a `-c` text or a shell reading stdin: the caller)."""
-    args = [a for a in argv[1:] if a != "--"]
-    while args and args[0].startswith(("-", "+")):
-        args = args[2:] if args[0] in ("-o", "+o", "-O", "+O") else args[1:]
-    if not args:
-        return "a shell reading its standard input"
-    return _inside(args[0], ctx, "a script")
-
-
-def _kill(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+def _kill(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     args = argv[1:]
-    if set(args) & {"-l", "-L", "--list", "--table", "-0"} or args[:2] in (["-s", "0"],):
-        return None  # lists signals, or only asks whether a process exists
-    if cmd.dynamic:
-        return "kill of pids the rules cannot read ($(...) or a variable)"
+    if args in (["-l"], ["-L"], ["--list"], ["--table"]) or (args[:1] == ["-l"] and len(args) == 2):
+        return None, "read"
+    if (args[:1] == ["-0"] or args[:2] == ["-s", "0"]) and all(
+        re.fullmatch(r"\d+", a) for a in args[2 if args[0] == "-s" else 1 :]
+    ):
+        return None, "read"  # only asks whether a process exists
     rest = args[2:] if args[:1] in (["-s"], ["-n"]) else args
     rest = rest[1:] if rest and SIGNAL.fullmatch(rest[0]) and len(rest) > 1 else rest
     pids = [a for a in rest if a != "--"]
     if not pids or not all(re.fullmatch(r"-?\d+", p) for p in pids):
-        return "kill of something that is not a pid"
+        return "kill of something that is not a pid", "signal"
     strangers = [p for p in pids if abs(int(p)) not in ctx.pids]
-    return f"kill of pid {strangers[0]}, which this run did not start" if strangers else None
+    return (
+        f"kill of pid {strangers[0]}, which this run did not start" if strangers else None
+    ), "signal"
 
 
-def _pkill(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    if cmd.dynamic:
-        return f"{name_of(argv[0])} of a pattern the rules cannot read"
-    args, skip = [], False
-    for a in argv[1:]:
-        if skip:
-            skip = False
-        elif a in ("-u", "-U", "-g", "-G", "-P", "-s", "-t", "--signal", "-o"):
-            skip = True
-        elif not a.startswith("-"):
+def _pkill(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """pkill/killall of the engines' processes by a plain name: not -v (every other process),
+    not -u, -s, -g, -t, -P (by owner, session, group), not -r (a regular expression)."""
+    head = name_of(argv[0])
+    args, i = [], 1
+    flags = "fenox" if head == "pkill" else "qweIv"  # pkill -v inverts; killall -v is verbose
+    signal_options = ("--signal",) if head == "pkill" else ("--signal", "-s")  # pkill -s: session
+    known = ("--full", "--exact", "--newest", "--oldest", "--quiet", "--wait")
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a in signal_options:
+            i += 1
+        elif SIGNAL.fullmatch(a) or re.fullmatch(rf"-[{flags}]+", a) or a in known:
+            continue
+        elif a.startswith("-"):
+            return (
+                f"{head} {a}: an option the rules do not know (-v picks every other process)",
+                "signal",
+            )
+        else:
             args.append(a)
     if not args:
-        return f"{name_of(argv[0])} without a name"
+        return f"{head} without a name", "signal"
     for pattern in args:
         if not ENGINE_PATTERN.fullmatch(pattern) or not any(n in pattern for n in ENGINE_NAMES):
-            return f"{name_of(argv[0])} {pattern!r} does not name an engine's processes"
-    return None
+            return f"{head} {pattern!r} does not name an engine's processes", "signal"
+    return None, "signal"
 
 
-def _fuser(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+def _fuser(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """fuser (-k) of the run's ports and of the GPU devices: not -m/-M/-c (every process using
+    the file system the file is on: /dev is everyone's)."""
     args = argv[1:]
-    killing = any(a == "-k" or (re.fullmatch(r"-[a-zA-Z]+", a) and "k" in a) for a in args)
-    if not killing:
-        return None
-    if cmd.dynamic:
-        return "fuser -k of targets the rules cannot read"
-    targets = [a for a in args if not a.startswith("-")]
+    killing = False
+    targets = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "-n":
+            i += 1
+        elif SIGNAL.fullmatch(a):
+            continue
+        elif re.fullmatch(r"-[kvsiuw]+", a):
+            killing = killing or "k" in a
+        elif a.startswith("-"):
+            return (
+                f"fuser {a}: an option the rules do not know (-m is every process on a mount)",
+                "signal",
+            )
+        else:
+            targets.append(a)
+    if not targets:
+        return "fuser without a target", "signal"
     for t in targets:
         port = re.fullmatch(r"(\d+)/(?:tcp|udp)", t)
         if port and int(port.group(1)) in ctx.ports:
             continue
-        if re.fullmatch(r"/dev/nvidia[\w*?\[\]-]*", t):
+        if re.fullmatch(r"/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|\*|\[[\d-]+\])", t):
             continue  # the GPU's holders: the zombie workers of an engine
-        return f"fuser -k {t}: not a GPU device or a port this run's servers used"
-    return None if targets else "fuser -k without a target"
+        if not killing and (port or t.startswith("/")):
+            continue
+        return f"fuser -k {t}: not a GPU device or a port this run's servers used", "signal"
+    return None, "signal" if killing else "read"
 
 
-def _file_op(writes_from: Callable[[list[str]], list[str]], globs_ok: bool = True) -> Shape:
-    def rule(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-        if cmd.dynamic:
-            return f"{name_of(argv[0])} of paths the rules cannot read ($(...) or a variable)"
-        for target in writes_from(argv[1:]):
-            p = paths.resolve(target, cmd.cwd)
-            if not globs_ok and paths.GLOB.search(target):
-                return f"{name_of(argv[0])} of a glob ({target}): it follows the symlinks it meets"
-            if not ctx.writable(p):
-                return f"{name_of(argv[0])} writes {p or target}, outside the workdir and the run"
-        return None
+# ---- files: under the workdir or the run folder -----------------------------------------------
 
-    return rule
-
-
-def _operands(args: list[str]) -> list[str]:
-    return split(args)[1]
+FILE_OPTS: dict[str, Opts] = {
+    "mkdir": opts("pv", "m", "--parents --verbose", "--mode"),
+    "touch": opts("acmfh", "dr", "--no-create", "--date --reference"),
+    "rm": opts("rRfvdi", "", "--recursive --force --verbose --dir"),
+    "rmdir": opts("pv", "", "--parents --verbose --ignore-fail-on-non-empty"),
+    "truncate": opts("co", "sr", "--no-create", "--size --reference"),
+    "cp": opts("rRfvnupiT", "", "--recursive --force --verbose --no-clobber --update --preserve"),
+    "mv": opts("fvinuT", "", "--force --verbose --no-clobber --update"),
+    "ln": opts("sfnvT", "", "--symbolic --force --no-dereference --verbose"),
+    "tee": opts("ai", "", "--append"),
+    "gzip": opts("kdfvcq123456789", "", "--keep --decompress --force"),
+    "gunzip": opts("kfvcq", "", "--keep --force"),
+}
 
 
-def _last(args: list[str]) -> list[str]:
-    opts, ops = split(args)
-    target = [o.split("=", 1)[1] for o in opts if o.startswith("--target-directory=")]
-    t_opt = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-t"]
-    return target or t_opt or ops[-1:]
+def _file_op(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    head = name_of(argv[0])
+    spec = FILE_OPTS[head]
+    p = parse(argv[1:], spec)
+    if p.unknown:
+        return f"{head} {p.unknown}: an option the rules do not know", "write"
+    operands = p.operands
+    written = operands
+    if head == "cp":
+        if len(operands) < 2:
+            return "cp without a destination", "write"
+        why = reads(operands[:-1], cmd, ctx, recursive=True)
+        if why:
+            return f"cp {why}", "write"
+        written = operands[-1:]
+    if head in ("gzip", "gunzip") and "c" in "".join(a for a in argv[1:] if a.startswith("-")):
+        return reads(operands, cmd, ctx), "read"
+    extra = [v for o, v in p.values if o in ("-r", "--reference")]
+    if extra and reads(extra, cmd, ctx):
+        return f"{head} reads {extra[0]}", "write"
+    if head == "touch" and not operands:
+        return "touch without a file", "write"
+    for target in written:
+        resolved = paths.resolve(target, cmd.cwd)
+        if head != "rm" and paths.GLOB.search(target):
+            return f"{head} of a glob ({target}): it follows the symlinks it meets", "write"
+        if not ctx.writable(resolved):
+            return f"{head} writes {resolved or target}, outside the workdir and the run", "write"
+    return None, "write"
 
 
-def _chmod(args: list[str]) -> list[str]:
-    """The paths of chmod (a mode such as -x or 755 is no path) or chown (the owner first)."""
-    words = [a for a in args if a not in ("-R", "-v", "-c", "-f", "-h", "--recursive", "--")]
-    reference = any(a.startswith("--reference") for a in words)
-    words = [a for a in words if not a.startswith("--")]
-    return words if reference else words[1:]
+def _chmod(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    words = [
+        a for a in argv[1:] if a not in ("-R", "-v", "-c", "-f", "--recursive", "--verbose", "--")
+    ]
+    if len(words) < 2 or not re.fullmatch(r"[0-7]{3,4}|(?:[ugoa]*[-+=][rwxXst]*,?)+", words[0]):
+        return "chmod with options or a mode the rules do not know", "write"
+    for target in words[1:]:
+        if target.startswith("-") or paths.GLOB.search(target):
+            return f"chmod of {target}", "write"
+        if not ctx.writable(paths.resolve(target, cmd.cwd)):
+            return f"chmod of {target}, outside the workdir and the run", "write"
+    return None, "write"
 
 
-def _dd(args: list[str]) -> list[str]:
-    return [a[3:] for a in args if a.startswith("of=")]
+SED_READ_SCRIPT = re.compile(
+    r"(?:(?:\d+|\$)(?:,(?:\d+|\$))?|/[^/]*/(?:,/[^/]*/)?)?[pdq]?|s/[^/]*/[^/]*/[gpI0-9]*"
+)
 
 
-def _sed(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    args = argv[1:]
-    in_place = any(
-        a.startswith(("-i", "--in-place")) or re.fullmatch(r"-[a-zA-Z]*i", a) for a in args
+def _sed(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    p = parse(
+        argv[1:],
+        opts("nErsuzi", "e", "--quiet --silent --regexp-extended --in-place", "--expression"),
     )
-    scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "--expression")]
-    operands = _operands(
-        [
-            a
-            for i, a in enumerate(args)
-            if a not in scripts or args[i - 1] not in ("-e", "--expression")
-        ]
-    )
-    if not scripts and operands:
+    if p.unknown:
+        return f"sed {p.unknown}: an option the rules do not know", "read"
+    scripts = [v for o, v in p.values if o in ("-e", "--expression")]
+    operands = p.operands
+    if not scripts:
+        if not operands:
+            return "sed without a script", "read"
         scripts, operands = operands[:1], operands[1:]
     for s in scripts:
         for part in s.split(";"):
             if not SED_READ_SCRIPT.fullmatch(part.strip()):
-                return "a sed script beyond print, delete and substitute (w and e write and run)"
-    if in_place:
-        return _file_op(lambda _a: operands)(argv, cmd, ctx)
-    return None
+                return "a sed script beyond print, delete and substitute (e runs, w writes)", "read"
+    in_place = any(re.fullmatch(r"-[nErsuz]*i[nErsuz]*|--in-place", a) for a in argv[1:])
+    if not in_place:
+        return reads(operands, cmd, ctx), "read"
+    for target in operands:
+        if paths.GLOB.search(target) or not ctx.writable(paths.resolve(target, cmd.cwd)):
+            return f"sed -i of {target}, outside the workdir and the run", "write"
+    return None, "write"
 
 
-def _find(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+def _find(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """find that names files (and -delete under the workdir); never -exec/-execdir/-ok (they
+    run a command on each name: `sh -c 'rm -rf "$1"' _ {}` is not read here), nor -fprint."""
     args = argv[1:]
-    if set(args) & {"-fprint", "-fprint0", "-fprintf", "-fls"}:
-        return "find writes a file (-fprint/-fls)"
+    while args[:1] and args[0] in ("-H", "-L", "-P"):
+        args = args[1:]
     roots = []
-    for a in args:
-        if a.startswith(("-", "(", "!", ")")):
-            break
-        roots.append(a)
-    root_paths = [paths.resolve(r, cmd.cwd) for r in roots or ["."]]
-    execs = [i for i, a in enumerate(args) if a in ("-exec", "-execdir", "-ok", "-okdir")]
-    if "-delete" in args and not all(ctx.writable(p) for p in root_paths):
-        return "find -delete outside the workdir and the run"
-    for i in execs:
-        j = i + 1
-        while j < len(args) and args[j] not in (";", "+"):
-            j += 1
-        inner = args[i + 1 : j]
-        for root in root_paths:
-            sub = Simple([w.replace("{}", f"{root}/x") for w in inner], cmd.text, cmd.cwd)
-            why = shape(sub.argv, sub, ctx)
-            if why:
-                return f"find -exec: {why}"
+    while args and not args[0].startswith(("-", "(", "!", ")")):
+        roots.append(args.pop(0))
+    valued = {
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-type",
+        "-maxdepth",
+        "-mindepth",
+        "-mtime",
+        "-mmin",
+        "-size",
+        "-newer",
+        "-user",
+        "-group",
+        "-perm",
+        "-regex",
+        "-iregex",
+        "-printf",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-wholename",
+        "-xtype",
+        "-links",
+        "-uid",
+        "-gid",
+        "-lname",
+        "-regextype",
+    }
+    alone = {
+        "-print",
+        "-print0",
+        "-empty",
+        "-o",
+        "-a",
+        "!",
+        "(",
+        ")",
+        "-not",
+        "-and",
+        "-or",
+        "-xdev",
+        "-prune",
+        "-quit",
+        "-ls",
+        "-delete",
+        "-depth",
+        "-follow",
+        "-mount",
+        "-readable",
+        "-writable",
+        "-executable",
+        "-true",
+        "-false",
+        "-nouser",
+        "-nogroup",
+    }
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in valued:
+            i += 2
+        elif a in alone:
+            i += 1
+        else:
+            return f"find {a}: a predicate or an action the rules do not know as read-only", "read"
+    if "-delete" in args:
+        if any(not ctx.writable(paths.resolve(r, cmd.cwd)) for r in roots or ["."]):
+            return "find -delete outside the workdir and the run", "write"
+        return None, "write"
+    return None, "read"
+
+
+# ---- the network: the run's own servers -------------------------------------------------------
+
+CURL_FLAGS = opts(
+    "sSfiIvkNGLq",
+    "mXHdwAeu",  # -u user:password goes to the run's own server only
+    "--silent --show-error --fail --include --head --verbose --insecure --no-buffer --get "
+    "--compressed --http1.1 --http2 --fail-with-body --no-progress-meter --location",
+    "--max-time --connect-timeout --request --header --data --data-raw --data-binary "
+    "--data-urlencode --json --write-out --retry --retry-delay --retry-max-time --user-agent "
+    "--url",
+)
+URL = re.compile(
+    r"(?:https?://)?(?P<host>\[[0-9a-fA-F:.]+\]|[\w.-]+)(?::(?P<port>\d+))?(?:[/?#].*)?"
+)
+
+
+def _curl(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """curl to a server this run launched (its port, on loopback): no proxy, no --resolve or
+    --connect-to, no file written (-o, -O, -D, -c, --output-dir) or read (-K, -T, -F, @file)."""
+    args = argv[1:]
+    for i in range(len(args) - 1, 0, -1):  # the body thrown away: -o /dev/null
+        if args[i - 1] in ("-o", "--output") and args[i] == "/dev/null":
+            del args[i - 1 : i + 1]
+    p = parse(args, CURL_FLAGS)
+    if p.unknown:
+        return (
+            f"curl {p.unknown}: an option the rules do not know (only the URL would be checked)",
+            "read",
+        )
+    if any(o.startswith(("-d", "--data", "--json")) and v.startswith("@") for o, v in p.values):
+        return "curl sends a file (@file)", "read"
+    urls = p.operands + [v for o, v in p.values if o == "--url"]
+    if not urls:
+        return "curl without a URL", "read"
+    for u in urls:
+        m = URL.fullmatch(u)
+        if m is None or not _loopback(m.group("host")):
+            return f"curl to {u} (only this run's servers on loopback are allowed outright)", "read"
+        port = int(m.group("port")) if m.group("port") else (443 if u.startswith("https") else 80)
+        if port not in ctx.ports:
+            return f"curl to port {port}, which no server of this run listens on", "read"
+    return None, "read"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _tar(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """tar that lists an archive, or creates one under the workdir (not extracts: an archive's
+    symlinks lead its later members anywhere; not --to-command, --checkpoint-action)."""
+    args = argv[1:]
+    if args and not args[0].startswith("-"):
+        args = ["-" + args[0], *args[1:]]
+    p = parse(
+        args,
+        opts("tcvzjJf", "fC", "--list --create --verbose --gzip", "--file --directory --exclude"),
+    )
+    if p.unknown:
+        return f"tar {p.unknown}: an option the rules do not know", "write"
+    mode = "".join(a for a in args if re.fullmatch(r"-[a-zA-Z]+", a))
+    archive = next((v for o, v in p.values if o in ("-f", "--file")), None)
+    if "t" in mode or "--list" in args:
+        return reads([archive] if archive else [], cmd, ctx), "read"
+    if ("c" in mode or "--create" in args) and archive:
+        where = next((v for o, v in p.values if o in ("-C", "--directory")), None)
+        sources = [posixpath.join(where, s) if where else s for s in p.operands]
+        why = reads(sources, cmd, ctx, recursive=True)
+        if why:
+            return f"tar {why}", "write"
+        if not ctx.writable(paths.resolve(archive, cmd.cwd)):
+            return f"tar writes {archive}, outside the workdir and the run", "write"
+        return None, "write"
+    return "tar that extracts (or without a known mode)", "write"
+
+
+# ---- code: scripts of the workdir, pip, python, the engines -----------------------------------
+
+PIP_READ = {"list", "show", "freeze", "check", "--version", "-V", "help", "index"}
+PYTHONS = re.compile(r"python(?:\d+(?:\.\d+)?)?")
+SHELL_NAMES = {"bash", "sh", "dash", "zsh"}
+# servers the profiles do not describe but that a model may start by hand: their public-bind
+# flag, and whether they bind every interface when it is not given
+OTHER_SERVERS = ("trtllm-serve", "text-generation-launcher", "lmdeploy", "ollama", "tabby")
+# (the address flag, binds every interface by default)
+BIND_FLAGS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "vllm": (("--host",), True),
+    "vllm.entrypoints.openai.api_server": (("--host",), True),
+    "vllm.entrypoints.api_server": (("--host",), True),
+    "sglang.launch_server": (("--host",), False),
+    "llama-server": (("--host",), False),
+    "llama_cpp.server": (("--host",), False),
+    "sim": (("--host",), False),
+    "agent": (("--host",), False),
+    "trtllm-serve": (("--host",), False),
+    "text-generation-launcher": (("--hostname", "-H"), True),
+    "lmdeploy": (("--server-name",), True),
+    "tgi": (("--hostname",), True),
+}
+SERVER_MODULES = (
+    "vllm.entrypoints.openai.api_server",
+    "vllm.entrypoints.api_server",
+    "sglang.launch_server",
+    "llama_cpp.server",
+    "sim",
+)
+
+
+def server_launch(argv: list[str]) -> str | None:
+    """The engine `argv` starts as a server (`vllm serve`, `python -m sglang.launch_server`,
+    llama-server, trtllm-serve...), or None."""
+    if not argv:
+        return None
+    head = name_of(argv[0])
+    if PYTHONS.fullmatch(head) and "-m" in argv[1:]:
+        i = argv.index("-m")
+        module = argv[i + 1] if i + 1 < len(argv) else ""
+        return module if module in SERVER_MODULES else None
+    if head == "vllm":
+        return "vllm" if argv[1:2] == ["serve"] else None
+    if head == "agent":
+        return "agent" if argv[1:3] == ["sim", "serve"] else None
+    if head == "lmdeploy":
+        return "lmdeploy" if argv[1:2] == ["serve"] else None
+    if head in ("llama-server", "trtllm-serve", "text-generation-launcher"):
+        return head
     return None
 
 
-def _xargs(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    rest = argv[1:]
-    while rest and rest[0].startswith("-"):
-        opt = rest.pop(0)
-        if opt in ("-I", "-a", "-d", "-E", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter"):
-            rest = rest[1:]
-    head = name_of(rest[0]) if rest else "echo"
-    if head in READ_ONLY or head in ("grep", "wc", "head", "tail", "cat", "ls", "stat", "du"):
+def public_bind(argv: list[str], default: bool = False) -> str | None:
+    """The address a server launch names beyond loopback (`--host 0.0.0.0`), or None: the rule
+    of start_server (tools/servers/command.py `public_bind`) on a bash command's words. With
+    `default`, also an engine that listens on every interface when not told (vLLM without
+    --host: start_server adds `--host 127.0.0.1`, a bash line cannot be rewritten)."""
+    engine = server_launch(argv)
+    if engine is None or set(argv) & {"--help", "-h", "--version"}:
         return None
-    return f"xargs {head}: the commands it runs take words the rules cannot read"
-
-
-def _curl(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    args = argv[1:]
-    urls = [
-        a
-        for a in args
-        if not a.startswith("-") and re.match(r"[\w.\[\]:-]+(?::\d+)?(/|$)|https?://", a)
-    ]
-    for i, a in enumerate(args):
-        if a in ("-o", "--output") and i + 1 < len(args):
-            urls = [u for u in urls if u != args[i + 1]]
-            if not ctx.writable(paths.resolve(args[i + 1], cmd.cwd)):
-                return f"curl -o {args[i + 1]} writes outside the workdir"
-        if a in ("-K", "--config"):
-            return "curl -K reads its options from a file"
-    values = {
-        args[i + 1]
-        for i, a in enumerate(args[:-1])
-        if re.fullmatch(r"-[dHXwAeuUFTm]|--\w[\w-]*", a)
-    }
-    urls = [u for u in urls if u not in values]
-    if not urls:
-        return "curl without a URL the rules can read"
-    far = [u for u in urls if not LOOPBACK_URL.fullmatch(u)]
-    return f"curl to {far[0]} (only this machine's loopback is allowed outright)" if far else None
-
-
-def _tar(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    args = argv[1:]
-    mode = args[0] if args else ""
-    creating = (mode.startswith("-") is False and "c" in mode) or "-c" in args or "--create" in args
-    listing = (not mode.startswith("-") and "t" in mode) or "-t" in args or "--list" in args
-    archive = None
-    for i, a in enumerate(args):
-        if a in ("-f", "--file") and i + 1 < len(args):
-            archive = args[i + 1]
-        elif not a.startswith("-") and i == 0 and "f" in a and len(args) > 1:
-            archive = args[1]
-    if listing:
+    flags, public_default = BIND_FLAGS.get(engine, (("--host",), False))
+    public_default = public_default and default
+    given = None
+    for i, w in enumerate(argv):
+        for f in flags:
+            if w == f and i + 1 < len(argv):
+                given = argv[i + 1]
+            elif w.startswith(f + "="):
+                given = w.split("=", 1)[1]
+    if given is None:
+        return (
+            f"{engine} without {flags[0]} (it listens on every interface)"
+            if public_default
+            else None
+        )
+    if given == "localhost" or _loopback(given):
         return None
-    if creating:
-        return _file_op(lambda _a: [archive] if archive else [])(argv, cmd, ctx)
-    where = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory")]
-    return _file_op(lambda _a: where or ["."])(argv, cmd, ctx)
+    return f"{flags[0]} {given}"
 
 
-def _rsync(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    ops = _operands(argv[1:])
-    if any(":" in o.split("/", 1)[0] for o in ops):
-        return "rsync to or from another machine"
-    return _file_op(lambda _a: ops[-1:])(argv, cmd, ctx)
+def _pip(argv: list[str], cmd: Simple, ctx: Context, venv: bool = False) -> Fit:
+    verb = next((a for a in argv[1:] if not a.startswith("-") or a in ("-V", "--version")), "")
+    if verb in PIP_READ and not venv:
+        return None, "read"
+    if verb in PIP_READ:
+        return "pip of the workdir's venv runs what the venv holds (a .pth)", "run"
+    return f"pip {verb or 'without a command'} installs code: run in the sandbox", "run"
 
 
-def _mv(args: list[str]) -> list[str]:
-    return _operands(args)  # a move deletes its sources: every operand must be writable
+def _python(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """python --version; python -m pip (read verbs); python -m of an engine module, run from a
+    program outside the workdir, where no package of the workdir shadows it."""
+    args = argv[1:]
+    if args in (["--version"], ["-V"], ["-VV"]):
+        return None, "read"
+    while args and re.fullmatch(r"-[uBOIPsSE]+", args[0]):
+        args = args[1:]
+    if args[:1] != ["-m"] or len(args) < 2:
+        return "python running code the rules cannot read (a script, -c, stdin)", "run"
+    module = args[1]
+    if module == "pip":
+        return _pip(["pip", *args[2:]], cmd, ctx)
+    if module not in ENGINE_MODULES:
+        return f"python -m {module} is not a module the rules know", "run"
+    listens = public_bind(argv, default=True)
+    if listens:
+        return f"{listens}: add --host 127.0.0.1, or use start_server", "run"
+    why = _shadowed(module, cmd, ctx)
+    if why:
+        return why, "run"
+    if "--trust-remote-code" in args:
+        return "--trust-remote-code runs the model folder's code", "run"
+    return None, "run"
 
 
-def _ln(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    ops = _operands(argv[1:])
-    # a link inside the workdir that points out of it would let later writes escape
-    return _file_op(lambda _a: ops)(argv, cmd, ctx)
+def _shadowed(module: str, cmd: Simple, ctx: Context) -> str | None:
+    """`python -m X` looks in the current directory first: a package or module of the workdir
+    named like X's top package (sglang/, sim.py) would run instead."""
+    if ctx.listdir is None:
+        return f"python -m {module}: the rules cannot see whether the workdir shadows it"
+    where = ctx.absolute(cmd.cwd) if cmd.cwd else None
+    names = ctx.listdir(where) if where else None
+    if names is None:
+        return f"python -m {module} from a folder the rules cannot list"
+    top = module.split(".")[0]
+    clash = next((n for n in names if n == top or n.startswith(top + ".")), None)
+    return f"python -m {module}: {clash} in {where} would run instead" if clash else None
 
 
-def _agent(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
+def _engine_program(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """An engine's executable (llama-server, vllm serve/--version) from outside the workdir."""
+    head = name_of(argv[0])
+    if head == "vllm" and argv[1:] in (["--version"], ["-v"]):
+        return None, "read"
+    if head not in ENGINE_EXECUTABLES:
+        return f"`{head}` is not a command the rules know", "run"
+    if "--trust-remote-code" in argv:
+        return "--trust-remote-code runs the model folder's code", "run"
+    if head == "vllm" and argv[1:2] not in (["serve"], ["bench"]):
+        return f"vllm {' '.join(argv[1:2])} is not a command the rules know", "run"
+    listens = public_bind(argv, default=True)
+    if listens:
+        return f"{listens}: add --host 127.0.0.1, or use start_server", "run"
+    return None, "run"
+
+
+def _script(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """A program of the workdir: certain only as a shell script whose text the caller reads
+    and judges (decision.py); pip/python of the workdir's venv run what the venv holds."""
+    head = name_of(argv[0])
+    if head in ("pip", "pip3"):
+        return _pip(argv, cmd, ctx, venv=True)
+    if PYTHONS.fullmatch(head):
+        return "the workdir's python runs what its venv holds (a .pth)", "run"
+    return None, "run"
+
+
+def _shell(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    """`bash x.sh` inside the workdir (its text is read and judged by the caller)."""
+    args = [a for a in argv[1:] if a != "--"]
+    if args[:1] and args[0].startswith(("-", "+")):
+        return "a shell with options the rules do not know", "run"
+    if not args:
+        return "a shell reading its standard input", "run"
+    if not ctx.writable(paths.resolve(args[0], cmd.cwd)):
+        return f"a script outside the workdir ({args[0]})", "run"
+    return None, "run"
+
+
+def _source(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
+    if len(argv) != 2 or not ctx.writable(paths.resolve(argv[1], cmd.cwd)):
+        return "source of a file outside the workdir", "run"
+    return None, "run"
+
+
+def _agent(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     sub = argv[1] if len(argv) > 1 else ""
-    ok = sub in ("sim", "bench", "todos", "watch", "runs", "report") or sub in ("--help", "-h")
-    return None if ok else f"agent {sub} is not a command the rules know"
-
-
-def _source(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    return _inside(argv[1], ctx, "a sourced script") if len(argv) > 1 else "source of nothing"
-
-
-def _mount(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    return None if len(argv) == 1 else "mount with arguments changes the mounts"
-
-
-def _listing(verbs: set[str]) -> Shape:
-    def rule(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-        return None if set(argv[1:]) & verbs else f"{name_of(argv[0])} without {sorted(verbs)[0]}"
-
-    return rule
-
-
-def _ss(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    killing = any(a in ("-K", "--kill") or re.fullmatch(r"-[a-zA-Z]*K[a-zA-Z]*", a) for a in argv)
-    return "ss -K closes sockets" if killing else None
-
-
-def _hostname(argv: list[str], cmd: Simple, ctx: Context) -> str | None:
-    return None if all(a.startswith("-") for a in argv[1:]) else "hostname NAME renames the box"
+    if sub in ("todos", "runs", "--help", "-h") or argv[1:] == ["--version"]:
+        return None, "read"
+    return f"agent {sub} is not a command the rules know as read-only", "run"
 
 
 SHAPES: dict[str, Shape] = {
+    "sleep": _sleep,
+    "cd": _cd,
+    "set": _set,
+    "test": _test,
+    "[": _test,
+    "grep": _grep,
+    "egrep": _grep,
+    "fgrep": _grep,
+    "zgrep": _grep,
+    "rg": _grep,
+    "jq": _jq,
+    "xxd": _xxd,
+    "uniq": _uniq,
+    "ps": _ps,
+    "lsof": _lsof,
+    "ss": _ss,
     "nvidia-smi": _nvidia_smi,
     "systemctl": _systemctl,
-    "journalctl": _journalctl,
-    "dmesg": _dmesg,
     "git": _git,
     "docker": _docker,
-    "pip": _pip_cmd,
-    "pip3": _pip_cmd,
+    "getent": _getent,
+    "mount": _mount,
+    "fdisk": _listing(opts("l", "", "--list"), {"-l", "--list"}),
+    "sfdisk": _listing(opts("ld", "", "--list --dump"), {"-l", "--list", "-d", "--dump"}),
+    "parted": _listing(opts("l", "", "--list"), {"-l", "--list"}),
     "kill": _kill,
     "pkill": _pkill,
     "killall": _pkill,
     "fuser": _fuser,
     "find": _find,
-    "xargs": _xargs,
     "sed": _sed,
     "curl": _curl,
     "tar": _tar,
-    "rsync": _rsync,
-    "ln": _ln,
+    "chmod": _chmod,
+    "pip": _pip,
+    "pip3": _pip,
     "agent": _agent,
     "source": _source,
     ".": _source,
-    "mount": _mount,
-    "hostname": _hostname,
-    "ss": _ss,
-    "date": lambda a, c, x: _read_only("date", a),
-    "sort": lambda a, c, x: _read_only("sort", a),
-    "uniq": lambda a, c, x: _read_only("uniq", a),
-    "fdisk": _listing({"-l", "--list"}),
-    "sfdisk": _listing({"-l", "--list", "-d", "--dump"}),
-    "parted": _listing({"-l", "--list"}),
-    "mkdir": _file_op(_operands),
-    "touch": _file_op(_operands),
-    "rm": _file_op(_operands),
-    "rmdir": _file_op(_operands),
-    "unlink": _file_op(_operands),
-    "truncate": _file_op(_operands),
-    "cp": _file_op(_last),
-    "install": _file_op(_last),
-    "mv": _file_op(_mv),
-    "chmod": _file_op(_chmod, globs_ok=False),
-    "chown": _file_op(_chmod, globs_ok=False),
-    "tee": _file_op(_operands),
-    "dd": _file_op(_dd),
-    "gzip": _file_op(_operands),
-    "gunzip": _file_op(_operands),
-    "unzip": _file_op(lambda a: [a[a.index("-d") + 1]] if "-d" in a[:-1] else ["."]),
+    **{op: _file_op for op in FILE_OPTS},
     **{s: _shell for s in SHELL_NAMES},
 }

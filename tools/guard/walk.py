@@ -59,7 +59,7 @@ def parse_line(source: str, literal_heredocs: set[str]) -> Line:
     env = Env()
     for tree in trees:
         walker.node(tree, env)
-    return Line(walker.found, walker.background, walker.substitution, walker.function)
+    return Line(walker.found, walker.background, walker.substitution, walker.defines)
 
 
 DYNAMIC = ("parameter", "commandsubstitution", "processsubstitution")
@@ -81,7 +81,7 @@ class _Walker:
         self.found: list[Simple] = []
         self.background = False
         self.substitution = False
-        self.function = False
+        self.defines = False  # a function defined on the line
         self.loops = 0  # loop bodies being walked: a background job in one is a fork flood
 
     def node(self, n: Any, env: Env, piped_from: Simple | None = None) -> Simple | None:
@@ -221,7 +221,7 @@ class _Walker:
 
     def function(self, n: Any, env: Env) -> None:
         name = next(p.word for p in n.parts if p.kind == "word")
-        self.function = True
+        self.defines = True
         before = len(self.found)
         self.node(n.body, env.copy())
         calls = sum(1 for c in self.found[before:] if c.argv[:1] == [name])
