@@ -87,9 +87,9 @@ class Bash(Tool):
         if decision.action == "sandbox":  # after where the output is: the line may be cut there
             head += (
                 f"; ran in the sandbox ({decision.reason}): the root is read-only beyond the "
-                f"workdir and the run folder, /tmp is private, processes outside are not "
-                f"visible; to run it outside, the supervisor can `agent allow "
-                f"{ctx.run.path.name} {decision.rule!r}`"
+                f"workdir and the run's outputs/ and logs/, /tmp is private, secrets and "
+                f"processes outside are not visible; to run it outside, the supervisor can "
+                f"`agent allow {ctx.run.path.name} {decision.rule!r}`"
             )
         text = head + ("\n" + shown if shown.strip() else "\n(no output)")
         return ToolResult(text=text.rstrip("\n"), is_error=res.timed_out, data=data)

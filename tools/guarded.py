@@ -5,16 +5,16 @@ all (the refusal names the rule that would allow it)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import posixpath
 from typing import Any
 
+from state.inbox import key_dir
 from tools.base import ToolContext, ToolError
-from tools.guard import Context, Decision, RuleError, Rules, decide, paths
+from tools.guard import Context, Decision, RuleError, Rules, boundary, decide, paths
+from tools.guard.context import RUN_WRITABLE
 from tools.hosts import Host
-
-# files of the run folder a sandboxed command may not change (nothing a run wrote is lost)
-RUN_READ_ONLY = ("events.jsonl", "todos.json", "config.toml", "results", "run.lock")
 
 
 def rules_of(ctx: ToolContext) -> Rules:
@@ -40,24 +40,36 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         pids=frozenset(_recorded(ctx, "pid") | _recorded(ctx, "pgid")),
         ports=frozenset(_recorded(ctx, "port")),
         read=_read_script if host.is_local else None,
-        listdir=_listdir if host.is_local else None,
-        public_bind=ctx.config.server.allow_public_bind,
     )
     decision = decide(command, rules_of(ctx), sandbox is not None, context)
     if decision.action == "allow" and decision.writes and not decision.rule:
         escape = await _escapes(host, context, list(decision.writes))
         if escape:
             why = f"{escape} leads out of the workdir and the run folder (a symlink)"
-            if sandbox is None:
-                why += "; this host has no sandbox to run it in"
-            decision = Decision("sandbox" if sandbox else "refuse", why, decision.rule)
+            decision = _not_outright(decision, why, sandbox is not None)
+    if decision.action == "allow":  # a link the sandbox let the model make: `k -> ~/.ssh/id_rsa`
+        leak = await _reads_secret(host, context, command)
+        if leak:
+            why = f"{leak} leads to a credential or a key (a symlink)"
+            decision = _not_outright(decision, why, sandbox is not None)
     if decision.action != "sandbox" or sandbox is None:
         return decision, command
-    writable = [workdir] + ([run_dir] if run_dir else [])
-    readonly = [f"{run_dir}/{name}" for name in RUN_READ_ONLY] if run_dir else []
+    # the run folder read-only but for its outputs/ and logs/ (real folders, not links): its
+    # control files - events, todos, inbox, results, config, the lock - cannot be written inside
+    inner = [f"{run_dir}/{d}" for d in RUN_WRITABLE] if run_dir else []
+    inner = [d for d in inner if os.path.isdir(d) and not os.path.islink(d)]
+    readonly = [run_dir] if run_dir else []
     hide = [h.identity_file for h in ctx.config.hosts if h.identity_file] if host.is_local else []
     hide += [f"{k}.pub" for k in hide]
-    return decision, sandbox.wrap(command, workdir, writable, readonly, hide)
+    if host.is_local:
+        hide.append(str(key_dir()))  # the runs' inbox keys (state/inbox.py): an empty folder
+    return decision, sandbox.wrap(command, workdir, [workdir], readonly, hide, inner)
+
+
+def _not_outright(decision: Decision, why: str, sandbox: bool) -> Decision:
+    if not sandbox:
+        return Decision("refuse", why + "; this host has no sandbox to run it in", decision.rule)
+    return Decision("sandbox", why, decision.rule)
 
 
 def refusal(ctx: ToolContext, decision: Decision) -> str:
@@ -92,14 +104,6 @@ def _read_script(path: str) -> str | None:
     return None
 
 
-def _listdir(path: str) -> list[str] | None:
-    """A folder's entries on this machine (does the workdir shadow `python -m X`?)."""
-    try:
-        return os.listdir(path)
-    except OSError:
-        return None
-
-
 async def _escapes(host: Host, context: Context, writes: list[str]) -> str | None:
     """The first path written that a symlink takes out of the writable folders, or None."""
     wanted: list[str] = []
@@ -115,5 +119,26 @@ async def _escapes(host: Host, context: Context, writes: list[str]) -> str | Non
     roots = [r for r in (await host.realpaths(context.roots())) if r]
     for path, target in zip(wanted, real, strict=False):
         if not any(target == r or target.startswith(r.rstrip("/") + "/") for r in roots):
+            return path
+        if context.control(target):  # into the run's control files, through a link
+            return path
+    return None
+
+
+async def _reads_secret(host: Host, context: Context, command: str) -> str | None:
+    """The first path the line names whose links lead to a credential or a key, or None. On
+    this machine a glob is expanded first (`cat *` over a planted link)."""
+    named = boundary.read_paths(command, context)
+    if host.is_local:
+        expanded: list[str] = []
+        for path in named:
+            hits = sorted(glob.glob(path))[:200] if paths.GLOB.search(path) else [path]
+            expanded.extend(hits)
+        named = expanded[:400]
+    if not named:
+        return None
+    real = [os.path.realpath(p) for p in named] if host.is_local else await host.realpaths(named)
+    for path, target in zip(named, real, strict=False):
+        if boundary.secret(target, context):
             return path
     return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from tools.guard import paths
 
@@ -22,7 +23,7 @@ ENGINE_MODULES = (
     "sim",
     "sim.pipeline",  # the drafter lab's stages (datagen, train, ...), run as start_job jobs
 )
-ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm", "trtllm-serve")  # `vllm serve|bench`
+ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm")  # `vllm serve|bench`
 # words a pkill -f pattern may name: the engines and their worker processes (profiles' workers)
 ENGINE_NAMES = (
     "sglang",
@@ -37,6 +38,10 @@ ENGINE_NAMES = (
 )
 
 
+# the run folder's parts a command may write: what it saves (outputs/) and fetched logs (logs/)
+RUN_WRITABLE = ("outputs", "logs")
+
+
 @dataclass(frozen=True)
 class Context:
     workdir: str | None = None  # the host's workdir, absolute (relative paths are under it)
@@ -46,12 +51,31 @@ class Context:
     ports: frozenset[int] = frozenset()  # ports of the servers the run launched
     # a shell script's text, for `bash x.sh` inside the workdir (None: cannot be read)
     read: Callable[[str], str | None] | None = None
-    # a folder's entries (None: cannot be listed): whether the workdir shadows `python -m X`
-    listdir: Callable[[str], list[str] | None] | None = None
-    public_bind: bool = False  # server.allow_public_bind: a launch may listen beyond loopback
 
     def roots(self) -> list[str]:
-        return [r.rstrip("/") or "/" for r in (self.workdir, self.run_dir) if r]
+        """Where a command may write: the workdir, and inside the run folder only its outputs/
+        and logs/ (the rest is the run's control: events, todos, inbox, results, the lock)."""
+        run = [f"{self.run_dir.rstrip('/')}/{d}" for d in RUN_WRITABLE] if self.run_dir else []
+        return [r.rstrip("/") or "/" for r in [*([self.workdir] if self.workdir else []), *run]]
+
+    def control(self, full: str) -> bool:
+        """An absolute path of the run's control (issue 47): the run folder, a folder that holds
+        it, anything in it outside outputs/ and logs/ (those two included), or a glob that may
+        name one of these."""
+        if not self.run_dir:
+            return False
+        run = self.run_dir.rstrip("/")
+        inside = [f"{run}/{d}/" for d in RUN_WRITABLE]
+        if any(full.startswith(d) for d in inside):
+            return False
+        if full == run or full.startswith(run + "/") or run.startswith(full.rstrip("/") + "/"):
+            return True
+        if paths.GLOB.search(full):
+            ancestors = [run]
+            while ancestors[-1].count("/") > 1:
+                ancestors.append(posixpath.dirname(ancestors[-1]))
+            return any(fnmatchcase(a, full.rstrip("/")) for a in ancestors)
+        return False
 
     def absolute(self, path: str) -> str | None:
         """A path as resolve() gives it (relative: to the workdir), made absolute where it can."""
@@ -66,14 +90,18 @@ class Context:
         return None
 
     def writable(self, path: str | None) -> bool:
-        """Under the workdir or the run folder (a relative path that stays below the workdir)."""
+        """Under the workdir or the run folder's outputs/ or logs/ (a relative path that stays
+        below the workdir), and never the run's control (`control`)."""
         if path is None:
             return False
         if path in ("/dev/null", "/dev/stdout", "/dev/stderr") or path.startswith("/dev/fd/"):
             return True
         if not path.startswith(("/", "~")):
-            return not (path == ".." or path.startswith("../"))
+            if path == ".." or path.startswith("../"):
+                return False
+            full = self.absolute(path)
+            return full is None or not self.control(full)
         full = self.absolute(path)
-        if full is None or paths.GLOB.search(full.rsplit("/", 1)[0]):
+        if full is None or paths.GLOB.search(full.rsplit("/", 1)[0]) or self.control(full):
             return False
         return any(full == r or full.startswith(r + "/") for r in self.roots() if r != "/")

@@ -1,14 +1,23 @@
 """The sandbox a bash command runs in when the rules do not allow it outright: bubblewrap.
 
-`Sandbox.wrap(command, cwd, writable, readonly)` is shell text for the host's `run`: bwrap with the
-root read-only, the given folders (the workdir, the run folder) and a private /tmp writable, /dev
+`Sandbox.wrap(command, cwd, writable, readonly, hide, inner)` is shell text for the host's `run`:
+bwrap with the root read-only, the given folders (the workdir) and a private /tmp writable, then
+`readonly` on top (the run folder: its control files - events, todos, inbox, results, config, the
+lock - cannot be written inside), then `inner` writable again (the run's outputs/ and logs/), /dev
 minimal with the GPU devices (/dev/nvidia*, /dev/dri) and /dev/shm passed through, /proc of its own
 pid namespace with /proc/sys read-only (root may write sysctls without a capability), /run hidden
-(systemd's, dbus's and docker's sockets answer root), every capability dropped, the user's secrets
-hidden (~/.ssh, cloud credentials, the agent's own key file: empty in the sandbox) and the
-environment's secrets unset, and the whole process tree killed when the call ends
-(--unshare-pid --die-with-parent: the namespace's init dies with bwrap, and every process in it).
-The network is shared: commands reach the servers on loopback.
+(systemd's, dbus's and docker's sockets answer root), every capability dropped, and the whole
+process tree killed when the call ends (--unshare-pid --die-with-parent: the namespace's init dies
+with bwrap, and every process in it). The network is shared: commands reach the servers on
+loopback.
+
+Secrets (issue 47): the environment is an allow-list (bwrap runs under `env -i` with only the
+variables
+tools/guard/boundary.py ENV_ALLOWED names and that do not look like a secret's: DATABASE_URL,
+GH_PAT or SLACK_WEBHOOK_URL are not there, whatever their name); every dot-entry of the home is
+empty inside but the caches and installed programs (boundary.HOME_KEPT), and within those the
+credential files (boundary.SECRET_PATHS); `hide` empties more (the agent's own SSH keys, the runs'
+inbox keys). A folder that holds the workdir or the run is never emptied.
 
 `probe(host)` asks the host once whether bwrap works there (a real run, not only `command -v`:
 bwrap can be installed yet refused by the kernel) and which environment variable names it has.
@@ -20,28 +29,11 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from state.secrets import is_secret_name
+from tools.guard.boundary import HOME_KEPT, SECRET_PATHS, env_allowed
 
 if TYPE_CHECKING:
     from tools.hosts.base import Host
 
-# files and folders holding credentials, relative to the host's home: empty in the sandbox
-SECRET_PATHS = (
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".kube",
-    ".docker/config.json",
-    ".netrc",
-    ".git-credentials",
-    ".gnupg",
-    ".pypirc",
-    ".huggingface/token",
-    ".cache/huggingface/token",
-    ".config/anthropic",
-    ".anthropic",
-)
 # parts of the kernel's /proc that root writes without a capability: read-only in the sandbox
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/driver", "/proc/acpi")
 BWRAP_BASE = (
@@ -54,9 +46,14 @@ PROBE = (
 )
 
 
+# the variables every sandbox keeps when the host has them (the probe adds the host's names that
+# boundary.env_allowed keeps, LC_*, CUDA_* ...)
+ENV_BASE = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ")
+
+
 @dataclass(frozen=True)
 class Sandbox:
-    secret_env: tuple[str, ...] = ()  # environment variables unset inside
+    keep_env: tuple[str, ...] = ENV_BASE  # the environment inside: these names only
 
     def wrap(
         self,
@@ -65,26 +62,44 @@ class Sandbox:
         writable: list[str],
         readonly: list[str] | None = None,
         hide: list[str] | None = None,
+        inner: list[str] | None = None,
     ) -> str:
         """Shell text that runs `bash -c command` in the sandbox (cwd must be writable or
-        visible). `readonly`: paths inside a writable folder kept read-only (the run's log);
-        `hide`: more files to empty (the agent's own key files; `~/` is the host's home)."""
+        visible). `readonly`: folders inside a writable one kept read-only (the run folder);
+        `inner`: folders inside those writable again (its outputs/ and logs/); `hide`: more
+        files or folders to empty (key files; `~/` is the host's home)."""
         q = shlex.quote
         secrets = " ".join(f'"$HOME"/{q(p)}' for p in SECRET_PATHS)
         hidden = " ".join(_home_word(p) for p in hide or [])
         binds = " ".join(f"--bind {q(w)} {q(w)}" for w in dict.fromkeys(writable))
+        reopened = " ".join(f"--bind {q(w)} {q(w)}" for w in dict.fromkeys(inner or []))
         keep = " ".join(q(p) for p in readonly or [])
-        unset = " ".join(f"--unsetenv {q(n)}" for n in self.secret_env)
+        held = " ".join(q(p.rstrip("/")) for p in [cwd, *writable, *(readonly or [])] if p)
+        kept = "|".join(HOME_KEPT)
+        names = " ".join(q(n) for n in dict.fromkeys([*ENV_BASE, *self.keep_env]))
         return (
-            "s=(); for p in " + (secrets + " " + hidden).strip() + "; do "
+            # a path to empty, unless it holds the workdir or the run (a link: its target)
+            's=(); h() { local p=$1 w; [ -L "$p" ] && p=$(readlink -f -- "$p"); '
+            '[ -n "$p" ] || return 0; '
+            f'for w in {held}; do case "$w/" in "$p"/*) return 0;; esac; done; '
             'if [ -d "$p" ]; then s+=(--tmpfs "$p"); '
-            'elif [ -e "$p" ]; then s+=(--dev-bind /dev/null "$p"); fi; done; '
+            'elif [ -e "$p" ]; then s+=(--dev-bind /dev/null "$p"); fi; }; '
+            # every dot-entry of the home but the kept ones (not when the home is a workdir)
+            f'sweep=1; for w in {held}; do case "$HOME/" in "$w"/*) sweep=0;; esac; done; '
+            'if [ "$sweep" = 1 ] && [ -d "$HOME" ]; then '
+            'for p in "$HOME"/.[!.]* "$HOME"/..?*; do [ -e "$p" ] || [ -L "$p" ] || continue; '
+            f'case "${{p##*/}}" in {kept}) ;; *) h "$p";; esac; done; fi; '
+            "for p in " + (secrets + " " + hidden).strip() + '; do h "$p"; done; '
+            # the environment: the allowed names only, with their values here - bwrap itself
+            # too (it is pid 1 inside: its /proc/1/environ must hold no secret either)
+            f"e=(); for n in {names}; do "
+            '[ -n "${!n+x}" ] && e+=("$n=${!n}"); done; b=$(command -v bwrap); '
             "g=(); for p in /dev/nvidia* /dev/dri /dev/shm; do "
             '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
             "r=(); for p in " + " ".join(PROC_READ_ONLY) + (" " + keep if keep else "") + "; do "
             '[ -e "$p" ] && r+=(--ro-bind "$p" "$p"); done; '
-            'exec bwrap --ro-bind / / --dev /dev "${g[@]}" --proc /proc --tmpfs /tmp '
-            f'--tmpfs /run {binds} "${{r[@]}}" "${{s[@]}}" {BWRAP_BASE} {unset} '
+            'exec env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
+            f'--tmpfs /tmp --tmpfs /run {binds} "${{r[@]}}" {reopened} "${{s[@]}}" {BWRAP_BASE} '
             f"--chdir {q(cwd)} -- bash --norc --noprofile -c {q(command)}"
         )
 
@@ -102,7 +117,7 @@ async def probe(host: Host) -> Probe:
     home = next((line[5:] for line in lines if line.startswith("HOME=/")), None)
     if "BWRAP_OK" not in lines:
         return Probe(None, home)
-    names = sorted({n for n in lines if n != "BWRAP_OK" and is_secret_name(n)})
+    names = sorted({n for n in lines if n != "BWRAP_OK" and env_allowed(n)})
     return Probe(Sandbox(tuple(names)), home)
 
 
