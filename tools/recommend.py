@@ -140,7 +140,7 @@ class Recommend(Tool):
         decision = stats.Versus(value / base_value if base_value > 0 else None, vs.floor, vs.levels)
         is_base = {r.id for r in mine} == {r.id for r in base}
         verdict: RecommendedVerdict = "baseline" if is_base else decision.verdict
-        paired = None if is_base else _paired(base, mine, common, objective, vs.floor)
+        paired = None if is_base else _paired(base, mine, common, objective)
         if paired is not None and verdict == "win" and not paired.wins:
             verdict = "not established"  # the pairs decide: never a claim larger than they show
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
@@ -273,7 +273,6 @@ def _paired(
     mine: list[BenchResult],
     common: list[int],
     objective: Any,
-    floor: float | None,
 ) -> stats.Paired | None:
     """The configuration against the baseline in its launch pairs (results.pairs; None: none
     measured): each pair's objective ratio over the common levels."""
@@ -287,7 +286,7 @@ def _paired(
             continue
         bv = _value(b, sb, levels, objective)
         ratios.append(_value(w, sw, levels, objective) / bv if bv > 0 else 0.0)
-    return stats.Paired(tuple(ratios), floor) if ratios else None
+    return stats.Paired(tuple(ratios)) if ratios else None
 
 
 def _paired_record(p: stats.Paired) -> PairedRecord:

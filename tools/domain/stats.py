@@ -29,15 +29,18 @@ ratio between sweeps taken at different times measures the machine as much as th
 only paired comparisons (measured alternately, close in time) should count.
 
 Paired. A ratio between sweeps taken minutes apart measures the box too; a decision is read from
-pairs instead: the baseline and the candidate on fresh launches, one after the other (ABBA), each
-pair's objective ratio its own comparison, so a drift common to both cancels. `paired` states the
-geometric mean of the pair ratios and a 95 % interval: Student's t on the log ratios (n - 1
-degrees of freedom), their spread never taken below what the noise floor says one sweep against
-one varies by (floor / 2: the floor is about two sigma), so two pairs that agree by luck do not
-make a narrow interval. A win is an interval whose low end is above 1 + floor: "no gain" is
-excluded by more than the floor. Otherwise it is not established, and `pairs_needed` says how
-many pairs the same mean and spread would need (None: no number of pairs would do: a gain under
-the floor, or none - a quieter box, whose floor is lower, might).
+pairs instead: the baseline and the candidate measured so that a drift common to both cancels
+(fresh launches one after the other, ABBA), each pair's objective ratio its own comparison.
+`Paired` states the geometric mean of the pair ratios and a 95 % interval on their logs with its
+real degrees of freedom (Student's t, n - 1), the spread as measured: the noise is counted once,
+in the interval (the A/A floor is for reading one sweep against another, not added on top).
+The interval is anytime-valid: ALPHA is spent evenly over the looks the design allows (a union
+bound over MAX_PAIRS - 1 looks), so reading it after every pair and stopping as soon as it
+decides keeps a false claim under 2.5 %. A win is an interval whose low end is above
+1 + MIN_GAIN, the indifference zone declared beforehand (a smaller gain is not worth a change of
+deployment: a product decision, not a noise figure); `no_gain` the other way, its top below it.
+Otherwise it is not established, and `pairs_needed` says how many pairs the same mean and spread
+would need (None: no number would).
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
+
+from scipy.stats import t as student_t
 
 T = TypeVar("T")
 
@@ -250,27 +255,33 @@ def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = No
     return found
 
 
-# Student's t, two-sided 95 %, by degrees of freedom (beyond the table: 1.96 is near enough)
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
+# The paired decision's constants (docs/statistics.md, "Paired comparisons")
+ALPHA = 0.05  # two-sided: the interval is 95 %, so a false win happens at most 2.5 % of the time
+MIN_GAIN = 0.02  # the indifference zone: a smaller gain is not worth changing what is deployed
 MAX_PAIRS = 12  # more pairs than this are not proposed: the box, not the count, is the problem
 
 
-def t95(df: int) -> float:
-    return T95[df - 1] if df <= len(T95) else 1.96
+def sequential_t(df: int, looks: int) -> float:
+    """The t multiplier of an interval that holds at every one of `looks` looks at once: ALPHA
+    spent evenly over them (a union bound), each look's two-sided Student's t at ALPHA / looks.
+    Valid whatever rule decides when to stop looking, so stopping as soon as the interval
+    decides never peeks its way into a false claim."""
+    return float(student_t.ppf(1 - ALPHA / (2 * max(1, looks)), df))
 
 
-def paired_interval(log_ratio: float, spread: float, n: int) -> tuple[float, float]:
-    """The 95 % interval of a paired ratio from `n` pairs whose log ratios have mean `log_ratio`
-    and standard deviation `spread`."""
-    half = t95(n - 1) * spread / math.sqrt(n)
+def paired_interval(log_ratio: float, spread: float, n: int, looks: int) -> tuple[float, float]:
+    """The anytime-valid 95 % interval of a paired ratio from `n` pairs whose log ratios have
+    mean `log_ratio` and standard deviation `spread` (n - 1 degrees of freedom), looked at up to
+    `looks` times."""
+    half = sequential_t(n - 1, looks) * spread / math.sqrt(n)
     return math.exp(log_ratio - half), math.exp(log_ratio + half)
 
 
-def pairs_to_win(log_ratio: float, spread: float, floor: float, at_least: int) -> int | None:
-    """The fewest pairs (from `at_least`, at most MAX_PAIRS) of that mean and spread whose
-    interval excludes "no gain" by more than the floor; None: no count would."""
-    for n in range(max(at_least, 2), MAX_PAIRS + 1):
-        if paired_interval(log_ratio, spread, n)[0] > 1 + floor:
+def pairs_to_win(log_ratio: float, spread: float, at_least: int, most: int) -> int | None:
+    """The fewest pairs (from `at_least`, at most `most`) of that mean and spread whose interval
+    excludes a gain under MIN_GAIN; None: no count would."""
+    for n in range(max(at_least, 2), most + 1):
+        if paired_interval(log_ratio, spread, n, most - 1)[0] > 1 + MIN_GAIN:
             return n
     return None
 
@@ -278,13 +289,12 @@ def pairs_to_win(log_ratio: float, spread: float, floor: float, at_least: int) -
 def pairs_expected(ratio: float, floor: float | None, at_least: int) -> int:
     """The pairs a candidate whose sweeps gave `ratio` over the baseline is expected to take
     before a verdict: those a win would need if the pairs showed that ratio with a spread of the
-    floor - a pair compares two fresh launches, which differ more than the repeat on one server
-    the floor is read from (`Paired` reads at least half the floor; measured pairs of the lab
-    spread about the floor). `at_least` when no count would decide it: the comparison stops
-    there."""
+    floor (a planning guess: a pair compares two fresh launches, and measured pairs of the lab
+    spread about the floor). `at_least` when no count would decide it (a ratio within the
+    floor, or the floor unknown): the comparison stops there."""
     if floor is None or ratio <= 1 + floor:
         return at_least
-    return pairs_to_win(math.log(ratio), floor, floor, at_least) or at_least
+    return pairs_to_win(math.log(ratio), floor, at_least, MAX_PAIRS) or at_least
 
 
 def launch_pairs(
@@ -307,12 +317,14 @@ def launch_pairs(
 
 @dataclass(frozen=True)
 class Paired:
-    """A candidate against the baseline from pairs measured alternately (see the module doc):
-    each pair's objective ratio, candidate over baseline, in the order measured, and the noise
-    floor of the objective (None: unknown)."""
+    """A candidate against the baseline from pairs measured so that a drift of the box hits both
+    sides alike (see the module doc): each pair's objective ratio, candidate over baseline, in
+    the order measured. `looks`: the most pairs the design takes - the interval holds at each
+    of them, so it may be read after every pair."""
 
     ratios: tuple[float, ...]
-    floor: float | None
+    looks: int = field(default=MAX_PAIRS, kw_only=True)
+    unit: str = field(default="launch pair", kw_only=True)  # what one ratio is, as views say
 
     @property
     def n(self) -> int:
@@ -324,13 +336,14 @@ class Paired:
         return geomean(self.ratios)
 
     def _spread(self) -> float | None:
-        """The sigma of one pair's log ratio: measured, never below the floor's (floor / 2)."""
+        """The sigma of one pair's log ratio, as measured (never below NOISE_MIN / 2: two fresh
+        launches never agree better than that, a smaller spread is luck)."""
         if self.n < 2 or min(self.ratios) <= 0:
             return None
         logs = [math.log(r) for r in self.ratios]
         mean = sum(logs) / len(logs)
         s = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        return max(s, (self.floor or 0.0) / 2)
+        return max(s, NOISE_MIN / 2)
 
     def interval(self, n: int | None = None) -> tuple[float, float] | None:
         """The 95 % interval of the paired ratio (with `n` pairs of the same mean and spread:
@@ -338,13 +351,20 @@ class Paired:
         s = self._spread()
         if s is None:
             return None
-        return paired_interval(math.log(self.ratio), s, self.n if n is None else n)
+        looks = max(1, self.looks - 1)  # read from the second pair on
+        return paired_interval(math.log(self.ratio), s, self.n if n is None else n, looks)
 
     @property
     def wins(self) -> bool:
-        """The interval excludes "no gain" by more than the floor (unknown floor: no win)."""
+        """The interval excludes every gain under MIN_GAIN."""
         found = self.interval()
-        return found is not None and self.floor is not None and found[0] > 1 + self.floor
+        return found is not None and found[0] > 1 + MIN_GAIN
+
+    @property
+    def no_gain(self) -> bool:
+        """Decided the other way: the interval excludes every gain of MIN_GAIN or more."""
+        found = self.interval()
+        return found is not None and found[1] < 1 + MIN_GAIN
 
     @property
     def verdict(self) -> PairedVerdict:
@@ -352,18 +372,18 @@ class Paired:
 
     def pairs_needed(self) -> int | None:
         """How many pairs in all the same mean and spread would need to be a win (at most
-        MAX_PAIRS); None when no count would do (the gain is within the floor, or unknown)."""
+        `looks`); None when no count would do (a gain under MIN_GAIN, or the pairs exclude it)."""
         if self.wins:
             return self.n
         s = self._spread()
-        if self.floor is None or s is None or self.ratio <= 1 + self.floor:
+        if s is None or self.no_gain or self.ratio <= 1 + MIN_GAIN:
             return None
-        return pairs_to_win(math.log(self.ratio), s, self.floor, self.n + 1)
+        return pairs_to_win(math.log(self.ratio), s, self.n + 1, self.looks)
 
     def evidence(self) -> str:
         """`95 % interval 1.180-1.249x over 3 launch pairs` (one pair: no interval)."""
         found = self.interval()
-        pairs = f"{self.n} launch pair{'s' if self.n != 1 else ''}"
+        pairs = f"{self.n} {self.unit}{'s' if self.n != 1 else ''}"
         if found is None:
             return f"{pairs}, no interval"
         return f"95 % interval {found[0]:.3f}-{found[1]:.3f}x over {pairs}"
@@ -375,17 +395,19 @@ class Paired:
 
     def unestablished(self) -> str:
         """What it would take, for a claim that is not established."""
+        if self.n < 2:
+            return f"another {self.unit} at least (one gives no interval)"
+        if self.no_gain:
+            return (
+                f"the {self.unit}s exclude a gain of {MIN_GAIN:.0%} or more: the gain is not there"
+            )
         need = self.pairs_needed()
-        if self.floor is None:
-            return "noise floor unknown"
-        if self.n < 2 and self.ratio > 1 + self.floor:  # no spread yet, so no count to give
-            return "another launch pair at least (one pair gives no interval), or a quieter box"
         if need is None:
             return (
-                f"the pairs do not show a gain above the noise floor ({percent(self.floor)}): "
-                "a quieter box (a lower floor), or the gain is not there"
+                f"no number of {self.unit}s up to {self.looks} would establish a gain of "
+                f"{MIN_GAIN:.0%} at this spread: a quieter box, or the gain is not there"
             )
-        return f"{need - self.n} more pairs, or a quieter box"
+        return f"{need - self.n} more {self.unit}s, or a quieter box"
 
 
 class Slo(Protocol):

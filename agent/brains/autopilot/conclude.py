@@ -8,8 +8,9 @@ load ramping down) favours the winner in one pair and the baseline in the next, 
 the pairs instead of biasing every pair the same way (as ABAB would); a ratio of sweeps taken
 minutes apart (the baseline's at the start, a candidate's later) measures the machine as much as the
 configuration. At least MIN_PAIRS, then more while the interval is not decided and more pairs could
-decide it (within the budget). The verdict reads only the pairs: a win when their interval excludes
-"no gain" by more than the noise floor, else "not established" with what it would take."""
+decide it (within the budget). The verdict reads only the pairs: a win when their anytime-valid
+interval excludes every gain under stats.MIN_GAIN, else "not established" with what it would
+take."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
         bv = s.objective.value(b.per_level, b.slo_ok, s.levels)
         wv = s.objective.value(w.per_level, w.slo_ok, s.levels)
         ratios.append(wv / bv if bv > 0 else 0.0)
-    return stats.Paired(tuple(ratios), r.floors[1])
+    return stats.Paired(tuple(ratios))
 
 
 def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
@@ -253,7 +254,8 @@ def finish(r: Reading) -> Finish:
             established = False
             why = (
                 f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
-                f"{p.stated()} against a noise floor of {floor:.1%} ({p.unestablished()})"
+                f"{p.stated()}, a gain under {stats.MIN_GAIN:.0%} not excluded "
+                f"({p.unestablished()})"
             )
     done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
     return replace(done, paired=p, established=established)
