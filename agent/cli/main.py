@@ -25,7 +25,7 @@ from tools.domain.config import (
 )
 
 # subcommands that parse their own arguments (options may come before RUN)
-DELEGATED = ("watch", "report", "bench", "sim", "lab", "allow")
+DELEGATED = ("watch", "report", "bench", "duet", "sim", "lab", "allow")
 
 
 EPILOG = """\
@@ -132,6 +132,7 @@ def build_parser() -> Parser:
         p.add_argument("rest", nargs=argparse.REMAINDER)
     for name, help_text in (
         ("bench", "benchmark a server over concurrency levels"),
+        ("duet", "is B faster than A: both up, measured in alternated blocks"),
         ("sim", "the simulated inference server"),
         ("lab", "set up a real lab on this machine (llama.cpp)"),
     ):
@@ -332,6 +333,10 @@ def delegate(command: str, argv: list[str]) -> int:
         from agent.cli.bench import main as bench_main
 
         return bench_main(argv)
+    if command == "duet":
+        from agent.cli.duet import main as duet_main
+
+        return duet_main(argv)
     if command == "lab":
         from agent.cli.lab import main as lab_main
 
@@ -364,6 +369,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "budget": cmd_inbox,
     "sim": cmd_delegate,
     "bench": cmd_delegate,
+    "duet": cmd_delegate,
     "watch": cmd_delegate,
     "report": cmd_delegate,
     "lab": cmd_delegate,

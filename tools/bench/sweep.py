@@ -158,7 +158,7 @@ async def discover_model(url: str, model: str, timeout: float, total_s: float = 
 
 
 @dataclass
-class _Sweep:
+class SweepState:
     """What every level of one sweep shares; `pool` and `used` change from level to level."""
 
     spec: SweepSpec
@@ -180,15 +180,15 @@ class _Sweep:
 
 
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
-    """The levels in order (`_level` runs one); stops at a silent level or at Ctrl-C."""
+    """The levels in order (`sweep_level` runs one); stops at a silent level or at Ctrl-C."""
     steps = _steps(spec)
-    sw = await _start(spec, observer or Observer())
+    sw = await start_sweep(spec, observer or Observer())
     procs = sw.outcome.processes  # the first level's client processes
     auto = spec.processes is None and not sw.wl.multi_turn
     max_procs = max(1, (os.cpu_count() or 1) // 2) if auto else procs
     try:
         for at, step in enumerate(steps):
-            point = await _level(sw, step, procs)
+            point = await sweep_level(sw, step, procs)
             if _silent(point):
                 rest = steps[at + 1 :]
                 if rest:
@@ -205,13 +205,19 @@ async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepO
     finally:
         _usage_note(sw.outcome, sw.length)
         reuse_note(sw.outcome.notes, sw.data, sw.used)
-        if sw.pool is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(sw.pool.close())
+        await close_sweep(sw)
     return sw.outcome
 
 
-async def _start(spec: SweepSpec, obs: Observer) -> _Sweep:
+async def close_sweep(sw: SweepState) -> None:
+    """The sweep's client processes ended, whatever ended the sweep (a shielded close: a
+    cancellation does not leave them running)."""
+    if sw.pool is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(sw.pool.close())
+
+
+async def start_sweep(spec: SweepSpec, obs: Observer) -> SweepState:
     """Before the first level: the dataset, the server's model and time scale, the prompts."""
     try:
         data = datasets.load(spec.workload.dataset)
@@ -244,12 +250,12 @@ async def _start(spec: SweepSpec, obs: Observer) -> _Sweep:
     slo_ms = spec.slo_ms or wl.slo_ms or None  # in model time; the clock below is the wall's
     slo = {k: v / scale for k, v in slo_ms.items()} if slo_ms else None
     reset = spec.cache_reset_path or wl.cache_reset
-    sw = _Sweep(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
+    sw = SweepState(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
     sw.power = spec.power
     return sw
 
 
-async def _level(sw: _Sweep, step: float, procs: int) -> Point:
+async def sweep_level(sw: SweepState, step: float, procs: int) -> Point:
     """One level: its client processes, its job, its attempt, its point recorded in the outcome
     (model time) with the notes a reader must see."""
     spec, wl, outcome = sw.spec, sw.wl, sw.outcome
@@ -309,7 +315,7 @@ async def _level(sw: _Sweep, step: float, procs: int) -> Point:
     return point
 
 
-def _sampler(sw: _Sweep) -> Sampler | None:
+def _sampler(sw: SweepState) -> Sampler | None:
     """The level's sampler of /metrics and power, started; None where it samples neither."""
     path = sw.spec.metrics_path
     url = Target.parse(sw.spec.url).url + path if path and sw.metrics else None
@@ -320,7 +326,7 @@ def _sampler(sw: _Sweep) -> Sampler | None:
     return sampler
 
 
-def _energy(sw: _Sweep, point: Point, power: LevelPower, run: LevelRun) -> Point:
+def _energy(sw: SweepState, point: Point, power: LevelPower, run: LevelRun) -> Point:
     """The level's mean power over its samples between its first dispatch and its last
     completion, and its joules per output token (energy.joules_per_token, over the point's
     duration in the modelled box's time: its tok/s's); without a reading, the note why."""
@@ -354,14 +360,14 @@ def _energy(sw: _Sweep, point: Point, power: LevelPower, run: LevelRun) -> Point
     return point.model_copy(update=update)
 
 
-def _metrics_problem(sw: _Sweep, sampler: Sampler | None) -> None:
+def _metrics_problem(sw: SweepState, sampler: Sampler | None) -> None:
     """A server without usable /metrics: one note, and no more sampling in this sweep."""
     if sampler is not None and sampler.problem is not None:
         sw.metrics = False
         sw.outcome.notes.append(metrics_note(sampler.problem))
 
 
-async def _attempt(sw: _Sweep, job: dict[str, Any], rate: float | None) -> LevelRun:
+async def _attempt(sw: SweepState, job: dict[str, Any], rate: float | None) -> LevelRun:
     """The level's requests under its deadline. Returns what it measured, a level cut by the
     deadline included (its unfinished requests failed). On Ctrl-C the requests that finished
     are recorded as an `interrupted` point before the cancellation goes on."""
@@ -416,7 +422,7 @@ def _model_point(
     return point_to_model_time(traffic_keys(point, rate, wl, run), scale)
 
 
-def _record(sw: _Sweep, point: Point) -> dict[str, Any]:
+def _record(sw: SweepState, point: Point) -> dict[str, Any]:
     """The one place a level's Point becomes the outcome's flat dict (what results, the trial
     outcome over Ray and the observers read): the keys measured, no defaults added."""
     row = point.model_dump(exclude_unset=True)

@@ -1,0 +1,136 @@
+"""A duet: two servers up at once, measured at each level in short blocks alternated between them,
+so a swing of the box - another tenant, a CPU hog, thermals - hits both alike (duet benchmarking,
+Bulej et al., ICPE 2020; randomized multiple interleaved trials, Abedi and Brecht, ICPE 2017:
+shared/reference/measuring.md). Launch pairs measure the two minutes apart; a duet's blocks are
+seconds apart.
+
+A round is every level once for each server, which one goes first drawn at random at each level
+(a server that always went first would always take the same half of a drift). Its ratio is the
+objective of B's blocks over A's (`value`: the geometric mean over the levels unless told), and
+the rounds are the pairs of stats.Paired: an interval on their log ratios with the rounds' own
+degrees of freedom, anytime-valid over `max_rounds` looks, read after every round from the
+second - so the duet stops as soon as it decides (B wins: every gain under stats.MIN_GAIN
+excluded; or no gain worth deploying) and never peeks its way into a false claim.
+
+Each block is one level of tools/bench/sweep.py - the same client, deadlines, counts and prompt
+rules. Each server keeps its own sweep state, so its blocks draw fresh prompts round after round
+(no prefix cache answers a repeat), and both draw the same prompts in the same round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tools.bench.schema import Point
+from tools.bench.sweep import (
+    Observer,
+    SweepOutcome,
+    SweepSpec,
+    SweepState,
+    close_sweep,
+    start_sweep,
+    sweep_level,
+)
+from tools.domain import stats
+
+Side = Literal["a", "b"]
+Stopped = Literal["decided", "rounds", "failed", "interrupted"]
+
+
+def geomean_value(per_level: Mapping[int, float]) -> float:
+    return stats.geomean(per_level.values())
+
+
+@dataclass(frozen=True)
+class DuetRound:
+    """One round: each server's output tok/s per level (0.0: the block failed), which server went
+    first at each level, and B's objective over A's (0.0 where A's is 0 too: no comparison)."""
+
+    a: dict[int, float]
+    b: dict[int, float]
+    first: dict[int, Side]
+    ratio: float
+
+
+@dataclass
+class DuetOutcome:
+    """Both servers' points (every block, in measured order) and the rounds; `max_rounds` is the
+    design's looks, which the interval is valid over."""
+
+    a: SweepOutcome
+    b: SweepOutcome
+    max_rounds: int
+    rounds: list[DuetRound] = field(default_factory=list)
+    stopped: Stopped = "rounds"
+
+    @property
+    def paired(self) -> stats.Paired:
+        ratios = tuple(r.ratio for r in self.rounds)
+        return stats.Paired(ratios, looks=self.max_rounds, unit="duet round")
+
+
+def _throughput(point: Point) -> float:
+    return 0.0 if point.level_failed else point.output_throughput
+
+
+async def run_duet(
+    a: SweepSpec,
+    b: SweepSpec,
+    max_rounds: int = stats.MAX_PAIRS,
+    seed: int = 0,
+    value: Callable[[Mapping[int, float]], float] = geomean_value,
+    observer: Observer | None = None,
+) -> DuetOutcome:
+    """Rounds until the interval decides or `max_rounds` are measured; a round in which either
+    server failed a level ends the duet (`failed`: a configuration that fails is no winner), and
+    Ctrl-C ends it with the rounds finished (`interrupted`). `a.levels` are the levels (b's are
+    not read). Both servers are checked before the first block, so a wrong URL is one error."""
+    if max_rounds < 2:
+        raise ValueError("a duet needs two rounds at least: one round gives no interval")
+    obs = observer or Observer()
+    states: dict[Side, SweepState] = {}
+    try:
+        states["a"] = await start_sweep(a, obs)
+        states["b"] = await start_sweep(b, obs)
+        outcome = DuetOutcome(states["a"].outcome, states["b"].outcome, max_rounds)
+        order = random.Random(f"duet/{seed}")
+        try:
+            for _ in range(max_rounds):
+                done = await _round(states, a.levels, order, value)
+                outcome.rounds.append(done)
+                p = outcome.paired
+                if done.ratio <= 0 or min(done.a.values(), default=0.0) <= 0:
+                    outcome.stopped = "failed"
+                    break
+                if p.n >= 2 and (p.wins or p.no_gain):
+                    outcome.stopped = "decided"
+                    break
+        except asyncio.CancelledError:
+            outcome.stopped = "interrupted"
+        return outcome
+    finally:
+        for state in states.values():
+            await close_sweep(state)
+
+
+async def _round(
+    states: Mapping[Side, SweepState],
+    levels: list[int],
+    order: random.Random,
+    value: Callable[[Mapping[int, float]], float],
+) -> DuetRound:
+    got: dict[Side, dict[int, float]] = {"a": {}, "b": {}}
+    first: dict[int, Side] = {}
+    for level in levels:
+        sides: tuple[Side, Side] = ("a", "b") if order.random() < 0.5 else ("b", "a")
+        first[level] = sides[0]
+        for side in sides:
+            state = states[side]
+            point = await sweep_level(state, level, state.outcome.processes)
+            got[side][level] = _throughput(point)
+    va, vb = value(got["a"]), value(got["b"])
+    return DuetRound(got["a"], got["b"], first, vb / va if va > 0 else 0.0)
