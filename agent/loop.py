@@ -51,6 +51,18 @@ NUDGE = (
     "You have made the same tool call with the same result several times (or are cycling "
     "between two calls). That is not progress: re-read the todo list and change approach."
 )
+# a run of failing calls whatever their input: a nudge after FAILING_NUDGE in a row, the end
+# (stuck) after FAILING_END - no recorded session fails more than once in a row (docs/core.md)
+FAILING_NUDGE, FAILING_END = 10, 20
+FAILING = (
+    "Your last {n} tool calls all failed. Trying variations of the same thing is not "
+    "progress: read the errors, re-read the todo list and change approach; after {end} "
+    "failures in a row the run ends as stuck."
+)
+# the stop reasons after which every block of a reply is whole; any other (max_tokens, refusal,
+# model_context_window_exceeded) may cut the last one midway, and the SDK's partial parser
+# drops an unfinished string: kill_server {"name": "cand-eag reads as kill_server {} (all)
+WHOLE = ("tool_use", "end_turn", "stop_sequence", "pause_turn")
 
 
 @dataclass
@@ -64,6 +76,8 @@ class Agent:
     session_start: float = field(default_factory=time.monotonic)
     calls: list[str] = field(default_factory=list)  # recent (call, result) keys, for stuck checks
     nudged: bool = False
+    failing: int = 0  # tool calls in a row whose result is an error
+    failing_nudged: bool = False  # this run of failures has had its nudge
     on_end: Callable[[str], Awaitable[None]] | None = None  # clean-up before run_finished
     overload_wait_minutes: float = 30.0  # how long an unavailable API pauses the run
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # injectable: tests simulate time
@@ -236,19 +250,54 @@ class Agent:
             **extra,  # the thinking summary, for watch and the report
         )
         uses = turn.tool_uses  # independent calls overlap; the log stays in call order
-        watcher = asyncio.create_task(
-            self.interrupts.watch(lambda: reason_now(self.run, self.minutes()))
-        )
-        try:
-            results = await run_batch(self.ctx, uses, self.call_tool)
-        finally:
-            watcher.cancel()
+        if turn.stop_reason not in WHOLE:  # no call of a cut reply runs: each is answered
+            results = [self.refuse_cut(block, turn.stop_reason) for block in uses]
+        else:
+            watcher = asyncio.create_task(
+                self.interrupts.watch(lambda: reason_now(self.run, self.minutes()))
+            )
+            try:
+                results = await run_batch(self.ctx, uses, self.call_tool)
+            finally:
+                watcher.cancel()
         pattern = ""
         for block, (result, _) in zip(uses, results, strict=True):
             pattern = self.track(block, result.text) or pattern
-        if pattern:  # after the turn's results: tool_result blocks must lead their message
+            self.failing = self.failing + 1 if result.is_error else 0
+        # after the turn's results: tool_result blocks must lead their message
+        if pattern:
             self.unstick(pattern)
+        self.check_failing()
         self.after_turn(turn)
+
+    def refuse_cut(self, block: dict[str, Any], stop_reason: str) -> tuple[ToolResult, float]:
+        """A call of a reply that stopped on `stop_reason`: its input may be partial, so it
+        does not run; an error result keeps the conversation valid and says what to do."""
+        self.run.append(
+            "tool_call_cut",
+            id=block["id"],
+            name=block["name"],
+            input=block.get("input"),
+            stop_reason=stop_reason,
+        )
+        why = "at max_tokens" if stop_reason == "max_tokens" else f"(stop_reason {stop_reason})"
+        result = ToolResult(
+            text=f"{block['name']} not run: your reply was cut off {why}, so this call may be "
+            "incomplete; no call of that reply ran. Send the calls again, shorter: split a "
+            "long input (a large todo list, a long command) over several calls.",
+            is_error=True,
+            data={"cut": stop_reason},
+        )
+        self.run.append(
+            "tool_result",
+            id=block["id"],
+            name=block["name"],
+            text=result.text,
+            is_error=True,
+            data=result.data,
+            duration_s=0.0,
+        )
+        return result, 0.0
 
     async def call_tool(self, ctx: ToolContext, block: dict[str, Any]) -> tuple[ToolResult, float]:
         """One tool_use: its tool_call and tool_result events, through the call's run view."""
@@ -270,17 +319,16 @@ class Agent:
 
     def after_turn(self, turn: Turn) -> None:
         reason = turn.stop_reason
+        if reason == "refusal":
+            raise Failed("the model refused to continue (stop_reason: refusal)")
         if reason == "pause_turn" or turn.tool_uses:
-            if reason == "max_tokens":
-                self.note("Your reply was cut off at max_tokens. Continue, and keep replies short.")
-            return  # pause_turn: the next request sends the turn back as it is
+            return  # pause_turn: the next request sends the turn back; a cut call's result
+            # said what to do (refuse_cut)
         if reason in ("end_turn", "stop_sequence"):
             raise Finished(turn.text.strip()[:500] or "the brain ended its turn")
         if reason == "max_tokens":
             self.note("Your reply was cut off at max_tokens. Continue, and keep replies short.")
             return
-        if reason == "refusal":
-            raise Failed("the model refused to continue (stop_reason: refusal)")
         raise Failed(f"the model stopped with an unexpected stop_reason {reason!r}")
 
     # --- guards --------------------------------------------------------------------------------
@@ -300,6 +348,18 @@ class Agent:
         if len(c) >= 4 and c[-1] == c[-3] and c[-2] == c[-4] and c[-1] != c[-2]:
             return "cycle"
         return ""
+
+    def check_failing(self) -> None:
+        """A run of failing calls, whatever their input (each a new guess): a nudge once it is
+        FAILING_NUDGE long, the end at FAILING_END. A call that succeeds starts a new run."""
+        if self.failing == 0:
+            self.failing_nudged = False
+        elif self.failing >= FAILING_NUDGE and not self.failing_nudged:
+            self.failing_nudged = True
+            self.run.append("stuck_nudge", pattern="failing", calls=self.failing)
+            self.note(FAILING.format(n=self.failing, end=FAILING_END))
+        elif self.failing >= FAILING_END:
+            raise Stuck(f"stuck: {self.failing} tool calls in a row failed, after a nudge")
 
     def unstick(self, pattern: str) -> None:
         if self.nudged:

@@ -28,6 +28,12 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def call_input(value: Any) -> dict[str, Any]:
+    """A tool call's input as a mapping. What the model sent that is not one (a list, a string,
+    null: every tool refuses it) reads as empty, so that no view or fold trips on it."""
+    return value if isinstance(value, dict) else {}
+
+
 def epoch(ts: Any) -> float | None:
     """An event's `ts` (utc_now's text) as seconds since the epoch; None if it is not one."""
     try:

@@ -106,6 +106,24 @@ def sse_events(payload: bytes) -> list[bytes]:
     return [e + b"\n\n" for e in payload.split(b"\n\n") if e]
 
 
+def cut_inside_input(reply: dict[str, Any], partial_json: str) -> bytes:
+    """The stream of `reply` with its last block, a tool_use, cut inside its input: the deltas
+    carry only `partial_json`, as the API streams a call that reached max_tokens midway."""
+    last = len(reply["content"]) - 1
+    out = []
+    for event in sse_events(render_sse(reply)):
+        body = json.loads(event.split(b"data: ", 1)[1])
+        if body["type"] == "content_block_delta" and body["index"] == last:
+            continue
+        if body["type"] == "content_block_stop" and body["index"] == last:
+            for i in range(0, len(partial_json), 8):
+                delta = {"type": "input_json_delta", "partial_json": partial_json[i : i + 8]}
+                data = {"type": "content_block_delta", "index": last, "delta": delta}
+                out.append(f"event: content_block_delta\ndata: {json.dumps(data)}\n\n".encode())
+        out.append(event)
+    return b"".join(out)
+
+
 class QuietServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (a run stopped mid-request) is not the server's error."""
@@ -113,7 +131,7 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
 @dataclass
 class FakeMessagesAPI:
-    replies: list[dict[str, Any]]
+    replies: list[dict[str, Any] | bytes]  # a message, or a stream as is (cut_inside_input)
     faults: list[Fault] = field(default_factory=list)
     outage: tuple[Fault, float] | None = None
     context_chars: int | None = None
@@ -235,7 +253,7 @@ class FakeMessagesAPI:
             self.served.append(fault.kind() if fault else "reply")
             if fault is None and not summary and self.replies:
                 self.replies.pop(0)
-            return fault, render_sse(reply)
+            return fault, reply if isinstance(reply, bytes) else render_sse(reply)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -263,7 +263,7 @@ def _block(block: dict[str, Any]) -> dict[str, Any]:
             "type": "tool_use",
             "id": block["id"],
             "name": block["name"],
-            "input": block["input"],
+            "input": block.get("input"),  # to_dict drops a null input (the model's mistake)
         }
     if kind == "thinking":
         return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}

@@ -40,7 +40,7 @@ def _split(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
         return {**block, "thinking": "", "signature": ""}, deltas
     if kind == "tool_use":
-        raw = json.dumps(block["input"], ensure_ascii=False)
+        raw = json.dumps(block.get("input"), ensure_ascii=False)  # a null one is not recorded
         deltas = [{"type": "input_json_delta", "partial_json": t} for t in _chunks(raw)]
         return {**block, "input": {}}, deltas
     return block, []  # redacted_thinking and others arrive whole

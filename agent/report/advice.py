@@ -17,7 +17,7 @@ from typing import Any
 from agent.brains.autopilot.plan_tool import BOOKKEEPING
 from agent.report.figures import Figures
 from agent.report.render import Block, Heading, Para, Table
-from state.events import Event
+from state.events import Event, call_input
 from tools.domain.space import render_flags
 
 
@@ -72,16 +72,23 @@ def section(f: Figures) -> list[Block]:
     return out
 
 
+def _sorted(value: Any) -> Any:
+    """A list in an order of its own (by text: the model's may mix types), else as it is."""
+    return sorted(value, key=str) if isinstance(value, list) else value
+
+
 def _key(call: dict[str, Any]) -> str:
-    tool, inp = call.get("tool") or call.get("name"), call.get("input") or {}
-    if tool == "start_server":
-        what: Any = [inp.get("name", "server"), inp.get("flags") or {}]
+    tool, inp = call.get("tool") or call.get("name"), call.get("input")
+    if not isinstance(inp, dict):  # the model's malformed call: compared as it is
+        what: Any = inp
+    elif tool == "start_server":
+        what = [inp.get("name", "server"), inp.get("flags") or {}]
     elif tool == "run_benchmark":
-        what = [inp.get("server", "server"), sorted(inp.get("concurrency") or [])]
+        what = [inp.get("server", "server"), _sorted(inp.get("concurrency") or [])]
     elif tool == "recommend":
         what = [inp.get("config"), inp.get("policy")]
     elif tool == "compare":
-        what = sorted(inp.get("results") or [])
+        what = _sorted(inp.get("results") or [])
     elif tool == "kill_server":
         what = inp.get("name")
     else:
@@ -92,11 +99,13 @@ def _key(call: dict[str, Any]) -> str:
 def _calls(calls: list[dict[str, Any]]) -> str:
     parts = []
     for c in calls:
-        inp = c.get("input") or {}
+        inp = call_input(c.get("input"))
+        flags, levels = inp.get("flags"), inp.get("concurrency")
         if c["tool"] == "start_server":
-            parts.append(" ".join(["start_server", *render_flags(inp.get("flags") or {})]))
+            shown = render_flags(flags) if isinstance(flags, dict) else []
+            parts.append(" ".join(["start_server", *shown]))
         elif c["tool"] == "run_benchmark":
-            levels = ",".join(map(str, inp.get("concurrency") or []))
+            levels = ",".join(map(str, levels if isinstance(levels, list) else []))
             parts.append(f"run_benchmark C={levels}")
         else:
             parts.append(str(c["tool"]))

@@ -4,6 +4,7 @@ its JSON input; an event its fields as `key=value`; what the agent says is whole
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,26 +37,46 @@ def fields(data: dict[str, Any], width: int = 160) -> str:
     return short(" ".join(parts), width)
 
 
-def call_words(name: str, inp: dict[str, Any]) -> str:
-    """A tool call as a person says it."""
-    server = inp.get("server") or inp.get("name") or ""
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _flags(value: Any) -> list[str]:
+    return render_flags(value) if isinstance(value, dict) else []
+
+
+def call_words(name: str, raw: Any) -> str:
+    """A tool call as a person says it; input of the wrong shape (the model's mistake, which
+    the tool refused) is said as what it is, never trusted."""
+    if not isinstance(raw, dict):
+        return f"{name} {short(json.dumps(raw, default=str), 60)} (input not an object)"
+    inp: dict[str, Any] = raw
+    server = str(inp.get("server") or inp.get("name") or "")
     if name == "run_benchmark":
-        levels = ",".join(map(str, inp.get("concurrency") or [])) or "the configured levels"
+        levels = ",".join(map(str, _list(inp.get("concurrency")))) or "the configured levels"
         label = f" ({inp['label']})" if inp.get("label") else ""
         return f"run_benchmark on {server or 'the server'} at C={levels}{label}"
     who = "" if server in ("", "server") else f" {server}"  # not "start_server server"
     if name == "start_server":
-        flags = " ".join(render_flags(inp.get("flags") or {}))
+        flags = " ".join(_flags(inp.get("flags")))
         return f"start_server{who}" + (f": {flags}" if flags else "")
     if name == "kill_server":
         return f"kill_server{who}" if server else "kill_server (every server of this run)"
     if name == "todowrite":
-        return f"todowrite ({count(len(inp.get('todos') or []), 'item')})"
+        return f"todowrite ({count(len(_list(inp.get('todos'))), 'item')})"
     if name == "compare":
-        return f"compare {', '.join(map(str, inp.get('results') or []))}"
+        return f"compare {', '.join(map(str, _list(inp.get('results'))))}"
     if name == "recommend":
-        return f"recommend {' '.join(render_flags(inp.get('config') or {}))}".rstrip()
+        return f"recommend {' '.join(_flags(inp.get('config')))}".rstrip()
     return f"{name} {fields(inp)}".rstrip()
+
+
+def cut_words(event: Event) -> str:
+    """A call of a reply cut off at max_tokens (or another stop that cuts): it did not run, and
+    its input is partial - never said as the call it looks like."""
+    reason = str(event.get("stop_reason"))
+    why = "at max_tokens" if reason == "max_tokens" else f"(stop_reason {reason})"
+    return f"-> {event.get('name')} not run: the reply was cut off {why}, its input incomplete"
 
 
 def server_words(event: Event) -> str | None:
@@ -87,7 +108,9 @@ def describe(event: Event) -> str | None:
             return "agent: " + one_line(" ".join(texts)) if texts else None
         return "note: " + one_line(" ".join(b.get("text", "") for b in event["content"]), 300)
     if t == "tool_call":
-        return f"-> {call_words(event['name'], event.get('input') or {})}"
+        return f"-> {call_words(event['name'], event.get('input'))}"
+    if t == "tool_call_cut":
+        return cut_words(event)
     words = server_words(event)
     if words is not None:
         return words

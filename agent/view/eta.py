@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from statistics import fmean
 
-from state.events import Event, epoch
+from state.events import Event, call_input, epoch
 from state.fleet import FleetState
 from state.fold import RunState, fold
 from state.sweeps import count
@@ -81,7 +81,7 @@ def measured_times(events: list[Event]) -> tuple[float, float, float] | None:
     levels: dict[str, int] = {}  # label -> the levels it measured
     for e in events:
         if e["type"] == "tool_call" and e.get("name") == "run_benchmark":
-            inp = e.get("input") or {}
+            inp = call_input(e.get("input"))
             labels[str(e.get("id"))] = str(inp.get("label") or inp.get("server") or e["seq"])
         elif e["type"] == "tool_result" and e.get("name") == "run_benchmark":
             label = labels.get(str(e.get("id")), str(e.get("id")))

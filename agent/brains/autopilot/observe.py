@@ -34,12 +34,13 @@ PORT_BUSY = re.compile(r"port \d+ .*\bin use\b|address already in use", re.IGNOR
 
 
 def tool_exchanges(state: RunState) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(tool name, input, result block) for every answered tool call, in order."""
+    """(tool name, input, result block) for every answered tool call, in order. A call whose
+    input is not an object (the model's mistake) is left out: every tool refused it unrun."""
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for message in state.messages:
         for block in message["content"]:
-            if block.get("type") == "tool_use":
-                calls[block["id"]] = (block["name"], block.get("input") or {})
+            if block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
+                calls[block["id"]] = (block["name"], block["input"])
             elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
                 name, inp = calls.pop(block["tool_use_id"])
                 yield name, inp, block
@@ -140,6 +141,8 @@ def observe(
                 h.serving_nothing()  # the launch never finished: launch it again
             continue
         if name == "start_server" and inp.get("name", "server") == server:
+            if not isinstance(inp.get("flags", {}), dict):
+                continue  # refused as invalid input: nothing was launched
             if error and busy_port(block):
                 h.serving_nothing()
                 continue
