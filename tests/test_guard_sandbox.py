@@ -322,8 +322,12 @@ async def test_a_symlink_out_of_the_workdir_is_not_written_outright(tmp_path: Pa
     try:
         (tmp_path / "w").mkdir(exist_ok=True)
         (tmp_path / "w" / "out").symlink_to(outside)
-        text, _, data = await call(ctx, "echo x > out/f")
+        # a file operation under the workdir is allowed outright, unless a link leads it out
+        text, _, data = await call(ctx, "touch out/f")
         assert data["guard"]["action"] == "sandbox" and "symlink" in data["guard"]["reason"]
+        assert not (outside / "f").exists(), text
+        text, _, data = await call(ctx, "echo x > out/f")  # a redirection: never outright
+        assert data["guard"]["action"] == "sandbox", text
         assert not (outside / "f").exists(), text
     finally:
         await close_context(ctx)

@@ -91,9 +91,10 @@ async def test_stop_job_kills_a_job_that_ignores_sigterm(
     import tools.jobs
 
     tools.jobs.STOP_GRACE_S = 1.0
-    # allowed outright by a supervisor's rule: in the sandbox, the job's tree would go with bwrap
-    # at the first SIGTERM, trap or not (tests/test_guard_sandbox.py)
-    host_ctx.config.guard.allow = ["Bash(trap:*)"]
+    # allowed outright by the supervisor's rules (each command: a line with a background job is
+    # not certain otherwise): in the sandbox, the job's tree would go with bwrap at the first
+    # SIGTERM, trap or not (tests/test_guard_sandbox.py)
+    host_ctx.config.guard.allow = ["Bash(trap:*)", "Bash(echo:*)", "Bash(sleep:*)", "Bash(wait)"]
     try:
         cmd = "trap '' TERM; echo ready; sleep 60 & wait; sleep 60"
         await call(host_ctx, "start_job", name="stubborn", command=cmd)

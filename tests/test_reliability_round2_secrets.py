@@ -32,6 +32,7 @@ from tools.domain.config import (
     Config,
     ConfigError,
     FilesConfig,
+    GuardConfig,
     HostConfig,
     ServerConfig,
     lab_config,
@@ -307,9 +308,12 @@ async def test_read_log_on_a_fifo_answers_at_once(host_ctx: ToolContext) -> None
 async def test_bash_names_a_setsid_child_instead_of_claiming_all_was_killed(
     tmp_path: Path,
 ) -> None:
+    # a child that outlives the call is never allowed outright (issue 47): the supervisor's
+    # rules allow each command here, to test what the tool says of a survivor
     config = Config(
         hosts=[HostConfig(name="local", workdir=str(tmp_path / "work"))],
         server=ServerConfig(command="true"),
+        guard=GuardConfig(allow=["Bash(setsid:*)", "Bash(echo:*)", "Bash(sleep:*)"]),
     )
     run = Run.create(tmp_path / "runs", "setsid")
     ctx = ToolContext(run=run, config=config, hosts=HostPool(config))
