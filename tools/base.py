@@ -121,15 +121,24 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+ERRORS_SHOWN = 10  # a list of 50 items each wrong is 50 errors: the first ones say enough
+
+
 def format_validation_error(err: ValidationError) -> str:
+    """One line per error, one line in all for one error; at most ERRORS_SHOWN of them."""
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:ERRORS_SHOWN]:
         loc = ".".join(str(p) for p in e["loc"]) or "(input)"
         got = json.dumps(e.get("input"), default=str)
         if len(got) > 80:
             got = got[:77] + "..."
         lines.append(f"{loc}: {e['msg']} (got {got})")
-    return "invalid input:\n" + "\n".join(lines)
+    if len(errors) > ERRORS_SHOWN:
+        lines.append(f"... and {len(errors) - ERRORS_SHOWN} more errors")
+    return (
+        "invalid input: " + lines[0] if len(lines) == 1 else "invalid input:\n" + "\n".join(lines)
+    )
 
 
 class ToolBox:
