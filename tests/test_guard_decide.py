@@ -352,6 +352,15 @@ def test_a_script_is_judged_by_its_text_where_it_can_be_read() -> None:
     assert decide("bash /etc/x.sh", context=ctx).action == "sandbox"
 
 
+def test_a_script_that_writes_is_not_certain() -> None:
+    """bash reads a script as it runs it: `cp evil.sh x.sh` inside x.sh runs evil.sh's rest."""
+    texts = {"/root/campaign/x.sh": "cp scripts/evil.sh x.sh\n", "/root/campaign/ok.sh": "ls\n"}
+    ctx = replace(BOX, read=texts.get)
+    assert decide("bash x.sh", context=ctx).action == "sandbox"
+    assert decide("bash ok.sh", context=ctx).action == "allow"
+    assert decide("bash /dev/fd/0", context=ctx).action == "sandbox"
+
+
 def test_rules_deny_wins_and_the_most_specific_allow_is_named() -> None:
     rules = Rules.parse(["Bash(nvidia-smi:*)", "nvidia-smi -pm:*"], ["Bash(nvidia-smi -pm 0)"])
     d = decide("nvidia-smi -pm 1", rules, context=BOX)

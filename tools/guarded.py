@@ -40,6 +40,8 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         pids=frozenset(_recorded(ctx, "pid") | _recorded(ctx, "pgid")),
         ports=frozenset(_recorded(ctx, "port")),
         read=_read_script if host.is_local else None,
+        listdir=_listdir if host.is_local else None,
+        public_bind=ctx.config.server.allow_public_bind,
     )
     decision = decide(command, rules_of(ctx), sandbox is not None, context)
     if decision.action == "allow" and decision.writes and not decision.rule:
@@ -102,6 +104,14 @@ def _read_script(path: str) -> str | None:
     except OSError:
         return None
     return None
+
+
+def _listdir(path: str) -> list[str] | None:
+    """A folder's entries on this machine (does the workdir shadow `python -m X`?)."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return None
 
 
 async def _escapes(host: Host, context: Context, writes: list[str]) -> str | None:

@@ -23,7 +23,7 @@ ENGINE_MODULES = (
     "sim",
     "sim.pipeline",  # the drafter lab's stages (datagen, train, ...), run as start_job jobs
 )
-ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm")  # `vllm serve|bench`
+ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm", "trtllm-serve")  # `vllm serve|bench`
 # words a pkill -f pattern may name: the engines and their worker processes (profiles' workers)
 ENGINE_NAMES = (
     "sglang",
@@ -51,6 +51,9 @@ class Context:
     ports: frozenset[int] = frozenset()  # ports of the servers the run launched
     # a shell script's text, for `bash x.sh` inside the workdir (None: cannot be read)
     read: Callable[[str], str | None] | None = None
+    # a folder's entries (None: cannot be listed): whether the workdir shadows `python -m X`
+    listdir: Callable[[str], list[str] | None] | None = None
+    public_bind: bool = False  # server.allow_public_bind: a launch may listen beyond loopback
 
     def roots(self) -> list[str]:
         """Where a command may write: the workdir, and inside the run folder only its outputs/

@@ -22,9 +22,9 @@ from tools.guard.command import Refused, Simple
 from tools.guard.context import Context
 from tools.guard.prepare import prepare
 from tools.guard.rules import judge
-from tools.guard.shapes import SHELL_NAMES, shape
-from tools.guard.unwrap import SHELLS, name_of, shell_text, unwrap
-from tools.guard.walk import simple_commands
+from tools.guard.shapes import SHELL_NAMES, public_bind, shape
+from tools.guard.unwrap import SHELLS, WRAPPERS, name_of, shell_text, unwrap
+from tools.guard.walk import parse_line
 
 Action = Literal["allow", "sandbox", "refuse"]
 MAX_CHARS = 131_072  # the kernel runs no longer single argument (MAX_ARG_STRLEN): bash -c fails
@@ -39,6 +39,16 @@ RISKY_ENV = re.compile(
     r"PATH|EDITOR|VISUAL|CDPATH|GLOBIGNORE|SSH_ASKPASS|SUDO_ASKPASS|MANPAGER|BROWSER"
 )
 SETS_ENV = {"export", "declare", "typeset", "local", "readonly", "env"}
+# wrappers whose effect is certain: they run the command they wrap, in the call, as the same user
+# (not sudo/doas: root; not setsid: it outlives the call; not env: it sets variables or prints
+# them; not flock: it creates its lock file; not strace -o, chrt -f 99, busybox's own applets)
+CERTAIN_WRAPPERS = {"nice", "timeout", "stdbuf", "taskset", "numactl", "time", "command"}
+CERTAIN_WRAPPERS |= {"builtin", "exec", "nohup", "watch", "ionice"}
+# a parameter expansion, a substitution or arithmetic, even in single quotes: builtins evaluate
+# an array subscript's `$(...)` (`printf -v 'a[$(cmd)]'`, `test -v`, `read`), bash 5.2
+EXPANSION = re.compile(r"\$[\w{(\[@*#?$!-]|`")
+# redirections whose effect is certain: output thrown away, stderr joined to stdout
+QUIET = {">", ">>", "&>", "&>>", ">|", "<"}
 INSTEAD = (
     "use a dedicated tool (start_server, kill_server, read_log, put_file, get_file) or a "
     "command the rules allow (read-only inspection; files, scripts and pip under the workdir)"
@@ -62,6 +72,9 @@ class _Verdict:
     rule: str | None = None
     used: list[Rule] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    effects: int = 0  # commands that write or run code (two in a line are not certain)
+    wrote: int = 0  # commands that write (a script that writes may rewrite itself as bash reads)
+    unruled: int = 0  # commands no supervisor's rule allowed (the line's form is judged for them)
 
     def take(self, other: _Verdict) -> None:
         """Fold a part's verdict in: deny beats confine beats allow; the first reason stays."""
@@ -70,6 +83,9 @@ class _Verdict:
             self.kind, self.reason, self.rule = other.kind, other.reason, other.rule
         self.used.extend(other.used)
         self.writes.extend(other.writes)
+        self.effects += other.effects
+        self.wrote += other.wrote
+        self.unruled += other.unruled
 
 
 def decide(
@@ -106,7 +122,7 @@ def _verdict(command: str, rules: Rules, ctx: Context, depth: int) -> _Verdict:
         return _Verdict("deny", f"shells nested more than {MAX_DEPTH} deep")
     try:
         source, literal = prepare(command)
-        commands = simple_commands(source, literal)
+        line = parse_line(source, literal)
     except Refused as err:
         return _Verdict("deny", str(err))
     except RecursionError:
@@ -114,17 +130,28 @@ def _verdict(command: str, rules: Rules, ctx: Context, depth: int) -> _Verdict:
     except Exception as err:  # bashlex or the walk failing on a form it does not expect
         return _Verdict("deny", f"the guard could not read this command ({type(err).__name__})")
     out = _Verdict()
-    for cmd in commands:
+    for cmd in line.commands:
         try:
             out.take(_simple(cmd, rules, ctx, depth))
         except Exception as err:  # a bug in a rule must not let the command through
             out.take(_Verdict("deny", f"the guard could not judge {cmd.text[:60]!r} ({err!r})"))
         if out.kind == "deny":
             break
+    if out.kind == "allow" and out.unruled and line.commands:
+        first = line.commands[0]
+        if line.background:
+            out.take(_confine("a job in the background outlives the call", first))
+        elif line.substitution:
+            out.take(_confine("a command or process substitution", first))
+        elif line.function:
+            out.take(_confine("a function defined on the line", first))
+        elif out.effects > 1:
+            why = "more than one command that writes or runs code (one may run what another wrote)"
+            out.take(_confine(why, first))
     if out.kind == "allow":  # secrets, keys, the environment: never outright, allow rule or not
         crossing = boundary.confines(command, ctx)
-        if crossing and commands:
-            out.take(_confine(crossing, commands[0]))
+        if crossing and line.commands:
+            out.take(_confine(crossing, line.commands[0]))
     return out
 
 
@@ -143,6 +170,14 @@ def _simple(cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
         return _Verdict("deny", reason or f"a redirect that writes {device}")
     if reason and allowed is None:
         return _Verdict("deny", reason, suggest(unwrapped or written, exact=True))
+    exposed = public_bind(unwrapped) if not ctx.public_bind else None
+    if exposed is not None:
+        return _Verdict(
+            "deny",
+            f"{exposed} would serve the model to every network the host is on; servers bind "
+            "loopback (--host 127.0.0.1) and the benchmark reaches them through it - start it "
+            "with start_server, or the user sets server.allow_public_bind = true in agent.toml",
+        )
     v = _Verdict()
     v.writes.extend(cmd.writes)
     for path in cmd.writes:
@@ -153,6 +188,10 @@ def _simple(cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
     if allowed is not None:
         v.used.append(allowed)
         return v
+    v.unruled = 1
+    form = _form(cmd, written, unwrapped)
+    if form:
+        v.take(_confine(form, cmd, unwrapped or written))
     for text in scripts:  # shell text it runs: judged as a line of its own
         sub = _verdict(text, rules, ctx, depth + 1)
         if sub.kind == "deny":
@@ -205,10 +244,13 @@ def _runs(
         if _text_dynamic(argv, cmd):
             return _confine("a shell running text the rules cannot read", cmd, argv)
         return _verdict(text, rules, ctx, depth + 1)
-    why = shape(argv, cmd, ctx)
+    why, kind = shape(argv, cmd, ctx)
     if why:
         return _confine(why, cmd, argv)
-    return _script_text(argv, cmd, rules, ctx, depth)
+    own = "/" in argv[0] and ctx.writable(paths.resolve(argv[0], cmd.cwd))
+    if kind == "run" and (head in SHELL_NAMES or head in ("source", ".") or own):
+        return _script_text(argv, cmd, rules, ctx, depth)
+    return _Verdict(effects=int(kind in ("write", "run")), wrote=int(kind == "write"))
 
 
 def _script_text(argv: list[str], cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
@@ -219,16 +261,22 @@ def _script_text(argv: list[str], cmd: Simple, rules: Rules, ctx: Context, depth
     elif "/" in argv[0] and ctx.writable(paths.resolve(argv[0], cmd.cwd)):
         target = argv[0]
     else:
-        return _Verdict()
+        return _confine("a program the rules do not know", cmd, argv)
     full = ctx.absolute(paths.resolve(target, cmd.cwd) or "") if target else None
     text = ctx.read(full) if (ctx.read is not None and full) else None
     if text is None:
-        return _Verdict()  # not readable here: a script of the workdir, allowed as the brief says
+        return _confine(f"a script whose text the rules cannot read here ({target})", cmd, argv)
     first = text.split("\n", 1)[0]
     if head not in SHELL_NAMES and head not in ("source", ".") and not _shell_shebang(first):
-        return _Verdict()  # a python (or other) program inside the workdir
+        return _confine(
+            f"a program of the workdir ({target}) runs code the rules cannot read", cmd, argv
+        )
     sub = _verdict(text, rules, ctx, depth + 1)
+    if sub.kind == "allow" and sub.wrote:
+        # bash reads a script as it runs it: one that writes files may rewrite its own rest
+        return _confine(f"the script {target} writes files (bash reads it as it runs)", cmd, argv)
     if sub.kind == "allow":
+        sub.effects, sub.wrote = 1, 0
         return sub
     return _Verdict(sub.kind, f"the script {target}: {sub.reason}", sub.rule or suggest(argv))
 
@@ -245,6 +293,33 @@ def _risky_env(cmd: Simple, argv: list[str]) -> str | None:
         name = w.split("=", 1)[0].rstrip("+")
         if RISKY_ENV.fullmatch(name):
             return name
+    return None
+
+
+def _form(cmd: Simple, written: list[str], argv: list[str]) -> str | None:
+    """Why the command's form is not certain, whatever its program: a redirection other than to
+    /dev/null or stderr to stdout, a here-document, an assignment, an expansion, a wrapper that
+    changes who runs it or for how long."""
+    for op, _fd, target in cmd.redirects:
+        if op in ("<<", "<<-", "<<<"):
+            return "a here-document or a here-string (text fed to a program)"
+        if op == ">&" and target in ("1", "2"):
+            continue
+        if op in QUIET and target == "/dev/null":
+            continue
+        return f"a redirection ({op} {target}) other than to /dev/null or stderr to stdout"
+    prefix = written[: len(written) - len(argv)]
+    if cmd.assignments or any(re.match(r"[A-Za-z_]\w*\+?=", w) for w in prefix):
+        return "an assignment (a variable the programs after it may read)"
+    if EXPANSION.search(cmd.text) or any(EXPANSION.search(w) for w in written):
+        return "an expansion ($VAR, $(...), `...`, $((...))) the rules cannot read"
+    for w in prefix:
+        if (name_of(w) in WRAPPERS or name_of(w) in ("env", "watch")) and (
+            name_of(w) not in CERTAIN_WRAPPERS
+        ):
+            return (
+                f"{name_of(w)} (runs the command as another user, outlives the call or sets it up)"
+            )
     return None
 
 

@@ -117,6 +117,10 @@ SECRET_NAMES = re.compile(
     r".*(?:\.pem|\.key|id_rsa\w*|id_ed25519\w*|id_ecdsa\w*|\.p12|\.pfx)|\.env"
 )
 SECRET_FILES = {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/security/opasswd"}
+SECRET_FILES |= {"/etc/ssl/private", "/etc/kubernetes", "/etc/letsencrypt", "/run/secrets"}
+SECRET_FILES |= {"/var/run/secrets", "/var/lib/kubelet"}
+# devices whose bytes are data (a disk, memory): reading one reads every file on it
+DEVICE_READ = re.compile(r"/dev/(?:null|zero|u?random|full|stdin|fd/0)")
 # /proc files that show no secret (not environ, mem, root/, cwd/, fd/, maps of other processes)
 PROC_READ = re.compile(
     r"/proc/(?:cpuinfo|meminfo|loadavg|uptime|version|stat|mounts|partitions|diskstats|vmstat|"
@@ -157,6 +161,8 @@ def secret(path: str | None, ctx: Context) -> str | None:
         if re.search(r"/[.\[]", rest) or SECRET_NAMES.fullmatch(base):
             return f"reads {path} (a glob that may match dot-files, keys or tokens)"
         return secret(folder + "/x", ctx) or secret(folder, ctx)
+    if full.startswith("/dev/") and not DEVICE_READ.fullmatch(full):
+        return f"reads {full} (a device: a disk or memory holds every file)"
     if full.startswith("/proc/") or full == "/proc":
         if PROC_READ.fullmatch(full):
             return None
@@ -425,7 +431,10 @@ def _reader(
         return f"{head} with an operand ({p.operands[0]})"
     if ops == FILES:
         extra = [v for o, v in p.values if o in ("-X", "--exclude-from")]
-        return reads(p.operands + extra, cmd, ctx, recursive=head == "diff" and _has(p, "-r"))
+        recursive = head == "diff" and any(
+            re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*|--recursive", a) for a in argv[1:]
+        )
+        return reads(p.operands + extra, cmd, ctx, recursive=recursive)
     if head == "date" and any(not o.startswith("+") for o in p.operands):
         return "date with an operand sets the clock"
     if head in ("sort",) and p.operands:
@@ -772,7 +781,13 @@ def _listing(spec: Opts, needed: set[str]) -> Shape:
     def rule(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         p = parse(argv[1:], spec)
         listed = set(argv[1:]) & needed
-        ok = not p.unknown and listed
+        devices = all(re.fullmatch(r"/dev/[\w/-]+", o) for o in p.operands)
+        ok = (
+            not p.unknown
+            and listed
+            and devices
+            and (name_of(argv[0]) != "parted" or not p.operands)
+        )
         return (None if ok else f"{name_of(argv[0])} without {sorted(needed)[0]}"), "read"
 
     return rule
@@ -917,7 +932,7 @@ def _file_op(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         resolved = paths.resolve(target, cmd.cwd)
         if head != "rm" and paths.GLOB.search(target):
             return f"{head} of a glob ({target}): it follows the symlinks it meets", "write"
-        if not ctx.writable(resolved):
+        if not ctx.writable(resolved) or ((resolved or "").startswith("/dev/") and head != "tee"):
             return f"{head} writes {resolved or target}, outside the workdir and the run", "write"
     return None, "write"
 
@@ -1079,8 +1094,8 @@ def _curl(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
             f"curl {p.unknown}: an option the rules do not know (only the URL would be checked)",
             "read",
         )
-    if any(o.startswith(("-d", "--data", "--json")) and v.startswith("@") for o, v in p.values):
-        return "curl sends a file (@file)", "read"
+    if any("@" in v for o, v in p.values):
+        return "curl reads a file (@file: a body, headers or the -w format)", "read"
     urls = p.operands + [v for o, v in p.values if o == "--url"]
     if not urls:
         return "curl without a URL", "read"
@@ -1282,6 +1297,8 @@ def _script(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     """A program of the workdir: certain only as a shell script whose text the caller reads
     and judges (decision.py); pip/python of the workdir's venv run what the venv holds."""
     head = name_of(argv[0])
+    if argv[0].startswith("/dev/"):
+        return f"{argv[0]}: a program read from a device or a pipe", "run"
     if head in ("pip", "pip3"):
         return _pip(argv, cmd, ctx, venv=True)
     if PYTHONS.fullmatch(head):
@@ -1296,13 +1313,17 @@ def _shell(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         return "a shell with options the rules do not know", "run"
     if not args:
         return "a shell reading its standard input", "run"
-    if not ctx.writable(paths.resolve(args[0], cmd.cwd)):
+    if args[0].startswith("/dev/") or not ctx.writable(paths.resolve(args[0], cmd.cwd)):
         return f"a script outside the workdir ({args[0]})", "run"
     return None, "run"
 
 
 def _source(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
-    if len(argv) != 2 or not ctx.writable(paths.resolve(argv[1], cmd.cwd)):
+    if (
+        len(argv) != 2
+        or argv[1].startswith("/dev/")
+        or not ctx.writable(paths.resolve(argv[1], cmd.cwd))
+    ):
         return "source of a file outside the workdir", "run"
     return None, "run"
 
