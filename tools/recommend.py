@@ -18,10 +18,10 @@ baseline's own sweeps moved more than the noise floor (results.drift: how much, 
 sweeps, and that only paired comparisons should count). And "paired" when the configuration was
 measured against the baseline in launch pairs (results.pairs: `pair-` labels, baseline then
 candidate): the pairs' ratio, its 95 % interval, the per-pair ratios and their verdict
-(stats.Paired); then the pairs decide - a win by the sweeps' means that the pairs do not establish
-is "not established" (the baseline is deployed) with what it would take. A win by the means with
-no pair at all is "not established" too when the baseline drifted enough to make it by itself
-(stats.Drift.explains): the means span the drift.
+(stats.Paired). The verdict is tools/domain/decision.decide's, the one every reader calls: a win
+by the sweeps' means that the pairs do not establish is "not established" (the baseline is
+deployed) with what it would take, and so is a win by the means with no pair at all when the
+baseline drifted enough to make it by itself.
 
 A policy is deployed as one server per range, each launched with its range's `command` (the
 configured port, then the next ones, so that they can share a host), behind a
@@ -57,6 +57,7 @@ from tools.bench.schema import (
 from tools.domain import cost, stats
 from tools.domain.config import Config
 from tools.domain.cost import CostConfig
+from tools.domain.decision import decide
 from tools.domain.objective import describe_objective, objective_value
 from tools.domain.space import SearchError, SearchSpace, render_flags
 
@@ -137,22 +138,14 @@ class Recommend(Tool):
         vs = stats.versus(
             ours, theirs, result_files.repeats(results), objective.kind, objective.level
         )
-        decision = stats.Versus(value / base_value if base_value > 0 else None, vs.floor, vs.levels)
         is_base = {r.id for r in mine} == {r.id for r in base}
-        verdict: RecommendedVerdict = "baseline" if is_base else decision.verdict
         paired = None if is_base else _paired(base, mine, common, objective)
-        if paired is not None and verdict == "win" and not paired.wins:
-            verdict = "not established"  # the pairs decide: never a claim larger than they show
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
+        ratio = value / base_value if base_value > 0 else None
+        decision = decide(ratio, vs.floor, paired, seen.drift if seen else None, is_base)
+        verdict: RecommendedVerdict = decision.verdict
         drifted = seen if seen is not None and seen.drift.beyond(vs.floor) else None
-        unpaired_win = paired is None and verdict == "win"
-        if (
-            unpaired_win
-            and drifted is not None
-            and drifted.drift.explains(decision.ratio, vs.floor)
-        ):
-            verdict = "not established"  # the baseline moved as much, and no pair cancels it
         ranges, crossover, notes = _policy(inp.policy, results, space, workload)
         policy = []  # one server per range, each its command and port; with a price, its cost
         for i, r in enumerate(ranges):

@@ -5,9 +5,10 @@ the cost of the campaign and, with a [cost] price, what each configuration costs
 report's sections and the supervisor's view read these; none computes its own.
 
 The candidate is the configuration recommendation.json names (else the best geometric-mean ratio
-to the baseline among those measured on at least half its levels). It is the winner when it beats
-the baseline beyond the noise floor - recommendation.json's verdict when there is one - else the
-baseline stays - unless it served no level at all (every request of every level failed): a
+to the baseline among those measured on at least half its levels). It is the winner when the
+decision (tools/domain/decision.py) says win - recommendation.json's verdict when there is one,
+else `decide` on the means, the floor and the baseline's drift - else the baseline stays -
+unless it served no level at all (every request of every level failed): a
 configuration that was not measured is never the winner, and then there is none. The noise floor
 stated is the objective's over the levels of that comparison, the same number recommendation.json
 states. The drift is the baseline's own sweeps read as a drift series (results.drift), stated when
@@ -23,6 +24,7 @@ from state.events import Event
 from tools.bench import results
 from tools.domain import cost as serving
 from tools.domain import stats
+from tools.domain.decision import decide
 
 NOISY_LEVEL = 0.10  # a per-level floor above this makes that level's ratios meaningless
 
@@ -127,8 +129,13 @@ def compute(m: Measured) -> Figures:
         floor = vs.floor
     else:  # nothing to compare with: the floor over the baseline's own levels
         floor = stats.objective_floor(repeats, base.levels if base else [], kind)
-    verdict = m.recommendation.verdict if m.recommendation is not None else None
-    wins = verdict in (None, "win") and vs is not None and (verdict == "win" or vs.wins)
+    drift = results.drift(base.runs, kind, level) if base is not None else None
+    if m.recommendation is not None:  # recommend's decision (decision.decide), as it stated it
+        wins = m.recommendation.verdict == "win" and vs is not None
+    else:  # no recommendation: the same rule on what the report has (no launch pairs read)
+        wins = (
+            vs is not None and decide(vs.ratio, vs.floor, None, drift.drift if drift else None).wins
+        )
     winner = candidate if wins else base
     if winner is not None and not winner.levels:  # every level failed: not measured, no winner
         winner = None
@@ -144,7 +151,7 @@ def compute(m: Measured) -> Figures:
         kind=kind,
         level=level,
         price=serving.price_of(m.state.config.get("cost")),
-        drift=results.drift(base.runs, kind, level) if base is not None else None,
+        drift=drift,
     )
 
 

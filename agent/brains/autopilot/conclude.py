@@ -20,6 +20,7 @@ from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
 from tools.domain import stats
+from tools.domain.decision import decide
 from tools.domain.space import Flags
 
 MAX_VALIDATIONS = 3  # re-validation launches at most (a shuffle among near-ties must end)
@@ -203,14 +204,12 @@ def settled(r: Reading) -> Flags:
     return paired_subject(r) or r.incumbent
 
 
-def drift_explaining(r: Reading, ratio: float | None) -> stats.Drift | None:
+def baseline_drift(r: Reading) -> stats.Drift | None:
     """The baseline's own full sweeps as a drift series (stats.drift; recommend reads the same
-    formula over the result files' sweeps), when they moved enough to make `ratio` by
-    themselves (stats.Drift.explains); else None."""
+    formula over the result files' sweeps); decision.decide says when it withholds a win."""
     o = r.settings.objective
     sweeps = [m.per_level for m in r.h.sweeps(r.space.baseline, r.settings.levels)]
-    found = stats.drift(sweeps, o.kind, o.level)
-    return found if found is not None and found.explains(ratio, r.floors[1]) else None
+    return stats.drift(sweeps, o.kind, o.level)
 
 
 def finish(r: Reading) -> Finish:
@@ -220,45 +219,42 @@ def finish(r: Reading) -> Finish:
     ratio = value / base_value if base_value > 0 else None
     gain = ratio - 1 if ratio is not None else 0.0
     floor = r.floors[1]
-    p: stats.Paired | None = None
-    established = True  # False: the pairs, or a drift no pair cancels, leave the gain unproven
-    unpaired = paired(r, inc).n == 0 and r.h.key(inc) != r.h.key(base)
-    if r.h.key(inc) == r.h.key(base):
+    is_base = r.h.key(inc) == r.h.key(base)
+    pairs = None if is_base else paired(r, inc)
+    d = decide(ratio, floor, pairs, baseline_drift(r), is_baseline=is_base)
+    if d.verdict == "baseline":
         why = "no candidate beat the baseline by more than the noise floor"
     elif floor is None:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
-    elif not stats.beats(ratio, floor):
-        why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
-    elif unpaired and (moved := drift_explaining(r, ratio)) is not None:  # as recommend says
-        established = False
+    elif d.verdict == "not established" and d.withheld == "drift" and d.drift is not None:
         why = (
             f"not established: the best measured {gain:+.1%} over the baseline's sweeps, but the "
-            f"baseline's own sweeps moved {moved.change:+.1%} during the run (beyond the noise "
+            f"baseline's own sweeps moved {d.drift.change:+.1%} during the run (beyond the noise "
             f"floor, {floor:.1%}, and as much as the gain) and the budget left no launch pairs "
             "to cancel it"
         )
-    elif unpaired:  # recommend reads the same sweeps and no pairs: the same verdict, caveated
+    elif d.verdict == "not established" and d.paired is not None:
+        why = (
+            f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
+            f"{d.paired.stated()}, a gain under {stats.MIN_GAIN:.0%} not excluded "
+            f"({d.paired.unestablished()})"
+        )
+    elif d.verdict != "win":
+        why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
+    elif d.paired is None:  # recommend reads the same sweeps and no pairs: the same verdict
         why = (
             f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%}), not checked in "
             f"launch pairs: the budget left none ({MIN_PAIRS} pairs would; a drift of the box "
             f"during the run is not ruled out)"
         )
-    else:
-        p = paired(r, inc)
-        if p.wins:  # the claim is the pairs', never the unpaired ratio
-            why = (
-                f"the best beats the baseline by {p.ratio - 1:+.1%} paired "
-                f"({p.evidence()}; noise floor {floor:.1%})"
-            )
-        else:
-            established = False
-            why = (
-                f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
-                f"{p.stated()}, a gain under {stats.MIN_GAIN:.0%} not excluded "
-                f"({p.unestablished()})"
-            )
+    else:  # the claim is the pairs', never the unpaired ratio
+        why = (
+            f"the best beats the baseline by {d.paired.ratio - 1:+.1%} paired "
+            f"({d.paired.evidence()}; noise floor {floor:.1%})"
+        )
     done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
-    return replace(done, paired=p, established=established)
+    claimed = d.paired if d.verdict in ("win", "not established") else None  # the pairs decided
+    return replace(done, paired=claimed, established=d.verdict != "not established")
 
 
 def precision_note(r: Reading, inc: Flags) -> str:
