@@ -21,6 +21,8 @@ class Simple:
     # guard took it for), and whether a redirection target did
     dynamic: set[int] = field(default_factory=set)
     dynamic_writes: bool = False
+    # argv positions of words that start with an unquoted glob (they may expand to an option)
+    globbed: set[int] = field(default_factory=set)
     assignments: list[str] = field(default_factory=list)  # VAR=value words before the command
     # every redirection as written: (operator, the fd it applies to or None, its target word)
     redirects: list[tuple[str, int | None, str]] = field(default_factory=list)

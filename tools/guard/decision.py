@@ -313,6 +313,9 @@ def _form(cmd: Simple, written: list[str], argv: list[str]) -> str | None:
         return "an assignment (a variable the programs after it may read)"
     if EXPANSION.search(cmd.text) or any(EXPANSION.search(w) for w in written):
         return "an expansion ($VAR, $(...), `...`, $((...))) the rules cannot read"
+    ends = written.index("--") if "--" in written else len(written)
+    if any(i < ends for i in cmd.globbed):
+        return "a glob at a word's start may expand to an option (a file named --pre=x.sh)"
     for w in prefix:
         if (name_of(w) in WRAPPERS or name_of(w) in ("env", "watch")) and (
             name_of(w) not in CERTAIN_WRAPPERS

@@ -23,6 +23,9 @@ from tools.guard.paths import expand_braces, resolve
 WRITES = {">", ">|", ">>", "&>", "&>>", "<>", ">&"}
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 LOOP_VALUES = 16  # a for loop's body is judged once per value, up to this many
+# a word that starts with an unquoted glob (`*`, `?x`, `[a-z]*`, `{*,x}`): bash may expand it to a
+# file name that starts with `-`, an option (`--pre=./x.sh` for rg, `--checkpoint-action=` for tar)
+LEADING_GLOB = re.compile(r"[*?\[]|\{[^}'\"]*[*?\[]")
 
 
 @dataclass
@@ -127,16 +130,20 @@ class _Walker:
         argv: list[str] = []
         assignments: list[str] = []
         dynamic: set[int] = set()
+        globbed: set[int] = set()
         for part in n.parts:
             if part.kind == "word":
                 words = self.expand(part, env)
                 if _has_expansion(part):
                     dynamic.update(range(len(argv), len(argv) + max(1, len(words))))
+                if LEADING_GLOB.match(self.source[part.pos[0] : part.pos[1]]):
+                    globbed.update(range(len(argv), len(argv) + max(1, len(words))))
                 argv.extend(words)
             elif part.kind == "assignment":
                 assignments.extend(self.expand(part, env))
         cmd = Simple(argv, self.text(n), env.cwd, piped_from=piped_from, dynamic=dynamic)
         cmd.assignments = assignments
+        cmd.globbed = globbed
         self.redirects([p for p in n.parts if p.kind == "redirect"], env, n, cmd)
         self.found.append(cmd)
         if not argv:
