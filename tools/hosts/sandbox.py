@@ -48,7 +48,10 @@ PROBE = (
 
 # the variables every sandbox keeps when the host has them (the probe adds the host's names that
 # boundary.env_allowed keeps, LC_*, CUDA_* ...)
-ENV_BASE = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ")
+ENV_BASE: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ")
+# and the host's mark of the call (tools/hosts/base.py CALL_MARK: a token, no secret), by which a
+# timed-out call's processes are found wherever they moved
+ENV_BASE += ("CAMPAIGN_AGENT_CALL",)
 
 
 @dataclass(frozen=True)
