@@ -192,9 +192,24 @@ def _env_dump(cmd: Simple) -> str | None:
         return f"{head} {' '.join(args)}".strip() + " prints the agent's environment"
     if head == "set" and not [a for a in args if a not in ("--",)]:
         return "set prints the agent's environment"
-    if head == "ps" and any(not a.startswith("-") and "e" in a for a in args):
+    if head == "ps" and _ps_environment(args):
         return "ps e prints the processes' environments"
     return None
+
+
+def _ps_environment(args: list[str]) -> bool:
+    """BSD-style `ps e`, `ps auxe`, `ps eww`: the option words, not the values of -o, -p, ..."""
+    valued = {"-o", "-O", "-p", "-q", "-C", "-u", "-U", "-g", "-G", "-t", "-k", "--format"}
+    valued |= {"--sort", "--pid", "--ppid", "--user", "--group", "-s", "--sid", "--cols"}
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in valued:
+            skip = True
+        elif not a.startswith("-") and re.fullmatch(r"[A-Za-z]+", a) and "e" in a:
+            return True
+    return False
 
 
 def _recursive_home(cmd: Simple, ctx: Context) -> str | None:
