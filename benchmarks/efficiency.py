@@ -6,9 +6,12 @@ noise, so the study takes seconds to minutes. Run by hand:
     .venv/bin/python benchmarks/efficiency.py [--space NAME_OR_FILE] [--profile FILE] \
         [--seeds 10] [--noise 0.02] [--max-tokens 128] [--json]
     .venv/bin/python benchmarks/efficiency.py --list     # the built-in spaces
+    .venv/bin/python benchmarks/efficiency.py --space generated:20[:SEED] [--seeds 10]
 
 A space is a built-in one (a shipped profile of sim/profiles/ with a [search] table; "default" is
-the reference lab), a profile file with a [search] table, or a space file run on --profile.
+the reference lab), a profile file with a [search] table, or a space file run on --profile;
+`generated:COUNT[:SEED]` is a draw of benchmarks/space_generator.py (spaces nobody shaped the
+planner on: seed 0 is the score, another seed a fresh draw), one table and the mean over the draw.
 
 Per method it prints the mean fraction of the achievable gain reached, (f - f0) / (f* - f0) with f
 the true value of the configuration the method would deploy, how often it lands within 2 % of the
@@ -262,7 +265,9 @@ def study(lab: Lab, args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
-        "--space", default="default", help="a built-in space (--list), all of them (all) or a file"
+        "--space",
+        default="default",
+        help="a built-in space (--list), all of them (all), a file, or generated:COUNT[:SEED]",
     )
     parser.add_argument("--profile", help="the box a space file runs on (sim/profiles/ or a file)")
     parser.add_argument("--seeds", type=int, default=10)
@@ -283,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.space.startswith("generated:"):
+        return generated(args)
     names = lab_names() if args.space == "all" else [args.space]
     try:
         labs = [Lab(args.max_tokens, args.noise, name, args.profile) for name in names]
@@ -292,6 +299,103 @@ def main(argv: Sequence[str] | None = None) -> int:
     for lab in labs:
         study(lab, args)
     return 0
+
+
+def generated(args: argparse.Namespace) -> int:
+    """`--space generated:COUNT[:SEED]`: a draw of the space generator (seed 0: the score; any
+    other: a fresh draw), every method at the autopilot's launches per seed, one table, then the
+    mean over the draw."""
+    try:
+        from benchmarks import space_generator
+    except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on the path
+        import space_generator  # type: ignore[no-redef]
+
+    try:
+        _, count_text, *rest = args.space.split(":")
+        count, seed = int(count_text), int(rest[0]) if rest else 0
+        if len(rest) > 1 or not 1 <= count <= 1000 or args.profile:
+            raise ValueError
+    except ValueError:
+        print(
+            "efficiency: --space generated:COUNT[:SEED] (COUNT 1-1000, no --profile)",
+            file=sys.stderr,
+        )
+        return 2
+    spaces = space_generator.draw(count, seed)
+    labs = [Lab(args.max_tokens, args.noise, str(s.write())) for s in spaces]
+    seeds = range(args.seeds)
+    methods = ("autopilot", "random search, same launches", "Optuna TPE, same launches")
+    per: dict[str, list[tuple[Lab, list[Outcome]]]] = {m: [] for m in methods}
+    if not args.json:
+        print(
+            f"generated draw {seed}: {count} spaces (benchmarks/space_generator.py); noise "
+            f"{args.noise:.1%} per point; {args.seeds} seeds; {args.max_tokens}-token answers"
+        )
+        print(
+            "| space | configurations | f*/f0 | method | launches (mean) | gain reached (mean) "
+            "| worst | deployed within 2 % of f* |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+    for space, lab in zip(spaces, labs, strict=True):
+        ours = [autopilot(lab, s) for s in seeds]
+        budgets = [o.launches for o in ours]
+        runs = {
+            methods[0]: ours,
+            methods[1]: [random_search(lab, s, b) for s, b in zip(seeds, budgets, strict=True)],
+            methods[2]: [tpe(lab, s, b) for s, b in zip(seeds, budgets, strict=True)],
+        }
+        for name, outcomes in runs.items():
+            per[name].append((lab, outcomes))
+            if not args.json:
+                s = stats_of(lab, outcomes)
+                print(
+                    f"| {space.name} | {len(lab.configs)} | {lab.fstar / lab.f0:.2f} | {name} | "
+                    f"{s['launches_mean']:.1f} | {s['gain_mean']:.3f} | {s['gain_worst']:.3f} | "
+                    f"{s['within_2pct']}/{s['seeds']} |",
+                    flush=True,
+                )
+    means = {name: draw_mean(rows) for name, rows in per.items()}
+    if args.json:
+        print(json.dumps({"space": args.space, "noise": args.noise, "methods": means}))
+        return 0
+    print()
+    print(f"mean over the {count} spaces of draw {seed}:")
+    print(
+        "| method | launches (mean) | gain reached (mean) | worst space (its mean) | worst seed "
+        "| deployed within 2 % of f* | spaces at or above the others' best - 0.01 |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, m in means.items():
+        print(
+            f"| {name} | {m['launches_mean']:.1f} | {m['gain_mean']:.3f} | "
+            f"{m['worst_space']:.3f} | {m['gain_worst']:.3f} | {m['within_2pct']} | "
+            f"{sum(ahead(per, name, i) for i in range(count))}/{count} |"
+        )
+    return 0
+
+
+def draw_mean(rows: list[tuple[Lab, list[Outcome]]]) -> dict[str, Any]:
+    """A method over a draw: the mean of its per-space means, the worst space and seed."""
+    each = [stats_of(lab, outcomes) for lab, outcomes in rows]
+    return {
+        "launches_mean": round(statistics.mean(s["launches_mean"] for s in each), 2),
+        "gain_mean": round(statistics.mean(s["gain_mean"] for s in each), 4),
+        "worst_space": round(min(s["gain_mean"] for s in each), 4),
+        "gain_worst": round(min(s["gain_worst"] for s in each), 4),
+        "within_2pct": f"{sum(s['within_2pct'] for s in each)}/{sum(s['seeds'] for s in each)}",
+        "per_space": [s["gain_mean"] for s in each],
+    }
+
+
+def ahead(per: dict[str, list[tuple[Lab, list[Outcome]]]], name: str, i: int) -> bool:
+    """Whether `name`'s mean gain on space i is at least every other method's - 0.01."""
+    mine = statistics.mean(per[name][i][0].gain(o.chosen) for o in per[name][i][1])
+    others = [
+        statistics.mean(rows[i][0].gain(o.chosen) for o in rows[i][1])
+        for other, rows in per.items()
+        if other != name
+    ]
+    return mine >= max(others) - 0.01
 
 
 if __name__ == "__main__":
