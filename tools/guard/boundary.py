@@ -13,7 +13,8 @@ there to read or write) or, without one, is refused.
   does not set itself (`echo $ANTHROPIC_API_KEY`, `echo $DATABASE_URL`): commands allowed outright
   run with the agent's environment; the sandbox's is an allow-list (tools/hosts/sandbox.py).
 - **The run's control files**: writes into the run folder are judged by Context.writable
-  (context.py): only its outputs/ and logs/ take them.
+  (context.py): only its outputs/ and logs/ take them; and a program that writes its operands
+  (rm, mv, cp, tee, ...) named on them is confined even where a supervisor's rule allows it.
 
 `confines(text, ctx)` is the reason a line must not run outright, or None. `read_paths` lists the
 paths a line names, for the bash tool to follow their symlinks on the host (a link the sandbox
@@ -111,6 +112,9 @@ RECURSIVE = {"tar", "rsync", "zip", "rg", "ag", "find", "cpio", "duplicity", "bo
 RECURSIVE_WITH = {"grep": "rR", "egrep": "rR", "fgrep": "rR", "zgrep": "rR", "cp": "rRa"}
 RECURSIVE_WITH |= {"scp": "r", "diff": "r"}
 ENV_PRINTERS = {"printenv", "compgen"}
+# programs that write, move or delete their operands
+WRITERS = {"rm", "rmdir", "unlink", "mv", "cp", "install", "ln", "touch", "truncate", "tee"}
+WRITERS |= {"dd", "shred", "chmod", "chown", "chgrp", "mkdir", "rsync", "sed", "gzip", "gunzip"}
 DECLARES = {"export", "declare", "typeset", "readonly", "local"}
 VARIABLE = re.compile(r"\$\{?[#!]?([A-Za-z_][A-Za-z0-9_]*)")
 ASSIGNED = re.compile(
@@ -166,7 +170,7 @@ def confines(text: str, ctx: Context) -> str | None:
     except (Refused, RecursionError, Exception):  # the caller refuses what cannot be read
         return None
     for cmd in commands:
-        why = _env_dump(cmd) or _recursive_home(cmd, ctx)
+        why = _env_dump(cmd) or _recursive_home(cmd, ctx) or _touches_control(cmd, ctx)
         if why:
             return why
     variables = _expanded(text)
@@ -194,6 +198,22 @@ def _env_dump(cmd: Simple) -> str | None:
         return "set prints the agent's environment"
     if head == "ps" and _ps_environment(args):
         return "ps e prints the processes' environments"
+    return None
+
+
+def _touches_control(cmd: Simple, ctx: Context) -> str | None:
+    """A program that writes its operands (rm, mv, cp, tee, ln, truncate, ...), named on the
+    run's control files: a supervisor's `rm:*` does not reach the run's own bookkeeping."""
+    argv = unwrap(list(cmd.argv), [])
+    if not argv or name_of(argv[0]) not in WRITERS:
+        return None
+    for word in argv[1:]:
+        word = word.split("=", 1)[1] if word.startswith(("of=", "--target-directory=")) else word
+        if word.startswith("-"):
+            continue
+        full = ctx.absolute(paths.resolve(word, cmd.cwd) or "")
+        if full and ctx.control(full):
+            return f"{name_of(argv[0])} on {word}: the run's control files are the run's own"
     return None
 
 
