@@ -20,9 +20,10 @@ from tools.domain.permission_rules import Rule, Rules, suggest
 from tools.guard import boundary, paths
 from tools.guard.command import Refused, Simple
 from tools.guard.context import Context
+from tools.guard.launches import public_bind
 from tools.guard.prepare import prepare
 from tools.guard.rules import judge
-from tools.guard.shapes import SHELL_NAMES, public_bind, shape
+from tools.guard.shapes import SHELL_NAMES, shape
 from tools.guard.unwrap import SHELLS, WRAPPERS, name_of, shell_text, unwrap
 from tools.guard.walk import parse_line
 
@@ -30,7 +31,7 @@ Action = Literal["allow", "sandbox", "refuse"]
 MAX_CHARS = 131_072  # the kernel runs no longer single argument (MAX_ARG_STRLEN): bash -c fails
 MAX_DEPTH = 6  # bash -c 'sh -c "eval ..."' nested deeper than this is refused
 FILE_OPS = {"rm", "rmdir", "unlink", "mkdir", "touch", "truncate", "cp", "install", "mv", "ln"}
-FILE_OPS |= {"chmod", "chown", "tee", "gzip", "gunzip", "sed"}
+FILE_OPS |= {"chmod", "chown", "tee", "gzip", "gunzip", "sed", "tar", "find"}
 # variables that make an allowed program run other code (a preload, a pager, a shell's rc file,
 # the search path): set on the line, the commands after are not allowed outright
 RISKY_ENV = re.compile(
@@ -316,6 +317,10 @@ def _form(cmd: Simple, written: list[str], argv: list[str]) -> str | None:
     ends = written.index("--") if "--" in written else len(written)
     if any(i < ends for i in cmd.globbed):
         return "a glob at a word's start may expand to an option (a file named --pre=x.sh)"
+    if "time" in map(name_of, prefix) and any(
+        w in ("-o", "-a", "--output", "--append") or w.startswith("--output=") for w in prefix
+    ):
+        return "time -o writes its report to a file"
     for w in prefix:
         if (name_of(w) in WRAPPERS or name_of(w) in ("env", "watch")) and (
             name_of(w) not in CERTAIN_WRAPPERS

@@ -15,193 +15,22 @@ commands that write) is judged by the caller (decision.py).
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
 from tools.guard import paths
 from tools.guard.command import Simple
 from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_MODULES, ENGINE_NAMES, Context
+from tools.guard.launches import OTHER_SERVERS, PYTHONS, is_loopback, public_bind
+from tools.guard.options import Opts, Parsed, opts, parse
+from tools.guard.reading import reads
 from tools.guard.unwrap import name_of
 
 Kind = Literal["read", "write", "run", "signal"]
 Fit = tuple[str | None, Kind]
 Shape = Callable[[list[str], Simple, Context], Fit]
-
-
-@dataclass(frozen=True)
-class Opts:
-    """A program's options that are known to read only (or to do what its shape checks)."""
-
-    flags: str = ""  # short options without a value, clustered or not: -lah
-    valued: str = ""  # short options that take a value: -n 5, -n5, -bn1
-    long: frozenset[str] = field(default_factory=frozenset)  # --all
-    long_valued: frozenset[str] = field(default_factory=frozenset)  # --lines=5, --lines 5
-    numeric: bool = False  # -20 (head, tail)
-    cluster: bool = True  # -lah is -l -a -h (nvidia-smi reads -lmcd as one option of its own)
-
-
-def opts(
-    flags: str = "",
-    valued: str = "",
-    long: str = "",
-    values: str = "",
-    numeric: bool = False,
-    cluster: bool = True,
-) -> Opts:
-    return Opts(flags, valued, frozenset(long.split()), frozenset(values.split()), numeric, cluster)
-
-
-@dataclass
-class Parsed:
-    unknown: str | None = None  # the first option not in the list
-    operands: list[str] = field(default_factory=list)
-    values: list[tuple[str, str]] = field(default_factory=list)  # (option, its value)
-
-
-def parse(args: list[str], spec: Opts) -> Parsed:
-    out = Parsed()
-    i = 0
-    while i < len(args):
-        a = args[i]
-        i += 1
-        if a == "--":
-            out.operands.extend(args[i:])
-            break
-        if not a.startswith("-") or a == "-":
-            out.operands.append(a)
-        elif a.startswith("--"):
-            name, eq, value = a.partition("=")
-            if name in spec.long_valued:
-                if not eq:
-                    if name in spec.long:  # optional value (--color, --follow): none given
-                        continue
-                    if i >= len(args):
-                        return Parsed(unknown=a)
-                    value, i = args[i], i + 1
-                out.values.append((name, value))
-            elif name in spec.long and not eq:
-                continue
-            else:
-                out.unknown = a
-                return out
-        elif spec.numeric and re.fullmatch(r"-\d+", a):
-            out.values.append(("-n", a[1:]))
-        elif not spec.cluster and len(a) != 2:
-            out.unknown = a
-            return out
-        else:
-            for j, ch in enumerate(a[1:], 1):
-                if ch in spec.valued:
-                    value = a[j + 1 :]
-                    if not value:
-                        if i >= len(args):
-                            return Parsed(unknown=a)
-                        value, i = args[i], i + 1
-                    out.values.append(("-" + ch, value))
-                    break
-                if ch not in spec.flags:
-                    out.unknown = a
-                    return out
-    return out
-
-
-# ---- what a command may read: not a secret ----------------------------------------------------
-
-# under a home (~, /root, /home/x): its dot-entries hold keys and tokens (.ssh, .aws, .netrc,
-# .config/gcloud, .kube, .docker, .git-credentials...), except the caches (logs, compile caches)
-SECRET_NAMES = re.compile(
-    r".*(?:\.pem|\.key|id_rsa\w*|id_ed25519\w*|id_ecdsa\w*|\.p12|\.pfx)|\.env"
-)
-SECRET_FILES = {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/security/opasswd"}
-SECRET_FILES |= {"/etc/ssl/private", "/etc/kubernetes", "/etc/letsencrypt", "/run/secrets"}
-SECRET_FILES |= {"/var/run/secrets", "/var/lib/kubelet"}
-# devices whose bytes are data (a disk, memory): reading one reads every file on it
-DEVICE_READ = re.compile(r"/dev/(?:null|zero|u?random|full|stdin|fd/0)")
-# /proc files that show no secret (not environ, mem, root/, cwd/, fd/, maps of other processes)
-PROC_READ = re.compile(
-    r"/proc/(?:cpuinfo|meminfo|loadavg|uptime|version|stat|mounts|partitions|diskstats|vmstat|"
-    r"swaps|interrupts|buddyinfo|zoneinfo|pressure/\w+|net/(?:tcp6?|udp6?|dev|unix|sockstat)|"
-    r"driver/nvidia/.*|sys/(?:kernel|vm|fs|net)/[\w/.-]+|"
-    r"(?:\d+|self)/(?:status|cmdline|stat|statm|comm|limits|oom_score|oom_score_adj|io|cgroup))"
-)
-
-
-def _below_home(full: str, ctx: Context) -> str | None:
-    """The part of `full` below a home directory ("" for the home itself), or None."""
-    for h in {ctx.home or "/root", "/root"}:
-        if full == h:
-            return ""
-        if full.startswith(h.rstrip("/") + "/"):
-            return full[len(h.rstrip("/")) + 1 :]
-    m = re.fullmatch(r"/home/[^/]+(?:/(.*))?", full)
-    return (m.group(1) or "") if m else None
-
-
-def secret(path: str | None, ctx: Context) -> str | None:
-    """Why reading `path` may show a secret, or None. A glob is judged by its folder and by
-    whether it may match dot-files."""
-    if path is None:
-        return "a path the rules cannot read"
-    full = ctx.absolute(path)
-    if full is None and (path == "~" or path.startswith("~/")):
-        full = "/root" + path[1:]
-    if full is None:
-        return "a path the rules cannot read" if path.startswith(("/", "~")) else None
-    base = posixpath.basename(full)
-    if any(full == r or full.startswith(r.rstrip("/") + "/") for r in ctx.roots() if r != "/"):
-        return f"reads {path} (a key or a token)" if SECRET_NAMES.fullmatch(base) else None
-    glob = paths.GLOB.search(full)
-    if glob:
-        folder = posixpath.dirname(full[: glob.start()])
-        rest = full[len(folder) :]
-        if re.search(r"/[.\[]", rest) or SECRET_NAMES.fullmatch(base):
-            return f"reads {path} (a glob that may match dot-files, keys or tokens)"
-        return secret(folder + "/x", ctx) or secret(folder, ctx)
-    if full.startswith("/dev/") and not DEVICE_READ.fullmatch(full):
-        return f"reads {full} (a device: a disk or memory holds every file)"
-    if full.startswith("/proc/") or full == "/proc":
-        if PROC_READ.fullmatch(full):
-            return None
-        return f"reads {full} (a process's environment, memory or files)"
-    if any(full == s or full.startswith(s + "/") for s in SECRET_FILES):
-        return f"reads {full}"
-    if SECRET_NAMES.fullmatch(base):
-        return f"reads {full} (a key or a token)"
-    below = _below_home(full, ctx)
-    if below is not None and below.startswith(".") and not below.startswith(".cache/"):
-        return f"reads {full} (a home's dot-files hold keys and tokens)"
-    if below is not None and "huggingface/token" in below:
-        return f"reads {full}"
-    return None
-
-
-def reads(words: list[str], cmd: Simple, ctx: Context, recursive: bool = False) -> str | None:
-    """The first reason one of `words` (paths read) is not certain, or None."""
-    for w in words:
-        if w == "-":
-            continue
-        p = paths.resolve(w, cmd.cwd)
-        why = secret(p, ctx)
-        if why:
-            return why
-        if recursive:
-            full = ctx.absolute(p) if p else None
-            if full is None or _holds_secrets(full, ctx):
-                return f"a recursive read of {w}, which holds a home or /proc"
-    return None
-
-
-def _holds_secrets(full: str, ctx: Context) -> bool:
-    """A folder above a home, /proc or /etc/ssh: reading it all reads their secrets."""
-    full = full.rstrip("/") or "/"
-    above = ["/root", "/home", "/proc", "/etc/ssh", "/etc", ctx.home or "/root"]
-    return any(a == full or a.startswith(full.rstrip("/") + "/") for a in above) or (
-        _below_home(full, ctx) == ""
-    )
 
 
 # ---- the programs -----------------------------------------------------------------------------
@@ -1059,6 +888,8 @@ def _find(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         else:
             return f"find {a}: a predicate or an action the rules do not know as read-only", "read"
     if "-delete" in args:
+        if set(argv[1:]) & {"-L", "-H", "-follow"}:
+            return "find -delete that follows symlinks (out of the workdir)", "write"
         if any(not ctx.writable(paths.resolve(r, cmd.cwd)) for r in roots or ["."]):
             return "find -delete outside the workdir and the run", "write"
         return None, "write"
@@ -1101,21 +932,12 @@ def _curl(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         return "curl without a URL", "read"
     for u in urls:
         m = URL.fullmatch(u)
-        if m is None or not _loopback(m.group("host")):
+        if m is None or not is_loopback(m.group("host")):
             return f"curl to {u} (only this run's servers on loopback are allowed outright)", "read"
         port = int(m.group("port")) if m.group("port") else (443 if u.startswith("https") else 80)
         if port not in ctx.ports:
             return f"curl to port {port}, which no server of this run listens on", "read"
     return None, "read"
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _tar(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
@@ -1149,82 +971,7 @@ def _tar(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
 # ---- code: scripts of the workdir, pip, python, the engines -----------------------------------
 
 PIP_READ = {"list", "show", "freeze", "check", "--version", "-V", "help", "index"}
-PYTHONS = re.compile(r"python(?:\d+(?:\.\d+)?)?")
 SHELL_NAMES = {"bash", "sh", "dash", "zsh"}
-# servers the profiles do not describe but that a model may start by hand: their public-bind
-# flag, and whether they bind every interface when it is not given
-OTHER_SERVERS = ("trtllm-serve", "text-generation-launcher", "lmdeploy", "ollama", "tabby")
-# (the address flag, binds every interface by default)
-BIND_FLAGS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "vllm": (("--host",), True),
-    "vllm.entrypoints.openai.api_server": (("--host",), True),
-    "vllm.entrypoints.api_server": (("--host",), True),
-    "sglang.launch_server": (("--host",), False),
-    "llama-server": (("--host",), False),
-    "llama_cpp.server": (("--host",), False),
-    "sim": (("--host",), False),
-    "agent": (("--host",), False),
-    "trtllm-serve": (("--host",), False),
-    "text-generation-launcher": (("--hostname", "-H"), True),
-    "lmdeploy": (("--server-name",), True),
-    "tgi": (("--hostname",), True),
-}
-SERVER_MODULES = (
-    "vllm.entrypoints.openai.api_server",
-    "vllm.entrypoints.api_server",
-    "sglang.launch_server",
-    "llama_cpp.server",
-    "sim",
-)
-
-
-def server_launch(argv: list[str]) -> str | None:
-    """The engine `argv` starts as a server (`vllm serve`, `python -m sglang.launch_server`,
-    llama-server, trtllm-serve...), or None."""
-    if not argv:
-        return None
-    head = name_of(argv[0])
-    if PYTHONS.fullmatch(head) and "-m" in argv[1:]:
-        i = argv.index("-m")
-        module = argv[i + 1] if i + 1 < len(argv) else ""
-        return module if module in SERVER_MODULES else None
-    if head == "vllm":
-        return "vllm" if argv[1:2] == ["serve"] else None
-    if head == "agent":
-        return "agent" if argv[1:3] == ["sim", "serve"] else None
-    if head == "lmdeploy":
-        return "lmdeploy" if argv[1:2] == ["serve"] else None
-    if head in ("llama-server", "trtllm-serve", "text-generation-launcher"):
-        return head
-    return None
-
-
-def public_bind(argv: list[str], default: bool = False) -> str | None:
-    """The address a server launch names beyond loopback (`--host 0.0.0.0`), or None: the rule
-    of start_server (tools/servers/command.py `public_bind`) on a bash command's words. With
-    `default`, also an engine that listens on every interface when not told (vLLM without
-    --host: start_server adds `--host 127.0.0.1`, a bash line cannot be rewritten)."""
-    engine = server_launch(argv)
-    if engine is None or set(argv) & {"--help", "-h", "--version"}:
-        return None
-    flags, public_default = BIND_FLAGS.get(engine, (("--host",), False))
-    public_default = public_default and default
-    given = None
-    for i, w in enumerate(argv):
-        for f in flags:
-            if w == f and i + 1 < len(argv):
-                given = argv[i + 1]
-            elif w.startswith(f + "="):
-                given = w.split("=", 1)[1]
-    if given is None:
-        return (
-            f"{engine} without {flags[0]} (it listens on every interface)"
-            if public_default
-            else None
-        )
-    if given == "localhost" or _loopback(given):
-        return None
-    return f"{flags[0]} {given}"
 
 
 def _pip(argv: list[str], cmd: Simple, ctx: Context, venv: bool = False) -> Fit:
@@ -1237,8 +984,9 @@ def _pip(argv: list[str], cmd: Simple, ctx: Context, venv: bool = False) -> Fit:
 
 
 def _python(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
-    """python --version; python -m pip (read verbs); python -m of an engine module, run from a
-    program outside the workdir, where no package of the workdir shadows it."""
+    """python --version; python -m pip (read verbs); python -m sim.pipeline (the drafter lab's
+    stages) with the options it lists, where no package of the workdir shadows it. An engine
+    module (a server, a benchmark) is never certain: use start_server and run_benchmark."""
     args = argv[1:]
     if args in (["--version"], ["-V"], ["-VV"]):
         return None, "read"
@@ -1249,17 +997,41 @@ def _python(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     module = args[1]
     if module == "pip":
         return _pip(["pip", *args[2:]], cmd, ctx)
-    if module not in ENGINE_MODULES:
-        return f"python -m {module} is not a module the rules know", "run"
+    if module == "sim.pipeline":
+        return _pipeline(args[2:], cmd, ctx) or _shadowed(module, cmd, ctx), "run"
+    if module in ENGINE_MODULES:
+        return _engine(argv), "run"
+    return f"python -m {module} is not a module the rules know", "run"
+
+
+PIPELINE_OPTS = opts(
+    "", "", "--defect --keep-layout",
+    "--time-scale --fail --fail-at --samples --seed --epochs --ckpt --out --workdir",
+)  # fmt: skip
+PIPELINE_STAGES = {"datagen", "check", "extract", "vocab", "train", "convert"}  # sim/pipeline
+
+
+def _pipeline(args: list[str], cmd: Simple, ctx: Context) -> str | None:
+    """sim.pipeline STAGE [options] (sim/pipeline/__main__.py): its folders under the workdir."""
+    p = parse(args, PIPELINE_OPTS)
+    if p.unknown or len(p.operands) != 1 or p.operands[0] not in PIPELINE_STAGES:
+        return f"sim.pipeline {p.unknown or ' '.join(p.operands)}: not a stage or an option known"
+    for option, value in p.values:
+        if option in ("--ckpt", "--out", "--workdir") and not ctx.writable(
+            paths.resolve(value, cmd.cwd)
+        ):
+            return f"sim.pipeline {option} {value}: outside the workdir"
+    return None
+
+
+def _engine(argv: list[str]) -> str:
     listens = public_bind(argv, default=True)
     if listens:
-        return f"{listens}: add --host 127.0.0.1, or use start_server", "run"
-    why = _shadowed(module, cmd, ctx)
-    if why:
-        return why, "run"
-    if "--trust-remote-code" in args:
-        return "--trust-remote-code runs the model folder's code", "run"
-    return None, "run"
+        return f"{listens}: add --host 127.0.0.1, or use start_server"
+    return (
+        "an engine started from bash runs flags the rules cannot judge (files it serves or "
+        "writes, --trust-remote-code): use start_server and run_benchmark"
+    )
 
 
 def _shadowed(module: str, cmd: Simple, ctx: Context) -> str | None:
@@ -1277,20 +1049,10 @@ def _shadowed(module: str, cmd: Simple, ctx: Context) -> str | None:
 
 
 def _engine_program(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
-    """An engine's executable (llama-server, vllm serve/--version) from outside the workdir."""
-    head = name_of(argv[0])
-    if head == "vllm" and argv[1:] in (["--version"], ["-v"]):
+    """An engine's executable: its version only (a launch: start_server)."""
+    if argv[1:] in (["--version"], ["-v"], ["--help"]):
         return None, "read"
-    if head not in ENGINE_EXECUTABLES:
-        return f"`{head}` is not a command the rules know", "run"
-    if "--trust-remote-code" in argv:
-        return "--trust-remote-code runs the model folder's code", "run"
-    if head == "vllm" and argv[1:2] not in (["serve"], ["bench"]):
-        return f"vllm {' '.join(argv[1:2])} is not a command the rules know", "run"
-    listens = public_bind(argv, default=True)
-    if listens:
-        return f"{listens}: add --host 127.0.0.1, or use start_server", "run"
-    return None, "run"
+    return _engine(argv), "run"
 
 
 def _script(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
