@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import math
 import os
 import secrets
 import stat
@@ -34,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from state.atomic import write_all, write_atomic
+from state.numbers import limits_problem
 from state.run import Run
 
 KINDS = ("say", "stop", "budget", "allow")
-LIMITS = {"max_steps": int, "max_usd": float, "max_minutes": float}
 REFUSED = "refused"  # inbox/refused/: what was refused, kept for the supervisor to read
 MAX_BYTES = 1_000_000  # a message file larger than this is nobody's message
 KEY_BYTES = 32
@@ -159,20 +158,14 @@ def problem(message: Any, rule_check: RuleCheck | None = None) -> str | None:
 
 
 def _limits_problem(limits: Any) -> str | None:
+    """The limits `agent budget` sends (those not given are null), within the bounds agent.toml's
+    budget has and the fold checks (state/numbers.py): a signed budget of 100000 minutes is none."""
     if not isinstance(limits, dict) or not limits:
         return "a budget message without limits"
-    given = 0
-    for key, value in limits.items():
-        kind = LIMITS.get(key)
-        if kind is None:
-            return f"a budget message with an unknown limit {str(key)[:40]!r}"
-        if value is None:
-            continue
-        ok = isinstance(value, int) if kind is int else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
-            return f"{key} must be a positive {kind.__name__}, not {value!r}"
-        given += 1
-    return None if given else "a budget message that raises no limit"
+    given = {k: v for k, v in limits.items() if v is not None}
+    if not given:
+        return "a budget message that raises no limit"
+    return limits_problem(given)
 
 
 def _read(path: Path) -> dict[str, Any] | str:

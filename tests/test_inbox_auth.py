@@ -73,10 +73,12 @@ def test_what_the_cli_sends_is_delivered_and_a_copy_of_it_is_not(run: Run) -> No
     ("body", "why"),
     [
         ({"kind": "allow", "rule": "^rm.*$"}, "regex"),
-        ({"kind": "budget", "limits": {"max_minutes": -5}}, "positive"),
-        ({"kind": "budget", "limits": {"max_steps": 2.5}}, "positive int"),
-        ({"kind": "budget", "limits": {"max_steps": True}}, "positive int"),
+        ({"kind": "budget", "limits": {"max_minutes": -5}}, "limits.max_minutes"),
+        ({"kind": "budget", "limits": {"max_minutes": 100000}}, "limits.max_minutes"),
+        ({"kind": "budget", "limits": {"max_steps": 2.5}}, "limits.max_steps"),
+        ({"kind": "budget", "limits": {"max_steps": True}}, "limits.max_steps"),
         ({"kind": "budget", "limits": {"max_hours": 3}}, "unknown limit"),
+        ({"kind": "budget", "limits": {"max_usd": None}}, "raises no limit"),
         ({"kind": "shell", "command": "rm -rf ~"}, "unknown kind"),
     ],
 )
