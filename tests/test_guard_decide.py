@@ -471,8 +471,8 @@ def docs_commands() -> list[str]:
             text = re.sub(r"\s{2,}\(.*\)$", "", text)
             words = [w for w in text.split() if "=" not in w or w.startswith("-")]
             first = words[0] if words else ""
-            if text.startswith("#") or not first:
-                continue
+            if text.startswith("#") or not first or re.match(r"agent [\w-]+: ", text):
+                continue  # a comment, or output (`agent run: agent.toml: ...`)
             if (
                 fence
                 or shutil.which(first)

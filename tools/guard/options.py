@@ -37,6 +37,7 @@ class Parsed:
     unknown: str | None = None  # the first option not in the list
     operands: list[str] = field(default_factory=list)
     values: list[tuple[str, str]] = field(default_factory=list)  # (option, its value)
+    flags: set[str] = field(default_factory=set)  # options without a value: -r, --recursive
 
 
 def parse(args: list[str], spec: Opts) -> Parsed:
@@ -55,13 +56,14 @@ def parse(args: list[str], spec: Opts) -> Parsed:
             if name in spec.long_valued:
                 if not eq:
                     if name in spec.long:  # optional value (--color, --follow): none given
+                        out.flags.add(name)
                         continue
                     if i >= len(args):
                         return Parsed(unknown=a)
                     value, i = args[i], i + 1
                 out.values.append((name, value))
             elif name in spec.long and not eq:
-                continue
+                out.flags.add(name)
             else:
                 out.unknown = a
                 return out
@@ -83,4 +85,5 @@ def parse(args: list[str], spec: Opts) -> Parsed:
                 if ch not in spec.flags:
                     out.unknown = a
                     return out
+                out.flags.add("-" + ch)
     return out

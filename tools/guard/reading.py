@@ -93,12 +93,12 @@ def reads(words: list[str], cmd: Simple, ctx: Context, recursive: bool = False) 
             return why
         if recursive:
             full = ctx.absolute(p) if p else None
-            if full is None or _holds_secrets(full, ctx):
+            if full is None or holds_secrets(full, ctx):
                 return f"a recursive read of {w}, which holds a home or /proc"
     return None
 
 
-def _holds_secrets(full: str, ctx: Context) -> bool:
+def holds_secrets(full: str, ctx: Context) -> bool:
     """A folder above a home, /proc or /etc/ssh: reading it all reads their secrets."""
     full = full.rstrip("/") or "/"
     above = ["/root", "/home", "/proc", "/etc/ssh", "/etc", ctx.home or "/root"]

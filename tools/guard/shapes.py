@@ -25,7 +25,7 @@ from tools.guard.command import Simple
 from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_MODULES, ENGINE_NAMES, Context
 from tools.guard.launches import OTHER_SERVERS, PYTHONS, is_loopback, public_bind
 from tools.guard.options import Opts, Parsed, opts, parse
-from tools.guard.reading import reads
+from tools.guard.reading import holds_secrets, reads
 from tools.guard.unwrap import name_of
 
 Kind = Literal["read", "write", "run", "signal"]
@@ -89,9 +89,9 @@ READERS: dict[str, tuple[Opts, str]] = {
     ),
     "diff": (
         opts(
-            "uqrNawbBitpyEZs",
+            "uqNawbBitpyEZs",  # not -r: diff follows the symlinks it meets in a folder
             "UCx",
-            "--brief --recursive --side-by-side --ignore-all-space "
+            "--brief --side-by-side --ignore-all-space "
             "--new-file --color --unified --report-identical-files --text",
             "--unified --context --exclude --color",
         ),
@@ -259,15 +259,9 @@ def _reader(
     if ops == NONE and p.operands:
         return f"{head} with an operand ({p.operands[0]})"
     if ops == FILES:
-        extra = [v for o, v in p.values if o in ("-X", "--exclude-from")]
-        recursive = head == "diff" and any(
-            re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*|--recursive", a) for a in argv[1:]
-        )
-        return reads(p.operands + extra, cmd, ctx, recursive=recursive)
+        return reads(p.operands, cmd, ctx)
     if head == "date" and any(not o.startswith("+") for o in p.operands):
         return "date with an operand sets the clock"
-    if head in ("sort",) and p.operands:
-        return reads(p.operands, cmd, ctx)
     return None
 
 
@@ -318,7 +312,7 @@ def _grep(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     head = name_of(argv[0])
     if head == "rg":
         spec = opts(
-            "iSsvwxclnNoqFUuLHIa",
+            "iSsvwxclnNoqFUuHIa",  # not -L: it follows symlinks
             "egmABCtT",
             "--ignore-case --smart-case --invert-match --count --line-number --no-line-number "
             "--only-matching --quiet --fixed-strings --files-with-matches --hidden --no-ignore "
@@ -328,13 +322,13 @@ def _grep(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         )
     else:
         spec = opts(
-            "EFGPivwxclLnhHoqsrRzZaIbUT",
+            "EFGPivwxclLnhHoqsrzZaIbUT",  # not -R: it follows symlinks
             "efmABCdD",
             "--count --ignore-case --invert-match --line-number --files-with-matches "
             "--files-without-match --recursive --extended-regexp --fixed-strings --perl-regexp "
             "--only-matching --quiet --silent --no-filename --with-filename --word-regexp "
             "--line-regexp --text --color --colour --no-messages --null --byte-offset "
-            "--dereference-recursive --line-buffered",
+            "--line-buffered",
             "--include --exclude --exclude-dir --max-count --after-context --before-context "
             "--context --regexp --file --label --binary-files --color --colour",
         )
@@ -344,10 +338,7 @@ def _grep(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     given = any(o in ("-e", "-f", "--regexp", "--file") for o, _ in p.values)
     files = p.operands if given or "--files" in argv else p.operands[1:]
     pattern_files = [v for o, v in p.values if o in ("-f", "--file")]
-    recursive = head == "rg" or bool(
-        re.search(r"^-\w*[rR]|^--(?:dereference-)?recursive", " ".join(argv[1:]), re.M)
-    )
-    recursive = recursive or any(re.fullmatch(r"-[a-zA-Z]*[rR][a-zA-Z]*", a) for a in argv[1:])
+    recursive = head == "rg" or bool(p.flags & {"-r", "--recursive"})
     if recursive and not files:
         files = ["."]
     why = reads(pattern_files, cmd, ctx) or reads(files, cmd, ctx, recursive=recursive)
@@ -488,7 +479,8 @@ def _nvidia_smi(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     return None, "read"
 
 
-SYSTEMCTL_READ = {"status", "is-active", "is-enabled", "is-failed", "list-units", "show", "cat"}
+# not show or cat: a unit's Environment= may hold a secret
+SYSTEMCTL_READ = {"status", "is-active", "is-enabled", "is-failed", "list-units"}
 SYSTEMCTL_READ |= {"list-unit-files", "list-timers", "list-sockets"}
 
 
@@ -561,6 +553,8 @@ def _git(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
     if verb in ("branch", "tag", "remote") and p.operands:
         return f"git {verb} with an operand changes a repository", "write"
     full = ctx.absolute(where) if where is not None else None
+    if full is not None and holds_secrets(full, ctx):
+        return f"git in {full}, which holds secrets (git log -p shows what it tracks)", "read"
     if full is None or full == "." or _inside_or_above_writable(full, ctx):
         return (
             "git in a repository the model can write (its config may run commands: "
