@@ -37,9 +37,9 @@ from agent.ends import (
 )
 from agent.interrupts import POLL_S, Interrupts, reason_now
 from agent.supervision import Supervision
+from agent.supervision import drain_inbox as drain  # signed, validated (state/inbox.py)
 from agent.tool_batch import run_batch
 from state.atomic import is_disk_full
-from state.inbox import drain
 from state.run import Run
 from tools.base import ToolBox, ToolContext, ToolResult
 
