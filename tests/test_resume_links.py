@@ -76,3 +76,16 @@ def test_todos_json_prints_the_file_never_a_links_target(
     (run.path / "todos.json").unlink()
     assert main(["todos", str(run.path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"todos": []}
+
+
+def test_agent_runs_lists_a_run_whose_log_is_a_link_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, target, body = a_run_with_a_torn_tail(tmp_path)
+    other = Run.create(tmp_path / "runs", "s")
+    other.append("run_started", goal="the other", brain="autopilot", model="autopilot", limits={})
+    other.close()
+    assert main(["runs", "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "symbolic link" in out and "the other" in out, out
+    assert target.read_bytes() == body

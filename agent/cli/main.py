@@ -247,7 +247,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if (path / "events.jsonl").is_file():
             try:
                 state = fold(read_events(path / "events.jsonl").events)
-            except ValueError as err:  # corrupt in the middle: list it, do not stop the listing
+            except (ValueError, LinkedRunFile) as err:  # corrupt, or a link: list it, go on
                 rows.append((path.name, "?", "?", f"unreadable: {err}", ""))
                 continue
             end = state.finished["status"] if state.finished else "running or interrupted"
