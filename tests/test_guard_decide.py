@@ -315,6 +315,7 @@ def test_python_m_is_not_certain_where_the_workdir_may_shadow_the_module(tmp_pat
     assert decide(stage, context=ctx).action == "allow"
     assert decide("python -m sim.evil", context=ctx).action == "sandbox"
     assert decide("python -m sim.pipeline train --workdir /etc", context=ctx).action == "sandbox"
+    assert decide(f"cd /etc && {stage}", context=ctx).action == "sandbox"  # it writes where it runs
     assert decide(stage, context=BOX).action == "sandbox"  # the workdir cannot be listed
     (Path(ctx.workdir or "") / "sim").mkdir()
     assert decide(stage, context=ctx).action == "sandbox"

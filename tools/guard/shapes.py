@@ -1010,11 +1010,12 @@ def _pipeline(args: list[str], cmd: Simple, ctx: Context) -> str | None:
     p = parse(args, PIPELINE_OPTS)
     if p.unknown or len(p.operands) != 1 or p.operands[0] not in PIPELINE_STAGES:
         return f"sim.pipeline {p.unknown or ' '.join(p.operands)}: not a stage or an option known"
-    for option, value in p.values:
-        if option in ("--ckpt", "--out", "--workdir") and not ctx.writable(
-            paths.resolve(value, cmd.cwd)
-        ):
-            return f"sim.pipeline {option} {value}: outside the workdir"
+    folders = [v for o, v in p.values if o in ("--ckpt", "--out", "--workdir")]
+    if not any(o == "--workdir" for o, _ in p.values):
+        folders.append(".")  # its files go to the folder it runs in
+    for folder in folders:
+        if not ctx.writable(paths.resolve(folder, cmd.cwd)):
+            return f"sim.pipeline writes {folder} from {cmd.cwd}: outside the workdir"
     return None
 
 
