@@ -83,7 +83,7 @@ class Sandbox:
         return (
             # a path to empty, unless it holds the workdir or the run (a link: its target)
             's=(); h() { local p=$1 w; [ -L "$p" ] && p=$(readlink -f -- "$p"); '
-            '[ -n "$p" ] || return 0; '
+            '[ -n "$p" ] && [ "$p" != / ] || return 0; '
             f'for w in {held}; do case "$w/" in "$p"/*) return 0;; esac; done; '
             'if [ -d "$p" ]; then s+=(--tmpfs "$p"); '
             'elif [ -e "$p" ]; then s+=(--dev-bind /dev/null "$p"); fi; }; '
