@@ -277,7 +277,7 @@ def test_a_nul_in_a_config_string_is_refused_before_a_run_folder(
         ({"max_turns": 5}, "unknown limit 'max_turns'"),
     ],
 )
-@pytest.mark.parametrize("command", ["resume", "todos", "report"])
+@pytest.mark.parametrize("command", ["resume", "todos", "report", "watch"])
 def test_a_limit_written_into_the_log_by_hand_is_refused_when_folded(
     limits: dict[str, Any],
     says: str,
@@ -293,9 +293,11 @@ def test_a_limit_written_into_the_log_by_hand_is_refused_when_folded(
     with run.events_path.open("a") as f:
         f.write(json.dumps(line) + "\n")
     before = run.events_path.read_bytes()
-    code, err = cli([command, str(run.path)], capsys)
+    once = ["--once"] if command == "watch" else []
+    code, err = cli([command, str(run.path), *once], capsys)
     assert code == 2 and one_line(err), err
     assert "events.jsonl: event seq 2 (limits_changed): " in err and says in err, err
+    assert "damaged" not in err, err  # an edited budget, not a damaged line
     assert run.events_path.read_bytes() == before
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from agent.cli.args import Parser, runs_dir_arg
 from agent.view.watch import NoEvents, stream_json, watch_view
+from state.fold import BadLimits
 from state.run import RunError, resolve_run
 
 
@@ -60,6 +61,8 @@ def main(argv: list[str]) -> int:
         return 1
     except ValueError as err:  # a line damaged or the sequence broken: as `todos` says it
         sys.stdout.flush()
-        print(f"agent watch: {path}: {err}; the log was damaged, not torn", file=sys.stderr)
+        # a budget edited into the log (state/fold.py BadLimits) is no torn line either
+        why = "" if isinstance(err, BadLimits) else "; the log was damaged, not torn"
+        print(f"agent watch: {path}: {err}{why}", file=sys.stderr)
         return 2
     return 1 if board.gone else 0
