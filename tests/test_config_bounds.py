@@ -342,3 +342,19 @@ def test_a_real_box_keeps_the_real_defaults(tmp_path: Path) -> None:
     own_sim = tmp_path / "sim.toml"  # a simulator command of the file's own: a box it describes
     own_sim.write_text('[server]\ncommand = "python -m sim"\n')
     assert load_config(own_sim).bench.max_tokens == 512
+
+
+@pytest.mark.parametrize(
+    ("goal", "says"),
+    [
+        ("highest throughput with p99 TTFT under 0 ms", "the goal's ttft limit 0 ms"),
+        ("TPOT below 99999999999 s", "the goal's tpot limit 1e+14 ms"),
+    ],
+)
+def test_a_goals_latency_limit_is_held_to_the_slos_bounds(
+    goal: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", "--goal", goal, "--model", "autopilot", "--runs-dir", str(tmp_path / "runs")]
+    code, err = cli(args, capsys)
+    assert code == 2 and one_line(err) and says in err, err
+    assert not (tmp_path / "runs").exists()
