@@ -59,11 +59,19 @@ async def test_allow_paths_permit_an_absolute_folder(any_host: HostConfig, tmp_p
             ctx,
             "get_file",
             remote_path=str(shared / "result.json"),
-            local_path="results/remote.json",
+            local_path="outputs/remote.json",
         )
         assert not is_error, text
-        assert Path(str(data["local_path"])) == ctx.run.path / "results/remote.json"
-        assert (ctx.run.path / "results/remote.json").read_text() == '{"ok": true}'
+        assert Path(str(data["local_path"])) == ctx.run.path / "outputs/remote.json"
+        assert (ctx.run.path / "outputs/remote.json").read_text() == '{"ok": true}'
+        # the run's own files are not get_file's to write (issue 47)
+        for own in ("results/remote.json", "events.jsonl", "inbox/m.json", "todos.json"):
+            text, is_error, _ = await call(
+                ctx, "get_file", remote_path=str(shared / "result.json"), local_path=own
+            )
+            assert is_error and "one of the run's own files" in text, (own, text)
+        assert not (ctx.run.path / "results/remote.json").exists()
+        assert not (ctx.run.path / "inbox/m.json").exists()
     finally:
         await close_context(ctx)
 

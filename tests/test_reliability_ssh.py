@@ -90,7 +90,8 @@ class RetryingBrain:
             return "read_log", {"path": f"step-{i - 1}", "mode": "range", "length": 64}
         if kind == 2:
             return "put_file", {"local_path": "events.jsonl", "remote_path": f"copy-{i}.jsonl"}
-        return "get_file", {"remote_path": f"copy-{i - 1}.jsonl", "local_path": f"back-{i}.jsonl"}
+        back = f"outputs/back-{i}.jsonl"  # get_file saves into outputs/ or logs/ (issue 47)
+        return "get_file", {"remote_path": f"copy-{i - 1}.jsonl", "local_path": back}
 
 
 def cut_live_connections(

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
+from tools.guard.context import RUN_WRITABLE
 from tools.hosts import Host, HostError
 
 MAX_BYTES = 2 * 1024**3  # a campaign moves scripts and results, not model weights
@@ -51,19 +52,33 @@ async def confine(host: Host, path: str) -> str:
     return full
 
 
-def local(ctx: ToolContext, path: str) -> Path:
+def local(ctx: ToolContext, path: str, write: bool = False) -> Path:
     """A path on this machine, symlinks followed, inside the run folder (relative paths are
-    taken from there) or one of [files] allow_local."""
+    taken from there) or one of [files] allow_local. One to `write` (get_file) may be in the run
+    folder's outputs/ or logs/ only: the rest is the run's control (events, todos, inbox,
+    results, config, the lock: issue 47), which no model action writes."""
     p = Path(path).expanduser()
     full = (p if p.is_absolute() else ctx.run.path / p).resolve()
-    allowed = [ctx.run.path.resolve()]
-    allowed += [Path(a).expanduser().resolve() for a in ctx.config.files.allow_local]
-    if not any(_under(str(full), str(a)) for a in allowed):
+    run = ctx.run.path.resolve()
+    extra = [Path(a).expanduser().resolve() for a in ctx.config.files.allow_local]
+    if not any(_under(str(full), str(a)) for a in [run, *extra]):
         raise ToolError(
             f"{path} is outside the run folder ({ctx.run.path}) on this machine; the user can "
             "add its folder to [files] allow_local in agent.toml to permit it"
         )
+    own = [run / d for d in RUN_WRITABLE]
+    in_run = _under(str(full), str(run)) and not any(_under(str(full), str(a)) for a in extra)
+    if write and in_run and not any(_inside(full, d) for d in own):
+        raise ToolError(
+            f"{path} is one of the run's own files; get_file saves into the run folder's "
+            "outputs/ or logs/ (the default: outputs/NAME)"
+        )
     return full
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Strictly inside a real folder (the folder itself, or a link in its place, is not)."""
+    return folder.is_dir() and not folder.is_symlink() and str(path).startswith(f"{folder}/")
 
 
 def _under(path: str, folder: str) -> bool:
@@ -117,7 +132,7 @@ class GetFile(Tool):
                 raise ToolError(
                     f"{src} is {_size(size)}; get_file moves at most {_size(MAX_BYTES)}"
                 )
-            dst = local(ctx, inp.local_path or f"outputs/{posixpath.basename(src)}")
+            dst = local(ctx, inp.local_path or f"outputs/{posixpath.basename(src)}", write=True)
             got = await host.get(src, str(dst))
         except HostError as err:
             raise ToolError(str(err)) from None
