@@ -261,3 +261,35 @@ async def test_a_secret_is_never_read_outright(
         assert leaked(text, values) == [], text
     finally:
         await close_context(ctx)
+
+
+async def test_read_log_reads_no_secret(canary_world: dict[str, Any], tmp_path: Path) -> None:
+    """The model's other way to read a file on a host: a credential, the inbox key or a
+    process's environment is refused in one line, through a link too."""
+    from tools.base import ToolBox
+    from tools.read_log import ReadLog
+
+    home, values = canary_world["home"], canary_world["values"]
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "k").symlink_to(home / ".pgpass")
+    (work / "app.log").write_text("a line\n")
+    ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
+    try:
+        values["inbox key"] = run_key(ctx.run.path).hex()
+        box = ToolBox([ReadLog()])
+        for path in (
+            f"{home}/.pgpass",
+            "~/.ssh/id_ed25519",
+            str(key_path(ctx.run.path)),
+            f"/proc/{os.getpid()}/environ",
+            "/proc/self/environ",
+            "k",
+        ):
+            result, _ = await box.call(ctx, "read_log", {"path": path})
+            assert result.is_error and "read_log does not read" in result.text, (path, result.text)
+            assert leaked(result.text, values) == [], (path, result.text)
+        result, _ = await box.call(ctx, "read_log", {"path": "app.log"})
+        assert not result.is_error and "a line" in result.text, result.text
+    finally:
+        await close_context(ctx)

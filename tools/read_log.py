@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult, host_for
-from tools.hosts import HostError
+from tools.guard import Context, boundary
+from tools.hosts import Host, HostError
 from tools.hosts.output import clean, cut, save_full
 from tools.launched import server_record
 
@@ -42,6 +43,8 @@ class ReadLog(Tool):
         path, host_name = self._target(ctx, inp)
         host = host_for(ctx, host_name)
         try:
+            if inp.path is not None:
+                await _not_a_secret(host, path)
             size = await host.size(path)
             if inp.mode == "tail":
                 body = await host.tail(path, inp.lines)
@@ -83,6 +86,19 @@ class ReadLog(Tool):
             known = ", ".join(sorted(ctx.run.state.servers)) or "none running"
             raise ToolError(f"no server named {inp.server!r} in this run (servers: {known})")
         return str(record["log"]), inp.host or record.get("host")
+
+
+async def _not_a_secret(host: Host, path: str) -> None:
+    """A credential, a key or a process's environment is not read_log's to read (issue 47):
+    the path with its links followed, judged as the bash tool's boundary judges one
+    (tools/guard/boundary.py)."""
+    [real] = await host.realpaths([path])
+    context = Context(workdir=await host.workdir(), home=await host.home())
+    if boundary.secret(real, context) or boundary.PROC_SECRET.search(real):
+        raise ToolError(
+            f"{path} is a credential, a key or a process's environment: read_log does not read "
+            "those (the agent's secrets stay outside the model's reach)"
+        )
 
 
 def _is_match(line: str) -> bool:
