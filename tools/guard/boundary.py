@@ -92,6 +92,7 @@ HOME_KEPT: tuple[str, ...] = (
 )
 HOME_KEPT += (".nvm", ".bun", ".deno", ".npm", ".gem", ".m2", ".gradle", ".vllm", ".sglang")
 HOME_KEPT += (".profile", ".bashrc", ".bash_profile", ".bash_logout", ".inputrc", ".vimrc")
+HOME_KEPT += (".venv", ".virtualenvs", ".asdf", ".volta", ".sdkman", ".pixi", ".micromamba")
 # variables the sandbox keeps, and that a line may expand outright: names that hold no secret
 # (a name that looks like a secret's - state/secrets.is_secret_name - is never kept)
 ENV_ALLOWED = re.compile(

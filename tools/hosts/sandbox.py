@@ -12,12 +12,12 @@ with bwrap, and every process in it). The network is shared: commands reach the 
 loopback.
 
 Secrets (issue 47): the environment is an allow-list (bwrap runs under `env -i` with only the
-variables
-tools/guard/boundary.py ENV_ALLOWED names and that do not look like a secret's: DATABASE_URL,
-GH_PAT or SLACK_WEBHOOK_URL are not there, whatever their name); every dot-entry of the home is
-empty inside but the caches and installed programs (boundary.HOME_KEPT), and within those the
-credential files (boundary.SECRET_PATHS); `hide` empties more (the agent's own SSH keys, the runs'
-inbox keys). A folder that holds the workdir or the run is never emptied.
+variables tools/guard/boundary.py ENV_ALLOWED names and that do not look like a secret's:
+DATABASE_URL, GH_PAT or SLACK_WEBHOOK_URL are not there, whatever their name); every dot-entry of
+the home is empty inside but the caches and installed programs (boundary.HOME_KEPT, and any that
+holds a folder of PATH), and within those the credential files (boundary.SECRET_PATHS); `hide`
+empties more (the agent's own SSH keys, the runs' inbox keys). A folder that holds the workdir
+or the run is never emptied.
 
 `probe(host)` asks the host once whether bwrap works there (a real run, not only `command -v`:
 bwrap can be installed yet refused by the kernel) and which environment variable names it has.
@@ -91,6 +91,8 @@ class Sandbox:
             f'sweep=1; for w in {held}; do case "$HOME/" in "$w"/*) sweep=0;; esac; done; '
             'if [ "$sweep" = 1 ] && [ -d "$HOME" ]; then '
             'for p in "$HOME"/.[!.]* "$HOME"/..?*; do [ -e "$p" ] || [ -L "$p" ] || continue; '
+            # (one that holds a folder of PATH is kept too: a ~/.venv the programs run from)
+            'case ":$PATH:" in *":$p/"*|*":$p:"*) continue;; esac; '
             f'case "${{p##*/}}" in {kept}) ;; *) h "$p";; esac; done; fi; '
             "for p in " + (secrets + " " + hidden).strip() + '; do h "$p"; done; '
             # the environment: the allowed names only, with their values here - bwrap itself
