@@ -355,6 +355,14 @@ def test_a_script_is_judged_by_its_text_where_it_can_be_read() -> None:
     assert decide("bash /etc/x.sh", context=ctx).action == "sandbox"
 
 
+def test_a_bare_name_is_not_certain_where_path_holds_a_folder_the_model_writes() -> None:
+    system = replace(BOX, search_path=("/usr/local/bin", "/usr/bin", "/bin"))
+    assert decide("ls -la", context=system).action == "allow"
+    for path in (("/root/campaign/.venv/bin", "/usr/bin"), ("", "/usr/bin"), (".", "/bin")):
+        assert decide("ls -la", context=replace(BOX, search_path=path)).action == "sandbox", path
+    assert decide("/bin/ls -la", context=replace(BOX, search_path=(".",))).action == "allow"
+
+
 def test_a_script_that_writes_is_not_certain() -> None:
     """bash reads a script as it runs it: `cp evil.sh x.sh` inside x.sh runs evil.sh's rest."""
     texts = {"/root/campaign/x.sh": "cp scripts/evil.sh x.sh\n", "/root/campaign/ok.sh": "ls\n"}

@@ -42,6 +42,7 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         read=_read_script if host.is_local else None,
         listdir=_listdir if host.is_local else None,
         public_bind=ctx.config.server.allow_public_bind,
+        search_path=_search_path() if host.is_local else None,
     )
     decision = decide(command, rules_of(ctx), sandbox is not None, context)
     if decision.action == "allow" and decision.writes and not decision.rule:
@@ -104,6 +105,12 @@ def _read_script(path: str) -> str | None:
     except OSError:
         return None
     return None
+
+
+def _search_path() -> tuple[str, ...] | None:
+    """This machine's PATH, where the bash tool's commands look their programs up."""
+    path = os.environ.get("PATH")
+    return tuple(path.split(":")) if path is not None else None
 
 
 def _listdir(path: str) -> list[str] | None:

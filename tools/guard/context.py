@@ -54,6 +54,8 @@ class Context:
     # a folder's entries (None: cannot be listed): whether the workdir shadows `python -m X`
     listdir: Callable[[str], list[str] | None] | None = None
     public_bind: bool = False  # server.allow_public_bind: a launch may listen beyond loopback
+    # the host's PATH, where a bare program name is looked up (None: not known, a remote host)
+    search_path: tuple[str, ...] | None = None
 
     def roots(self) -> list[str]:
         """Where a command may write: the workdir, and inside the run folder only its outputs/

@@ -237,6 +237,13 @@ def shape(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         return _script(argv, cmd, ctx)  # ./x.sh, scripts/train.sh, .venv/bin/pip: the workdir's
     if argv[0] != head and not posixpath.isabs(argv[0]):
         return f"{argv[0]}: a program the rules cannot place", "run"
+    if argv[0] == head and ctx.search_path is not None:
+        mine = next((d for d in ctx.search_path if not d.startswith("/") or ctx.writable(d)), None)
+        if mine is not None:
+            return (
+                f"PATH holds {mine or '.'}, a folder the model writes: `{head}` may be its own",
+                "run",
+            )
     reader = READERS.get(head)
     if reader is not None:
         return _reader(head, argv, cmd, ctx, *reader), "read"
