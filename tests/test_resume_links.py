@@ -89,3 +89,14 @@ def test_agent_runs_lists_a_run_whose_log_is_a_link_and_goes_on(
     out = capsys.readouterr().out
     assert "symbolic link" in out and "the other" in out, out
     assert target.read_bytes() == body
+
+
+def test_watch_refuses_a_symlinked_log_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, target, body = a_run_with_a_torn_tail(tmp_path)
+    for argv in (["watch", str(path), "--once"], ["watch", str(path), "--json", "--once"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "symbolic link" in err, err
+    assert target.read_bytes() == body

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from agent.cli.args import Parser, runs_dir_arg
 from agent.view.watch import NoEvents, stream_json, watch_view
+from state.files import LinkedRunFile
 from state.fold import BadLimits
 from state.run import RunError, resolve_run
 
@@ -59,6 +60,10 @@ def main(argv: list[str]) -> int:
     except NoEvents as err:
         print(f"agent watch: {err}", file=sys.stderr)
         return 1
+    except LinkedRunFile as err:  # the log is a symbolic link: not followed
+        sys.stdout.flush()
+        print(f"agent watch: {err}", file=sys.stderr)
+        return 2
     except ValueError as err:  # a line damaged or the sequence broken: as `todos` says it
         sys.stdout.flush()
         # a budget edited into the log (state/fold.py BadLimits) is no torn line either

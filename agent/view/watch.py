@@ -26,6 +26,7 @@ from agent.view.bars import read_progress
 from agent.view.fleet import FLEET_EVENTS, snapshot
 from agent.view.live import Board, event_line, render
 from state.events import Event, parse_lines
+from state.files import open_run_file
 from state.fleet import FleetState
 from state.lock import LOCK_NAME, process_alive
 
@@ -97,7 +98,8 @@ class Follower:
         self.inode = st.st_ino
         if st.st_size <= self.offset:
             return reset, []
-        with open(self.path, "rb") as f:
+        # never through a link (state/files.py): a log that is one raises LinkedRunFile
+        with os.fdopen(open_run_file(self.path, os.O_RDONLY), "rb") as f:
             f.seek(self.offset)
             data = f.read(st.st_size - self.offset)
         complete = data[: data.rfind(b"\n") + 1]  # a trailing partial line is read again later
