@@ -363,6 +363,17 @@ def test_a_bare_name_is_not_certain_where_path_holds_a_folder_the_model_writes()
     assert decide("/bin/ls -la", context=replace(BOX, search_path=(".",))).action == "allow"
 
 
+def test_while_a_job_runs_a_write_or_a_script_is_not_certain(tmp_path: Path) -> None:
+    """A job (confined or not) may swap a folder for a link or rewrite a script between the
+    check and the run: reads and signals stay certain, writes and scripts do not."""
+    ctx = lab_box(tmp_path)
+    busy = replace(ctx, busy=True)
+    for command in ("mkdir -p out", "bash scripts/train.sh"):
+        assert decide(command, context=ctx).action == "allow", command
+        assert decide(command, context=busy).action == "sandbox", command
+    assert decide("tail -n 5 scripts/train.sh", context=busy).action == "allow"
+
+
 def test_a_script_that_writes_is_not_certain() -> None:
     """bash reads a script as it runs it: `cp evil.sh x.sh` inside x.sh runs evil.sh's rest."""
     texts = {"/root/campaign/x.sh": "cp scripts/evil.sh x.sh\n", "/root/campaign/ok.sh": "ls\n"}

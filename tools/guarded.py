@@ -43,6 +43,7 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         listdir=_listdir if host.is_local else None,
         public_bind=ctx.config.server.allow_public_bind,
         search_path=_search_path() if host.is_local else None,
+        busy=bool(ctx.run.state.jobs),
     )
     decision = decide(command, rules_of(ctx), sandbox is not None, context)
     if decision.action == "allow" and decision.writes and not decision.rule:

@@ -56,6 +56,9 @@ class Context:
     public_bind: bool = False  # server.allow_public_bind: a launch may listen beyond loopback
     # the host's PATH, where a bare program name is looked up (None: not known, a remote host)
     search_path: tuple[str, ...] | None = None
+    # a job of the run is running (start_job): confined or not, it may be changing the workdir
+    # under a command - a folder swapped for a link, a script's text - between the check and the run
+    busy: bool = False
 
     def roots(self) -> list[str]:
         """Where a command may write: the workdir, and inside the run folder only its outputs/

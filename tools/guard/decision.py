@@ -248,6 +248,9 @@ def _runs(
     why, kind = shape(argv, cmd, ctx)
     if why:
         return _confine(why, cmd, argv)
+    if ctx.busy and kind in ("write", "run"):
+        why = "a job of the run is running: the workdir may change between this check and the run"
+        return _confine(why, cmd, argv)
     own = "/" in argv[0] and ctx.writable(paths.resolve(argv[0], cmd.cwd))
     if kind == "run" and (head in SHELL_NAMES or head in ("source", ".") or own):
         return _script_text(argv, cmd, rules, ctx, depth)
