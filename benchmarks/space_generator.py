@@ -230,7 +230,11 @@ def _flags(
     native = [f for f in NATIVE if rng.random() < 0.3][: max(0, n - 2)]
     sizes = [rng.randint(2, 5) for _ in range(n - len(native))]
     while math.prod(sizes) * 3 ** len(native) > MAX_GRID:
-        sizes[sizes.index(max(sizes))] -= 1
+        if max(sizes) > 2:
+            sizes[sizes.index(max(sizes))] -= 1
+        else:  # every own flag at 2 values: a native flag gives its place to a switch
+            native.pop()
+            sizes.append(2)
     search: dict[str, list[Any]] = {}
     own: dict[str, dict[str, Any]] = {}
     baseline: dict[str, Any] = {}
@@ -259,48 +263,56 @@ def draw(count: int = 20, seed: int = 0) -> list[Space]:
 
 
 def deceptive_pair(seed: int = 0, alone: float = -0.05, together: float = 0.20) -> Space:
-    """Two switches that each lose `alone` (beyond a 2 % noise) and gain `together` as a pair,
-    among three flags of small, flat or losing main effects and a decoy that wins a little."""
+    """Two changes that each lose `alone` (beyond a 2 % noise) and gain `together` as a pair,
+    with both kinds of decoy (another value of a part's flag, and a switch that spoils the pair,
+    each winning 2-4 % alone) and three other flags (a small win, a loss, a level-dependent
+    choice)."""
     rng = random.Random(f"deceptive-pair/{seed}")
-    return _planted(rng, f"pair{seed}", order=2, alone=[alone, alone], together=together)
+    return _planted(rng, f"pair{seed}", alone=[alone, alone], together=together)
 
 
 def sparse_triple(seed: int = 0, together: float = 0.15) -> Space:
-    """Three changes that pay only together: one flat alone, two that lose 4-5 % alone; every
-    pair of them gains nothing."""
+    """Three changes that pay only together - one flat alone, two that lose 4-5 % alone; every
+    pair of them gains nothing - with the same decoys and other flags as `deceptive_pair`."""
     rng = random.Random(f"sparse-triple/{seed}")
     alone = [0.0, -rng.uniform(0.04, 0.05), -rng.uniform(0.04, 0.05)]
-    return _planted(rng, f"triple{seed}", order=3, alone=alone, together=together)
+    return _planted(rng, f"triple{seed}", alone=alone, together=together)
 
 
-def _planted(
-    rng: random.Random, name: str, order: int, alone: Sequence[float], together: float
-) -> Space:
+def _planted(rng: random.Random, name: str, alone: Sequence[float], together: float) -> Space:
     search: dict[str, list[Any]] = {}
     own: dict[str, dict[str, Any]] = {}
     baseline: dict[str, Any] = {}
     effects: list[dict[str, Any]] = []
-    parts = []
-    for i in range(order):
+    parts: list[Change] = []
+    for i, g in enumerate(alone):
         flag = f"--part-{chr(ord('a') + i)}"
-        own[flag], search[flag], baseline[flag] = {}, [False, True], False
-        parts.append((flag, True))
-        effects.append(effect({flag: True}, uniform(alone[i]), "part: alone"))
+        if i == 0:  # a choice: the part's value, and a decoy value of the same flag
+            values = WORDS[:3]
+            own[flag], search[flag], baseline[flag] = {"choices": values}, values, "low"
+            parts.append((flag, "high"))
+            decoy = rng.uniform(0.02, 0.04)
+            effects.append(effect({flag: "mid"}, uniform(decoy), "decoy: a small win alone"))
+        else:
+            own[flag], search[flag], baseline[flag] = {}, [False, True], False
+            parts.append((flag, True))
+        effects.append(effect(dict(parts[-1:]), uniform(g), "part: alone"))
     whole = (1 + together) / math.prod(1 + g for g in alone) - 1
     effects.append(effect(dict(parts), uniform(whole), "the parts together"))
-    for i in range(3):  # the others: a decoy that wins a little, a loss, a choice flag
-        flag = f"--knob-{chr(ord('a') + i)}"
-        if i == 2:
-            values = WORDS[:3]
-            own[flag], search[flag], baseline[flag] = {"choices": values}, values, "mid"
-            effects.append(effect({flag: "high"}, uniform(-rng.uniform(0.02, 0.06)), "a loss"))
-            continue
+    spoiler = "--knob-a"  # a switch that wins a little alone and spoils the parts together
+    own[spoiler], search[spoiler], baseline[spoiler] = {}, [False, True], False
+    effects.append(effect({spoiler: True}, uniform(rng.uniform(0.02, 0.04)), "decoy: a win"))
+    effects.append(effect({**dict(parts), spoiler: True}, uniform(-0.15), "decoy: spoils"))
+    for flag, g in (("--knob-b", rng.uniform(0.01, 0.02)), ("--knob-c", -rng.uniform(0.02, 0.08))):
         own[flag], search[flag], baseline[flag] = {}, [False, True], False
-        g = rng.uniform(0.01, 0.025) if i == 0 else -rng.uniform(0.02, 0.08)
         effects.append(effect({flag: True}, uniform(g), "a small win" if g > 0 else "a loss"))
+    flag, values = "--knob-d", WORDS[:4]
+    own[flag], search[flag], baseline[flag] = {"choices": values}, values, "low"
+    effects.append(effect({flag: "high"}, tilted(0.04, -0.05), "level-dependent"))
+    effects.append(effect({flag: "max"}, uniform(-rng.uniform(0.03, 0.1)), "a loss"))
     profile = {
         "name": name,
-        "description": f"planted: {order} changes that pay only together",
+        "description": f"planted: {len(parts)} changes that pay only together, and decoys",
         "hardware": "reference",
         "base_flags": list(BASE_FLAGS),
         "levels": list(LEVELS),
