@@ -52,6 +52,11 @@ class SearchSpace:
     # Command lines the engine would refuse (e.g. SGLang's "draft tokens must equal steps + 1 when
     # topk is 1"), when that can be known without a launch: the simulator's parser can tell.
     check: Check | None = field(default=None, compare=False)
+    # key() memoized by the config's items and their types (True and 1 are different keys): a
+    # planner reads the identity of every measurement at every decision
+    _keys: dict[tuple[Any, ...], str] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     # --- parsing -------------------------------------------------------------------------------
     @classmethod
@@ -97,8 +102,20 @@ class SearchSpace:
 
     def key(self, config: Mapping[str, Any]) -> str:
         """Canonical identity of a configuration: the space's flags plus any extra given."""
+        try:
+            memo = (tuple(config.items()), tuple(map(type, config.values())))
+            hash(memo)
+        except TypeError:  # an unhashable extra value: no memo
+            memo = None
+        if memo is not None and (known := self._keys.get(memo)) is not None:
+            return known
         full = self.complete(config)
-        return json.dumps(sorted(full.items()), separators=(",", ":"))
+        key = json.dumps(sorted(full.items()), separators=(",", ":"))
+        if memo is not None:
+            if len(self._keys) >= 100_000:
+                self._keys.clear()
+            self._keys[memo] = key
+        return key
 
     def active(self, flag: str, config: Mapping[str, Any]) -> bool:
         """Whether the rules let `flag` be given in `config`."""
