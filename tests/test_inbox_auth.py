@@ -138,3 +138,20 @@ def test_watch_shows_a_refused_message(run: Run, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "inbox: refused a message (not written by the agent CLI" in out, out
     assert "inbox/refused/0000-x.json" in out, out
+
+
+def test_a_key_folder_that_is_a_link_is_not_used(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key's folder must be a real folder of this user: a link in its place (to a folder a
+    command could write) makes `agent say` fail in one line, and nothing is queued."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state = tmp_path / "state"
+    (state / "campaign-agent").mkdir(parents=True)
+    (state / "campaign-agent" / "inbox-keys").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    assert main(["say", str(run.path), "hello"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a folder of this user" in err, err
+    assert list(elsewhere.iterdir()) == [] and not list((run.path / "inbox").glob("*.json"))
