@@ -175,6 +175,8 @@ class RunBenchmark(Tool):
                     prompt_seed=prompt_seed,
                     extra_body=engine.extra_body if engine else None,
                     tokenize_path=engine.tokenize_path if engine else "/tokenize",
+                    metrics_path=engine.metrics_path if engine else "/metrics",
+                    metrics=engine.profile.metrics if engine else None,
                     deadlines=Deadlines.from_job(bench.deadlines.given()),  # [bench.deadlines]
                 )
                 spec.power, spec.no_power = _power(ctx, server, host_name)

@@ -22,28 +22,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.bench.confighash import TRAFFIC_DEFAULTS, normalize_command, workload_key
+from tools.bench.confighash import TRAFFIC_DEFAULTS, flag_name, normalize_command, workload_key
 from tools.bench.results import by_rate, sweep_of
 from tools.bench.results import repeats as repeats_of
 from tools.bench.schema import BenchResult
 from tools.bench.table import render
-from tools.domain import stats
+from tools.domain import engines, stats
 
+# not tuning flags: the model, and every flag of a GPU count (the engine profiles' [parallelism],
+# spelled as normalize_command spells them)
 HARD_FLAGS = {
     "--model",
     "--model-path",
-    "--tp",
-    "--tp-size",
-    "--tensor-parallel-size",
-    "--pipeline-parallel-size",
-    "--pp",
-    "--pp-size",
-    "--dp",
-    "--dp-size",
-    "--data-parallel-size",
     "--quantization",
     "--dtype",
     "--served-model-name",
+    *(flag_name(f) for f in engines.parallelism().counted()),
 }
 
 

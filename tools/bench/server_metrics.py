@@ -4,17 +4,22 @@ level runs, the engine's gauges mapped into one neutral series stored with the l
 many requests the engine ran and queued, how full its KV cache was, how many drafted tokens it
 accepted.
 
-The names per engine (read off their sources and a real llama-server's /metrics):
+The names per engine are its profile's `[metrics]` (tools/servers/profiles/*.toml, read through
+tools/domain/engines.py), e.g.
 
   running          sglang:num_running_reqs, vllm:num_requests_running,
-                   llamacpp:requests_processing
+                   llamacpp:requests_processing, trtllm_num_requests_running
   waiting          sglang:num_queue_reqs, vllm:num_requests_waiting, llamacpp:requests_deferred
   kv_cache (0-1)   sglang:token_usage, vllm:kv_cache_usage_perc (vllm:gpu_cache_usage_perc
-                   before v1), llamacpp:kv_cache_usage_ratio (older builds; 0.3.36 has none)
+                   before v1), llamacpp:kv_cache_usage_ratio, trtllm_kv_cache_utilization
   spec_acceptance  1 + accepted / drafts over the interval from the spec-decode counters
                    (vllm:spec_decode_num_*_total, llamacpp:spec_decode_num_*_total; the
-                   simulator serves vLLM's), else sglang:spec_accept_length
+                   simulator serves vLLM's), else the engine's acceptance-length gauge
+                   (sglang:spec_accept_length, trtllm_spec_decode_acceptance_length)
 
+A sweep told its engine's names reads those; one that was not (a bare URL, a profile that names
+none) reads every built-in profile's. TensorRT-LLM serves its Prometheus text at
+/prometheus/metrics (its /metrics is JSON): the path is the profile's too.
 The simulator serves SGLang's gauges (its ideal mode: running, and nothing waiting).
 spec_acceptance is an acceptance length: tokens per verification step, the bonus token counted.
 A gauge served under several label sets (vLLM's engine, SGLang's dp_rank) is summed for the
@@ -38,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,24 +52,12 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tools.bench.energy import MODELLED, HostPower, LevelPower, PowerUnavailable
+from tools.domain.engines import Metrics, all_metrics
 
 EVERY_S = 0.5  # between scrapes, in the modelled box's time
 MIN_WALL_S = 0.25  # but never more often than this on the wall clock (a fast simulator)
 SCRAPE_S = 2.0  # one scrape's own deadline: a busy server's late answer is a missing sample
 
-RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running", "llamacpp:requests_processing")
-WAITING = ("sglang:num_queue_reqs", "vllm:num_requests_waiting", "llamacpp:requests_deferred")
-KV_CACHE = (
-    "sglang:token_usage",
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "llamacpp:kv_cache_usage_ratio",
-)
-ACCEPT_GAUGE = "sglang:spec_accept_length"
-SPEC_COUNTERS = (  # (drafts, accepted tokens) per engine, counters
-    ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total"),
-    ("llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_accepted_tokens_total"),
-)
 FIELDS = ("running", "waiting", "kv_cache", "spec_acceptance")
 NO_METRICS = "no /metrics"
 
@@ -98,31 +92,33 @@ def parse(text: str) -> dict[str, list[float]]:
     return out
 
 
-def read(text: str) -> Reading:
-    """The neutral reading of a /metrics body; MetricsError where it names no engine gauge."""
+def read(text: str, names: Metrics | None = None) -> Reading:
+    """The neutral reading of a /metrics body, by the engine's names (None, or a profile that
+    names none: every built-in profile's); MetricsError where it names no engine gauge."""
     values = parse(text)
+    known = names if names is not None and names.named() else all_metrics()
 
-    def first(names: tuple[str, ...], combine: str) -> tuple[str, float] | None:
-        for name in names:
+    def first(candidates: list[str], combine: str) -> tuple[str, float] | None:
+        for name in candidates:
             found = [v for v in values.get(name, []) if math.isfinite(v)]
             if found:
                 return name, sum(found) if combine == "sum" else sum(found) / len(found)
         return None
 
-    running, waiting = first(RUNNING, "sum"), first(WAITING, "sum")
-    kv, gauge = first(KV_CACHE, "mean"), first((ACCEPT_GAUGE,), "mean")
+    running, waiting = first(known.running, "sum"), first(known.waiting, "sum")
+    kv, gauge = first(known.kv_cache, "mean"), first(known.accept_length, "mean")
     spec = None
-    for drafts, accepted in SPEC_COUNTERS:
+    for drafts, accepted in known.spec_counters:
         if drafts in values and accepted in values:
             spec = (sum(values[drafts]), sum(values[accepted]))
             break
-    power = first((MODELLED,), "sum")
+    power = first([MODELLED], "sum")
     named = [x[0] for x in (running, waiting, kv, gauge) if x is not None]
     if not named:
-        raise MetricsError("none of the running, waiting or KV-cache gauges of SGLang, vLLM or "
-                           "llama.cpp")  # fmt: skip
+        raise MetricsError("none of the running, waiting or KV-cache gauges its engine profile "
+                           "names")  # fmt: skip
     return Reading(
-        source=named[0].split(":", 1)[0],
+        source=re.split(r"[:_]", named[0], maxsplit=1)[0],  # sglang:..., trtllm_...
         running=None if running is None else running[1],
         waiting=None if waiting is None else waiting[1],
         kv_cache=None if kv is None else kv[1],
@@ -173,9 +169,10 @@ class Series:
 
 class Sampler:
     """Polls `url` (the server's /metrics; None: not) from start() to stop(), each scrape under
-    its own deadline, and reads the level's power (`power`: the server's host, where known).
-    `problem` is set (and scraping ends) where the server has no usable /metrics; `power` holds
-    what was read of the power, and why nothing was."""
+    its own deadline and read by `names` (its engine profile's), and reads the level's power
+    (`power`: the server's host, where known). `problem` is set (and scraping ends) where the
+    server has no usable /metrics; `power` holds what was read of the power, and why nothing
+    was."""
 
     def __init__(
         self,
@@ -183,8 +180,10 @@ class Sampler:
         scale: float = 1.0,
         every_s: float = EVERY_S,
         power: HostPower | None = None,
+        names: Metrics | None = None,
     ) -> None:
         self.url, self.scale = url, scale if scale > 0 else 1.0
+        self.names = names  # the engine profile's /metrics names (None: every built-in's)
         self.wall_every = max(MIN_WALL_S, every_s / self.scale)
         self.series = Series(every_s=round(self.wall_every * self.scale, 3))
         self.problem: str | None = None
@@ -249,7 +248,7 @@ class Sampler:
             self.problem, self.url = f"{self.url} answered HTTP {resp.status_code}", None
             return before
         try:
-            reading = read(resp.text)
+            reading = read(resp.text, self.names)
         except MetricsError as err:
             self.problem, self.url = f"{self.url}: {err}", None
             return before

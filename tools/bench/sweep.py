@@ -55,6 +55,7 @@ from tools.bench.server_metrics import Sampler
 from tools.bench.server_metrics import note as metrics_note
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
 from tools.bench.timescale import point_to_model_time, server_time_scale
+from tools.domain.engines import Metrics
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
 # the parent's own backstop over a level's deadline (the level itself runs in a client process,
@@ -97,6 +98,8 @@ class SweepSpec:
     deadlines: Deadlines = field(default_factory=Deadlines)  # every wait's (deadlines.py)
     # the server's Prometheus /metrics, polled during each level (server_metrics.py); None: not
     metrics_path: str | None = "/metrics"
+    # its names there (the engine profile's [metrics]); None: every built-in profile's
+    metrics: Metrics | None = None
     # the server's host, for its GPUs' power (energy.py); None: only a simulator's modelled power
     power: HostPower | None = None
     # why there is no host to read, said in the note where the server models no power either
@@ -321,7 +324,7 @@ def _sampler(sw: SweepState) -> Sampler | None:
     url = Target.parse(sw.spec.url).url + path if path and sw.metrics else None
     if url is None and sw.power is None:
         return None
-    sampler = Sampler(url, sw.scale, power=sw.power)
+    sampler = Sampler(url, sw.scale, power=sw.power, names=sw.spec.metrics)
     sampler.start()
     return sampler
 

@@ -41,6 +41,7 @@ from state.numbers import (
     Usd,
 )
 from state.secrets import MASK, is_secret_word
+from tools.domain import engines
 from tools.domain.cost import CostConfig
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.permission_rules import RuleError, parse_rule
@@ -85,8 +86,8 @@ class HostConfig(Strict):
         return v
 
 
-# the engine profiles shipped in tools/servers/profiles/*.toml (a test keeps the two in step)
-BUILTIN_ENGINES = ("llama-cpp-python", "llama.cpp", "openai", "sglang", "sim", "vllm")
+# the engine profiles shipped in tools/servers/profiles/*.toml, by their names
+BUILTIN_ENGINES = engines.names()
 
 
 class ServerConfig(Strict):

@@ -1,30 +1,18 @@
 """The GPUs a configuration asks for, read from its parallelism flags: one function for the
-planner (which prefers fewer GPUs at the same value) and the report's per-GPU Pareto chart, so a
-configuration is never 2 GPUs in one place and 1 in the other."""
+planner (which prefers fewer GPUs at the same value), the report's per-GPU Pareto chart and the
+deploy/ files, so a configuration is never 2 GPUs in one place and 1 in the other. The flags and
+how they multiply are the engine profile's `[parallelism]` (tools/domain/engines.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-# each kind of parallelism under every name the engines give it (vLLM, SGLang)
-TENSOR = ("--tp", "--tp-size", "--tensor-parallel-size")
-DATA = ("--dp", "--dp-size", "--data-parallel-size")
-PIPELINE = ("--pp", "--pp-size", "--pipeline-parallel-size")
-PARALLEL_FLAGS = (*TENSOR, *DATA, *PIPELINE)
+from tools.domain import engines
 
 
-def gpus_of(flags: Mapping[str, object]) -> int:
-    """Tensor x data x pipeline parallel sizes (each 1 when absent or unreadable)."""
-    n = 1
-    for names in (TENSOR, DATA, PIPELINE):
-        n *= next((size for name in names if (size := _size(flags.get(name))) is not None), 1)
-    return n
-
-
-def _size(value: object) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return max(1, int(float(str(value))))
-    except ValueError:
-        return None
+def gpus_of(flags: Mapping[str, object], engine: str | engines.Parallelism | None = None) -> int:
+    """Tensor x pipeline x data x context parallel sizes (each 1 when absent or unreadable), by
+    the flags the engine's profile names (`--tp_size` for TensorRT-LLM, `--tensor-parallel-size`
+    for vLLM): its name, or its profile's `parallelism` (a user's profile file); an engine that
+    names none, or None: every built-in profile's spellings."""
+    return engines.parallelism(engine).gpus(flags)

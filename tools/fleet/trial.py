@@ -177,6 +177,8 @@ async def run_trial(
                 prompt_seed=spec.prompt_seed,
                 extra_body=engine.extra_body,
                 tokenize_path=engine.tokenize_path,
+                metrics_path=engine.metrics_path,
+                metrics=engine.profile.metrics,
                 deadlines=Deadlines.from_job(config.bench.deadlines.given()),
                 power=HostPower(host, launch_gpus(out.command)),  # the server runs here
             )

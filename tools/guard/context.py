@@ -9,33 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from tools.domain import engines
 from tools.guard import paths
 
-# the programs the engine profiles launch (tools/servers/profiles/*.toml, `description`): python
-# modules and executables; a test checks each profile's launcher against this list
-ENGINE_MODULES = (
-    "sglang.launch_server",
-    "sglang.bench_serving",
-    "sglang.bench_one_batch",
-    "vllm.entrypoints.openai.api_server",
-    "vllm.entrypoints.api_server",
-    "llama_cpp.server",
-    "sim",
-    "sim.pipeline",  # the drafter lab's stages (datagen, train, ...), run as start_job jobs
-)
-ENGINE_EXECUTABLES = ("llama-server", "llama-bench", "vllm", "trtllm-serve")  # `vllm serve|bench`
-# words a pkill -f pattern may name: the engines and their worker processes (profiles' workers)
-ENGINE_NAMES = (
-    "sglang",
-    "vllm",
-    "VLLM::EngineCore",
-    "VLLM::Worker",
-    "VllmWorker",
-    "Worker_TP",
-    "llama-server",
-    "llama_cpp",
-    "sim",
-)
+# the programs the engine profiles launch and run, and the words a pkill -f pattern may name
+# (the engines' kill names and worker processes): each profile's [processes] and `workers`
+# (tools/servers/profiles/*.toml, read by tools/domain/engines.py)
+ENGINE_MODULES = engines.launch_modules()  # python -m X (sim.pipeline: start_job's stages)
+ENGINE_EXECUTABLES = engines.launch_executables()  # `vllm serve|bench`, llama-server ...
+ENGINE_NAMES = engines.process_names()
 
 
 # the run folder's parts a command may write: what it saves (outputs/) and fetched logs (logs/)

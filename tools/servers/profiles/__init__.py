@@ -91,6 +91,11 @@ class Engine:
         return self.min_level_s
 
     @property
+    def metrics_path(self) -> str:
+        """Where its Prometheus text is served (TensorRT-LLM: /prometheus/metrics)."""
+        return self.profile.metrics.path
+
+    @property
     def tokenize_path(self) -> str | None:
         return self.profile.tokens.tokenize_path or None
 

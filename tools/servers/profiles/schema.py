@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tools.domain.engines import Metrics, Parallelism, Processes
+
 DIAGNOSIS_FIELDS = {"port", "line", "match", "exception", "after"}
 
 
@@ -147,3 +149,9 @@ class Profile(Strict):
     speculation: Speculation = Speculation()
     bench: Bench = Bench()
     failures: list[Failure] = []
+    # read by the layers below the lifecycle too (tools/domain/engines.py): the GPU count, the
+    # /metrics names, the launchers and process names, the flags whose value is a file
+    parallelism: Parallelism = Parallelism()
+    metrics: Metrics = Metrics()
+    processes: Processes = Processes()
+    file_flags: list[str] = []  # flags whose value is a file the engine reads (deploy/ carries it)

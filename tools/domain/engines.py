@@ -1,0 +1,281 @@
+"""What every layer knows of an engine, read from its profile (tools/servers/profiles/*.toml,
+docs/engines.md "What a profile holds"): the parts of the profile schema that the layers below
+the server lifecycle read - the domain (a configuration's GPU count, the built-in engines'
+names), the guard (the engine's launchers and process names) and the benchmark client (its
+/metrics names) - and the reading of the profile files themselves, so that these layers read the
+same files as the lifecycle and a new engine is one profile file, no code.
+
+tools/servers/profiles/schema.py holds the whole profile, these tables among its fields; a
+built-in profile is validated whole when tools.servers.profiles is imported, and its knowledge
+here the first time a layer below asks."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# the built-in profiles, one TOML per engine (shipped with the package)
+PROFILES = Path(__file__).resolve().parent.parent / "servers" / "profiles"
+
+
+class ProfileError(Exception):
+    """A profile the user must fix; the message is one line naming the file and the key."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def flag_key(flag: str) -> str:
+    """A flag's name spelled one way: `--tp_size`, `--tp-size` and `tp-size` alike, and vLLM's
+    `-tp` as `--tp` (a benchmark result's command is normalized so: tools/bench/confighash)."""
+    return flag.lstrip("-").replace("_", "-")
+
+
+def _size(value: object) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return max(1, int(float(str(value))))
+    except ValueError:
+        return None
+
+
+def _merged(lists: Iterable[Iterable[Any]]) -> list[Any]:
+    """The lists one after the other, each item once, in the order first seen."""
+    out: list[Any] = []
+    for items in lists:
+        out += [x for x in items if x not in out]
+    return out
+
+
+class Parallelism(Strict):
+    """The flags of a server's GPU count, as the engine spells them: tensor x pipeline x data x
+    context parallel sizes (each 1 where absent or unreadable). Expert parallelism spreads a
+    MoE's experts over those same GPUs (vLLM, SGLang, TensorRT-LLM alike) and adds none."""
+
+    MULTIPLY: ClassVar[tuple[str, ...]] = ("tensor", "pipeline", "data", "context")
+
+    tensor: list[str] = []
+    pipeline: list[str] = []
+    data: list[str] = []
+    context: list[str] = []
+    expert: list[str] = []  # known as parallelism, not multiplied
+
+    @field_validator("tensor", "pipeline", "data", "context", "expert")
+    @classmethod
+    def flags(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if not f.startswith("-")]
+        if bad:
+            raise ValueError(f"not a flag: {bad[0]!r}")
+        return v
+
+    def gpus(self, flags: Mapping[str, object]) -> int:
+        """The GPUs a command's flags ask for (flags in any spelling: flag_key)."""
+        given = {flag_key(name): value for name, value in flags.items()}
+        n = 1
+        for kind in self.MULTIPLY:
+            names: list[str] = getattr(self, kind)
+            n *= next((s for f in names if (s := _size(given.get(flag_key(f)))) is not None), 1)
+        return n
+
+    def counted(self) -> list[str]:
+        """The flags that multiply into the GPU count."""
+        return _merged(getattr(self, kind) for kind in self.MULTIPLY)
+
+    @classmethod
+    def union(cls, many: Iterable[Parallelism]) -> Parallelism:
+        many = list(many)
+        kinds = (*cls.MULTIPLY, "expert")
+        return cls.model_validate({k: _merged(getattr(p, k) for p in many) for k in kinds})
+
+
+class Metrics(Strict):
+    """The engine's Prometheus names for the benchmark's server metrics over time
+    (tools/bench/server_metrics.py): a request count is summed over its label sets, a fraction
+    averaged; the first name of a list the server serves is the one read."""
+
+    path: str = Field(default="/metrics", pattern=r"^/")  # where the Prometheus text is served
+    running: list[str] = []  # requests being decoded
+    waiting: list[str] = []  # requests queued
+    kv_cache: list[str] = []  # the KV cache's use, 0-1
+    accept_length: list[str] = []  # a gauge: tokens per verification step (the bonus counted)
+    # (drafts, accepted tokens) counters: 1 + accepted / drafts over an interval
+    spec_counters: list[tuple[str, str]] = []
+
+    def named(self) -> bool:
+        return bool(self.running or self.waiting or self.kv_cache or self.accept_length)
+
+    @classmethod
+    def union(cls, many: Iterable[Metrics]) -> Metrics:
+        many = list(many)
+        kinds = ("running", "waiting", "kv_cache", "accept_length", "spec_counters")
+        return cls.model_validate({k: _merged(getattr(m, k) for m in many) for k in kinds})
+
+
+PYTHON_M = "python -m "
+
+
+class Processes(Strict):
+    """The engine's processes as a bash line or a process list shows them (the guard: which
+    lines launch an engine, which kill patterns name its processes). A launcher or program is
+    `python -m MODULE` or a program's name."""
+
+    launchers: list[str] = []  # how its server is started
+    programs: list[str] = []  # its other programs a model may run (its benchmarks)
+    kill_names: list[str] = []  # words a `pkill -f` pattern may name, beside `workers`
+
+    @field_validator("launchers", "programs")
+    @classmethod
+    def commands(cls, v: list[str]) -> list[str]:
+        for word in v:
+            rest = word.removeprefix(PYTHON_M)
+            if not rest or any(c.isspace() for c in rest):
+                raise ValueError(f"not `python -m MODULE` or a program's name: {word!r}")
+        return v
+
+    def modules(self) -> list[str]:
+        return [w.removeprefix(PYTHON_M) for w in self.all() if w.startswith(PYTHON_M)]
+
+    def executables(self) -> list[str]:
+        return [w for w in self.all() if not w.startswith(PYTHON_M)]
+
+    def all(self) -> list[str]:
+        return [*self.launchers, *self.programs]
+
+
+class Knowledge(BaseModel):
+    """The tables of one profile that the layers below the lifecycle read (the rest of the
+    profile is tools/servers/profiles/schema.py's)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str
+    workers: list[str] = []
+    parallelism: Parallelism = Parallelism()
+    metrics: Metrics = Metrics()
+    processes: Processes = Processes()
+    file_flags: list[str] = []
+
+
+# --- the profile files ---------------------------------------------------------------------------
+
+
+@cache
+def builtin_raw() -> dict[str, dict[str, Any]]:
+    """{engine name: the TOML table} of the shipped profiles."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(PROFILES.glob("*.toml")):
+        raw = read(path)
+        out[str(raw.get("name", path.stem))] = raw
+    return out
+
+
+def read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProfileError(f"engine profile {path} not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ProfileError(f"{path}: malformed TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProfileError(f"cannot read engine profile {path}: {err}") from None
+
+
+def inherit(raw: dict[str, Any], where: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The table merged over the built-in profile it inherits (and that one's, in turn)."""
+    parent_name = raw.get("inherits")
+    if parent_name is None:
+        return raw
+    known = builtin_raw()
+    if parent_name not in known:
+        raise ProfileError(
+            f"{where}: inherits {parent_name!r}, not a built-in profile (one of: "
+            f"{', '.join(known)})"
+        )
+    if parent_name in seen:
+        raise ProfileError(f"{where}: inherits {parent_name!r} in a cycle: {' -> '.join(seen)}")
+    parent = inherit(known[parent_name], f"built-in profile {parent_name}", (*seen, parent_name))
+    return merge(parent, raw)
+
+
+def merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """The child's keys over the parent's; tables merged key by key; failures: the child's first
+    (the first pattern that matches wins), then the parent's."""
+    out = {k: v for k, v in parent.items() if k not in ("inherits", "description")}
+    for key, value in child.items():
+        if key == "failures" and isinstance(value, list):
+            out[key] = [*value, *parent.get("failures", [])]
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+# --- what the layers below the lifecycle ask -----------------------------------------------------
+
+
+@cache
+def builtin() -> dict[str, Knowledge]:
+    """{engine name: its knowledge} of every shipped profile, inheritance resolved."""
+    out: dict[str, Knowledge] = {}
+    for name, raw in builtin_raw().items():
+        where = f"built-in profile {name}"
+        try:
+            out[name] = Knowledge.model_validate(inherit(raw, where))
+        except ValidationError as err:
+            e = err.errors()[0]
+            loc = ".".join(str(p) for p in e["loc"])
+            raise ProfileError(f"{where}: {loc}: {e['msg']}") from None
+    return out
+
+
+def names() -> tuple[str, ...]:
+    """The built-in engines, sorted (agent.toml's `engine`)."""
+    return tuple(sorted(builtin()))
+
+
+def parallelism(engine: str | Parallelism | None = None) -> Parallelism:
+    """The engine's parallelism flags, by its name or its profile's table; for an engine not
+    built in (None, a user's profile without the table) or one that names none (the generic
+    openai): every built-in profile's, each kind's spellings together."""
+    if not isinstance(engine, Parallelism):
+        known = builtin().get(engine or "")
+        engine = known.parallelism if known is not None else None
+    return engine if engine is not None and engine.counted() else _all_parallelism()
+
+
+@cache
+def _all_parallelism() -> Parallelism:
+    return Parallelism.union(k.parallelism for k in builtin().values())
+
+
+@cache
+def all_metrics() -> Metrics:
+    """Every built-in profile's /metrics names, each list in the profiles' order: what a server
+    of an engine the sampler was not told about is read with."""
+    return Metrics.union(k.metrics for k in builtin().values())
+
+
+@cache
+def launch_modules() -> tuple[str, ...]:
+    """The python modules (`python -m X`) of every built-in engine's launchers and programs."""
+    return tuple(_merged(k.processes.modules() for k in builtin().values()))
+
+
+@cache
+def launch_executables() -> tuple[str, ...]:
+    """The programs of every built-in engine's launchers and programs."""
+    return tuple(_merged(k.processes.executables() for k in builtin().values()))
+
+
+@cache
+def process_names() -> tuple[str, ...]:
+    """The words a kill pattern may name: every built-in engine's kill names and workers."""
+    return tuple(_merged([*k.processes.kill_names, *k.workers] for k in builtin().values()))
