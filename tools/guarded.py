@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import posixpath
+from itertools import islice
 from typing import Any
 
 from state.inbox import key_dir
@@ -150,7 +151,8 @@ async def _reads_secret(host: Host, context: Context, command: str) -> str | Non
     if host.is_local:
         expanded: list[str] = []
         for path in named:
-            hits = sorted(glob.glob(path))[:200] if paths.GLOB.search(path) else [path]
+            # bounded: `cat /*/*/*/*` must not walk the disk before the decision
+            hits = list(islice(glob.iglob(path), 200)) if paths.GLOB.search(path) else [path]
             expanded.extend(hits)
         named = expanded[:400]
     if not named:
