@@ -4,18 +4,29 @@ the version and help probes against a real (scripted) program on the local host.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
 import stat
 from pathlib import Path
 
 import pytest
 
+from agent.report.deploy import Plan, Server, readme
+from tools.bench.confighash import normalize_command
+from tools.bench.server_metrics import MetricsError, Sampler, read
 from tools.domain.config import BUILTIN_ENGINES, ConfigError, HostConfig, load_config
+from tools.domain.gpus import gpus_of
+from tools.guard import decide
+from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_NAMES
 from tools.hosts.local import LocalHost
+from tools.servers.command import build_command, public_bind
 from tools.servers.diagnose import diagnose
 from tools.servers.flagcheck import help_check, help_flags, launch_words, parser_check
 from tools.servers.probe import UNKNOWN, engine_version, known_check, probe, templates
 from tools.servers.profiles import ENGINES, LLAMA_CPP, SGLANG, SIM, ProfileError, engine_for
 from tools.servers.profiles import load_profile as load
+from tools.servers.readiness import Watch, wait_ready
 from tools.servers.speculation import speculation_on, speculative_flags
 
 HELP = (Path(__file__).parent / "data" / "llama_server_help.txt").read_text()
@@ -215,3 +226,221 @@ def test_a_vllm_config_validation_error_names_the_setting_and_what_it_takes() ->
     assert d.text.startswith("vLLM refused its configuration: SpeculativeConfig"), d.text
     assert "method: Input should be 'ngram'" in d.text and "\n" not in d.text
     assert "errors.pydantic.dev" not in d.text
+
+
+# ---------------------------------------------- TensorRT-LLM: a new engine is one profile file
+
+
+TRTLLM = ENGINES["trtllm"]
+
+# what trtllm-serve's /prometheus/metrics serves (names from NVIDIA/TensorRT-LLM
+# tensorrt_llm/metrics/collector.py; labels as its MetricsCollector puts them)
+TRTLLM_PROMETHEUS = """\
+# HELP trtllm_num_requests_running Number of active requests
+# TYPE trtllm_num_requests_running gauge
+trtllm_num_requests_running{engine_type="trtllm",model_name="m"} 6.0
+# HELP trtllm_num_requests_waiting Number of queued requests
+# TYPE trtllm_num_requests_waiting gauge
+trtllm_num_requests_waiting{engine_type="trtllm",model_name="m"} 2.0
+# HELP trtllm_kv_cache_utilization KV cache utilization
+# TYPE trtllm_kv_cache_utilization gauge
+trtllm_kv_cache_utilization{engine_type="trtllm",model_name="m"} 0.375
+# HELP trtllm_spec_decode_acceptance_length Acceptance length in speculative decoding
+# TYPE trtllm_spec_decode_acceptance_length gauge
+trtllm_spec_decode_acceptance_length{engine_type="trtllm",model_name="m"} 2.5
+# HELP trtllm_spec_decode_num_draft_tokens_total Total number of draft tokens
+# TYPE trtllm_spec_decode_num_draft_tokens_total counter
+trtllm_spec_decode_num_draft_tokens_total{engine_type="trtllm",model_name="m"} 300.0
+"""
+
+
+def test_trtllm_is_a_built_in_engine_from_its_profile_file_alone() -> None:
+    assert "trtllm" in BUILTIN_ENGINES and TRTLLM.source == "built-in"
+    assert TRTLLM.name == "trtllm" and TRTLLM.port_flag == "--port"
+    # readiness: /health once the model is loaded (it listens only then), no ready line, a
+    # real completion
+    assert TRTLLM.health_path == "/health" and TRTLLM.ready_lines == ()
+    assert TRTLLM.profile.readiness.completion
+    assert TRTLLM.cache_reset_path is None and TRTLLM.extra_body == {}  # fresh prompts
+    assert TRTLLM.metrics_path == "/prometheus/metrics"  # its /metrics is JSON
+    assert TRTLLM.workers == ("mpi4py.futures.server",)
+    assert TRTLLM.profile.file_flags == ["--extra_llm_api_options", "--config"]
+    # failures: its own click error first, then openai's
+    d = diagnose(TRTLLM, "Usage: trtllm-serve serve [OPTIONS] MODEL\nError: No such option: "
+                 "--tp-sizee Did you mean --tp_size?\n", 8000, 2)  # fmt: skip
+    assert d.text.startswith("trtllm-serve does not know the flag --tp-sizee"), d.text
+
+
+@pytest.mark.parametrize(
+    ("flags", "gpus"),
+    [
+        ({"--tp_size": "8"}, 8),
+        ({"--tp_size": 4, "--pp_size": 2}, 8),
+        ({"--tensor_parallel_size": 2, "--pipeline_parallel_size": 2}, 4),
+        ({"--tp_size": 2, "--cp_size": 2}, 4),  # context parallel: its own GPUs
+        ({"--tp_size": 8, "--ep_size": 4}, 8),  # experts over the TP GPUs
+        ({"--max_batch_size": 64}, 1),
+    ],
+)
+def test_trtllm_gpu_count_is_its_profiles_parallelism(flags: dict[str, object], gpus: int) -> None:
+    assert gpus_of(flags, "trtllm") == gpus
+    assert gpus_of(flags, TRTLLM.profile.parallelism) == gpus
+    assert gpus_of(flags) == gpus  # an engine not named: every profile's spellings
+    # a result's command, normalized (`--tp_size` -> `--tp-size`), counts the same
+    words = " ".join(f"{k} {v}" for k, v in flags.items())
+    assert gpus_of(normalize_command(f"trtllm-serve /m {words}")["flags"], "trtllm") == gpus
+
+
+def test_an_engines_own_spellings_are_its_profiles() -> None:
+    """vLLM's profile does not spell tensor parallelism --tp_size; nor does TensorRT-LLM's
+    spell it --tensor-parallel-size (its own: --tensor_parallel_size, the same with `_`)."""
+    assert gpus_of({"--tp_size": 8}, "vllm") == 1
+    assert gpus_of({"--tensor-parallel-size": 2, "-pp": 2}, "vllm") == 4
+    assert gpus_of({"--tp-size": 2, "--dp": 2}, "sglang") == 4
+    assert gpus_of({"--tp": 4}, "llama.cpp") == 4  # a profile with none: every profile's
+
+
+def test_trtllm_launch_command_is_built_and_judged_from_its_profile() -> None:
+    flags = {"--tp_size": 4, "--pp_size": 2, "--extra_llm_api_options": "extra.yaml"}
+    command = build_command("trtllm-serve /models/llama", flags, TRTLLM, 8000)
+    # no --host added: it binds localhost unless told otherwise
+    assert command == (
+        "trtllm-serve /models/llama --tp_size 4 --pp_size 2 --extra_llm_api_options extra.yaml "
+        "--port 8000"
+    )
+    assert public_bind(command) is None
+    assert "trtllm-serve" in ENGINE_EXECUTABLES  # from its [processes], no code tuple
+    assert {"trtllm-serve", "mpi4py.futures.server"} <= set(ENGINE_NAMES)
+    d = decide(command)
+    assert d.action == "sandbox" and "start_server" in (d.reason or ""), d
+
+
+def test_trtllm_metrics_are_read_by_its_profiles_names() -> None:
+    reading = read(TRTLLM_PROMETHEUS, TRTLLM.profile.metrics)
+    assert (reading.source, reading.running, reading.waiting) == ("trtllm", 6.0, 2.0)
+    assert reading.kv_cache == 0.375 and reading.accept_gauge == 2.5
+    assert reading.spec is None  # its counters count draft tokens, not drafts
+    assert read(TRTLLM_PROMETHEUS).running == 6.0  # told no engine: every profile's names
+    with pytest.raises(MetricsError):  # vLLM's names do not name TensorRT-LLM's gauges
+        read(TRTLLM_PROMETHEUS, ENGINES["vllm"].profile.metrics)
+
+
+def test_a_users_profile_brings_its_own_parallelism_and_metrics(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "tgi.toml",
+        'name = "tgi"\ninherits = "openai"\n'
+        '[parallelism]\ntensor = ["--num-shard"]\n'
+        '[metrics]\nrunning = ["tgi_batch_current_size"]\nwaiting = ["tgi_queue_size"]\n'
+        '[processes]\nlaunchers = ["text-generation-launcher"]\n',
+    )
+    engine = load(path)
+    assert gpus_of({"--num-shard": 4}, engine.profile.parallelism) == 4
+    reading = read("tgi_batch_current_size 3\ntgi_queue_size 1\n", engine.profile.metrics)
+    assert (reading.source, reading.running, reading.waiting) == ("tgi", 3.0, 1.0)
+    bad = write(tmp_path / "bad.toml", 'name = "x"\n[parallelism]\ntensor = ["tp"]\n')
+    with pytest.raises(ProfileError, match=r"parallelism\.tensor"):
+        load(bad)
+    bad = write(tmp_path / "bad2.toml", 'name = "x"\n[processes]\nlaunchers = ["python x.py"]\n')
+    with pytest.raises(ProfileError, match=r"processes\.launchers"):
+        load(bad)
+
+
+async def test_trtllm_version_is_its_python_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "pkgs" / "tensorrt_llm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        'print("[TensorRT-LLM] TensorRT-LLM version: 1.3.0rc5")\n__version__ = "1.3.0rc5"\n'
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "pkgs"))
+    host = LocalHost(HostConfig(name="local", workdir=str(tmp_path)))
+    assert await engine_version(host, TRTLLM, "trtllm-serve /m --tp_size 8") == "1.3.0rc5"
+
+
+class FakeTrtllm:
+    """trtllm-serve's routes as its openai_server.py registers them, on loopback: nothing listens
+    until the model is 'loaded' (it builds the LLM before it binds), then /health 200,
+    /v1/models, a streamed /v1/completions, /metrics as JSON iteration stats and the
+    Prometheus text at /prometheus/metrics."""
+
+    def __init__(self) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.server: asyncio.Server | None = None
+
+    async def load(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.server = await asyncio.start_server(self.answer, "127.0.0.1", self.port)
+
+    async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        method, path = head.split()[:2]
+        lengths = [h for h in head.split("\r\n") if h.lower().startswith("content-length")]
+        size = int(lengths[0].split(":")[1]) if lengths else 0
+        await reader.readexactly(size)
+        kind, body = "application/json", b""
+        if path == "/health":
+            body = b""
+        elif path == "/v1/models":
+            body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+        elif path == "/metrics":
+            body = b'[{"numActiveRequests": 0}]'
+        elif path == "/prometheus/metrics":
+            kind, body = "text/plain; version=0.0.4", TRTLLM_PROMETHEUS.encode()
+        elif method == "POST" and path == "/v1/completions":
+            chunk = '{"id": "c", "choices": [{"index": 0, "text": "hi", "finish_reason": null}]}'
+            kind, body = "text/event-stream", f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
+        status = "200 OK" if path != "/nowhere" else "404 Not Found"
+        writer.write(
+            f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def test_trtllm_is_ready_on_health_and_sampled_at_its_prometheus_path(tmp_path: Path) -> None:
+    fake = FakeTrtllm()
+    log = write(tmp_path / "server.log", "[TensorRT-LLM] loading the model\n")
+    host = LocalHost(HostConfig(name="local", workdir=str(tmp_path)))
+    loading = asyncio.create_task(fake.load(0.6))
+    try:
+        watch = Watch(host, TRTLLM, os.getpid(), str(log), fake.port, timeout=30)
+        ready = await wait_ready(watch)
+        assert ready.model == "m" and ready.seconds >= 0.5 and ready.ready_line is None
+        base = f"http://127.0.0.1:{fake.port}"
+        sampler = Sampler(base + TRTLLM.metrics_path, names=TRTLLM.profile.metrics)
+        sampler.start()
+        await asyncio.sleep(0.6)
+        series = await sampler.stop()
+        assert sampler.problem is None and series is not None, sampler.problem
+        assert series["source"] == "trtllm" and series["running"][0] == 6.0
+        assert series["kv_cache"][0] == 0.375 and series["spec_acceptance"][0] == 2.5
+        plain = Sampler(base + "/metrics")  # its /metrics is JSON: not what the sampler reads
+        plain.start()
+        await asyncio.sleep(0.3)
+        assert await plain.stop() is None
+        assert plain.problem is not None and "not Prometheus text" in plain.problem
+    finally:
+        await loading
+        await fake.stop()
+
+
+def test_the_deploy_readme_names_the_files_its_flags_read() -> None:
+    """A flag whose value is a file (the profile's file_flags) names a file of the tuning host
+    that the deployed server reads too."""
+    argv = "trtllm-serve /m --tp_size 8 --extra_llm_api_options /srv/extra.yaml --port 8000"
+    server = Server("best", "best", "", argv.split(), 8000, gpus_of({"--tp_size": 8}, "trtllm"))
+    text = readme(Plan([server], TRTLLM, TRTLLM.profile.image, 600, "", "r1"))
+    assert "(`--extra_llm_api_options /srv/extra.yaml`)" in text and "8 GPUs" in text
+    vllm = Server("best", "best", "", ["vllm", "serve", "/m"], 8000, 1)
+    assert "Files its flags name" not in readme(Plan([vllm], ENGINES["vllm"], "i", 600, "", "r"))

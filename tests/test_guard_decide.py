@@ -436,8 +436,8 @@ def test_a_bad_rule_is_one_line_naming_the_key(bad: str) -> None:
 def test_every_engine_profiles_launch_is_not_refused(tmp_path: Path) -> None:
     """The launch each profile's header describes (tools/servers/profiles/*.toml), on loopback:
     run in the sandbox (an engine's flags can serve or write files, run the model's code: it is
-    start_server's to launch), never refused. A new profile fails here until its launcher is
-    added to tools/guard/context.py."""
+    start_server's to launch), never refused. A new profile fails here until it names its
+    launcher (its `[processes]`) and this test a launch line of it."""
     from tools.servers.profiles.load import builtin_names
 
     launches = {
@@ -449,6 +449,7 @@ def test_every_engine_profiles_launch_is_not_refused(tmp_path: Path) -> None:
         "llama.cpp": ["llama-server -m model.gguf --port 8080", "/opt/llama/bin/llama-server -m m"],
         "llama-cpp-python": ["python -m llama_cpp.server --model model.gguf"],
         "sim": ["python -m sim --port 30000"],
+        "trtllm": ["trtllm-serve M --tp_size 8 --extra_llm_api_options extra.yaml --port 8000"],
         "openai": [],  # any server: its command is the user's, not a known shape
     }
     assert set(launches) == set(builtin_names())

@@ -87,7 +87,7 @@ def plan(f: Figures) -> Plan | None:
                 span=span,
                 argv=argv,
                 port=int(port) if port and port.isdigit() else default_port + i,
-                gpus=gpus_of(_flags_of(argv)),
+                gpus=gpus_of(_flags_of(argv), engine.profile.parallelism),
             )
         )
     return Plan(
@@ -300,9 +300,30 @@ def readme(p: Plan) -> str:
         "one with `--host 0.0.0.0` where it names no host; the paths in it (the engine, the model)",
         "are the tuning host's: the image, or a volume, must hold them.",
     ]
+    files = _named_files(p)
+    if files:
+        named = ", ".join(f"`{flag} {path}`" for flag, path in files)
+        lines += [
+            "",
+            f"Files its flags name, which the engine reads at start ({named}): the tuning host's",
+            "too - copy them into the image or a volume at the same path.",
+        ]
     if p.image == PLACEHOLDER_IMAGE:
         lines += ["", f"`{PLACEHOLDER_IMAGE}` is a placeholder: the engine profile names no image."]
     return "\n".join(lines) + "\n"
+
+
+def _named_files(p: Plan) -> list[tuple[str, str]]:
+    """(flag, path) of every server's flags whose value is a file (the profile's `file_flags`:
+    TensorRT-LLM's --extra_llm_api_options), each once."""
+    out: list[tuple[str, str]] = []
+    for s in p.servers:
+        for flag in p.engine.profile.file_flags:
+            inline = [w.partition("=")[2] for w in s.argv if w.startswith(flag + "=")]
+            for path in [_flag_value(s.argv, flag), *inline]:
+                if path and (flag, path) not in out:
+                    out.append((flag, path))
+    return out
 
 
 # --- helpers --------------------------------------------------------------------------------------
