@@ -74,6 +74,11 @@ def footprint(name: str, inp: Any, config: Config) -> Footprint:
         # a trial on a box of the fleet: its own server, placed by Ray; independent trials overlap
         "run_trial": Footprint(adds=one({"results"})),
         "recommend": Footprint(reads=one({"results"}), writes=one({"recommendation"})),
+        # both servers measured in turn: neither may change under it
+        "duet": Footprint(
+            writes=one({f"server:{args.get('a')}", f"server:{args.get('b')}"}),
+            adds=one({"results"}),
+        ),
     }
     if name == "kill_server" and args.get("name"):
         return Footprint(writes=one({f"server:{args['name']}"}))

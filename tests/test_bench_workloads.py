@@ -19,7 +19,7 @@ from tools.base import ToolBox, ToolContext
 from tools.bench.level_traffic import CLOSED_POOL_PER_C
 from tools.compare import Compare
 from tools.domain.config import ConfigError, load_config
-from tools.run_benchmark import RunBenchmark, RunBenchmarkInput, _workload
+from tools.run_benchmark import RunBenchmark, RunBenchmarkInput, workload_of
 
 
 def bench(argv: list[str], out: Path) -> dict[str, Any]:
@@ -169,10 +169,10 @@ def test_bench_config_sets_multi_turn_for_its_own_dataset(tmp_path: Path) -> Non
     )
     config = load_config(toml)
     ctx = ToolContext(run=Run.create(tmp_path / "runs", "r"), config=config)
-    wl = _workload(ctx, RunBenchmarkInput(), None)
+    wl = workload_of(ctx, RunBenchmarkInput(), None)
     assert wl.multi_turn and wl.shared_prefix == 64 and wl.dataset == "jsonl:talks.jsonl"
-    assert not _workload(ctx, RunBenchmarkInput(dataset="chat"), None).multi_turn
-    assert not _workload(ctx, RunBenchmarkInput(), [5.0]).multi_turn  # rates: open loops
+    assert not workload_of(ctx, RunBenchmarkInput(dataset="chat"), None).multi_turn
+    assert not workload_of(ctx, RunBenchmarkInput(), [5.0]).multi_turn  # rates: open loops
     for body, message in [
         ("multi_turn = true", "multi_turn needs conversations: dataset = 'sharegpt:FILE'"),
         ('multi_turn = true\ndataset = "jsonl:t.jsonl"\nrequest_rate = [5]', "drop request_rate"),

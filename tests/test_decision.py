@@ -33,8 +33,11 @@ def test_each_way_a_verdict_is_reached() -> None:
     assert decide(1.25, 0.02, None, moved).withheld == "drift"
     assert decide(1.6, 0.02, None, moved).verdict == "win"
     assert decide(1.25, 0.02, stats.Paired(()), moved).withheld == "drift"  # empty = no pairs
-    # pairs, not the drift, decide when there are pairs
+    # pairs, not the drift, decide when there are pairs - and not the means either: sweeps
+    # minutes apart on a box that moved can hide a gain the pairs (or a duet's rounds) establish
     assert decide(1.25, 0.02, strong, moved).verdict == "win"
+    assert decide(1.01, 0.02, strong).verdict == "win"
+    assert decide(1.01, 0.02, weak).verdict == "within noise"  # no claim either way
 
 
 def _calls(tree: ast.AST, name: str) -> int:

@@ -19,6 +19,8 @@ from agent.cli.duet import main as duet_main
 from sim.space import DEFAULT_BASE_FLAGS
 from tests.served_sim import served_sim
 from tests.test_recommend import BASE, FA3
+from tests.test_recommend import ctx as ctx  # the fixture: an A/A pair 2 % apart, FA3 above
+from tools.base import ToolBox, ToolContext
 from tools.domain import stats
 from tools.domain.space import render_flags
 
@@ -93,3 +95,59 @@ def test_a_duet_that_cannot_run_says_why_in_one_line(
     assert duet_main(["--a", dead, "--b", dead, "--rounds", "3", *argv]) == code
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1, err
+
+
+# --- the tool, and recommend reading it ----------------------------------------------------------
+
+
+async def test_the_duet_tool_saves_its_rounds_and_recommend_decides_by_them(
+    ctx: ToolContext,
+) -> None:
+    """Claude's duet (tools/duet.py) on two servers the run started, up at once on a box that
+    slows down: each round saved as a result per server with its `duet` part (file and event),
+    and recommend's verdict read from the rounds - `paired` in duet rounds, valid over the duet's
+    most rounds - not from the sweeps' means alone."""
+    from tools.duet import Duet
+    from tools.recommend import Recommend
+
+    start = time.time()
+    with (
+        served(BASE, "tool-a", "0:1,30~0.4", start, "0.02") as url_a,
+        served(FA3, "tool-b", "0:1,30~0.4", start, "0.02") as url_b,
+    ):
+        for name, url, flags in (("base", url_a, BASE), ("cand", url_b, FA3)):
+            port = int(url.rsplit(":", 1)[1])
+            command = " ".join(["python -m sim", *render_flags(flags)])
+            ctx.run.append(
+                "server_started", name=name, host="local", port=port, flags=flags, command=command
+            )
+        box = ToolBox([Duet(), Recommend()])
+        inp = {"a": "base", "b": "cand", "concurrency": [1, 10], "requests_per_level": 16}
+        done, _ = await box.call(ctx, "duet", inp)
+    assert not done.is_error, done.text
+    assert done.data["verdict"] == "win" and done.data["stopped"] == "decided", done.text
+    assert "B wins:" in done.text and "duet rounds" in done.text
+    events = [e for e in ctx.run.state.results if e.get("duet")]
+    assert len(events) == len(done.data["results"]) == 2 * len(events) // 2 >= 4
+    assert {e["duet"]["side"] for e in events} == {"a", "b"}
+    saved = json.loads(Path(events[0]["path"]).read_text())
+    assert saved["duet"] == events[0]["duet"] and saved["label"].startswith("duet-d01-r01")
+    rec, _ = await box.call(ctx, "recommend", {"config": FA3})
+    assert not rec.is_error, rec.text
+    found = json.loads((ctx.run.path / "recommendation.json").read_text())
+    assert found["verdict"] == "win", found
+    assert found["paired"]["pairs"] == len(events) // 2
+    assert "duet round" in found["paired"]["stated"]
+    assert found["paired"]["ratio"] == pytest.approx(done.data["ratio"], rel=1e-3)
+
+
+async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolContext) -> None:
+    from tools.duet import Duet
+
+    box = ToolBox([Duet()])
+    same, _ = await box.call(ctx, "duet", {"a": "x", "b": "x"})
+    assert same.is_error and "name the same one" in same.text
+    gone, _ = await box.call(ctx, "duet", {"a": "x", "b": "y"})
+    assert gone.is_error and "no running server named 'x'" in gone.text
+    few, _ = await box.call(ctx, "duet", {"a": "x", "b": "y", "max_rounds": 1})
+    assert few.is_error and "max_rounds" in few.text and "\n" not in few.text.strip()

@@ -83,9 +83,13 @@ def test_revalidation_measures_the_baseline_again_and_todos_keep_the_figures() -
     assert "key figures" in words(description("todowrite"))
 
 
-def test_the_final_comparison_is_in_launch_pairs_that_recommend_reads() -> None:
+def test_the_final_comparison_is_a_duet_or_launch_pairs_that_recommend_reads() -> None:
+    """Issue 46: side by side, a duet; else launch pairs; the statistics decide what is proven."""
     text = words(system_prompt())
-    assert "measure the winner against the baseline in launch pairs" in text
+    assert "Then prove the winner against the baseline" in text
+    assert "call duet (a: the baseline, b: the winner)" in text
+    assert "Where they do not fit, launch pairs" in text
+    assert "the statistics, not you, decide what is proven" in text
     assert "labelled `pair-...`" in text and "no win is established" in text
     label = RunBenchmarkInput.model_json_schema()["properties"]["label"]["description"]
     assert f"'{results.PAIR}...'" in label  # the prefix recommend's results.pairs reads

@@ -41,6 +41,7 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         url=result.server.url,
         failed_levels=failed,
         interrupted=result.interrupted,
+        **_duet_part(result),
     )
     text = sweep_table(result) + f"\nsaved {path} (id {result.id}, config {result.config_hash})"
     earlier = earlier_at_levels(before, result.summary())
@@ -59,6 +60,12 @@ def record(ctx: ToolContext, result: BenchResult, results_dir: Path) -> tuple[st
         "previous": [str(e.get("id")) for e in before],
     }
     return text, data
+
+
+def _duet_part(result: BenchResult) -> dict[str, Any]:
+    """A duet round's place (tools/duet.py) for the event: {} for every other result."""
+    part = (result.__pydantic_extra__ or {}).get("duet")
+    return {"duet": part} if part else {}
 
 
 COMPACT = (

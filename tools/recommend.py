@@ -267,10 +267,14 @@ def _paired(
     common: list[int],
     objective: Any,
 ) -> stats.Paired | None:
-    """The configuration against the baseline in its launch pairs (results.pairs; None: none
-    measured): each pair's objective ratio over the common levels."""
+    """The configuration against the baseline measured so that a drift cancels: its latest duet
+    (results.duet_rounds: both up at once, a round each comparison), else its launch pairs
+    (results.pairs); each round's or pair's objective ratio over the common levels. None: none
+    measured."""
+    rounds, looks = result_files.duet_rounds(base, mine)
+    found = rounds or result_files.pairs(base, mine)
     ratios = []
-    for b, w in result_files.pairs(base, mine):
+    for b, w in found:
         sb = stats.mean_sweep(result_files.sweep_of(r) for r in b)
         sw = stats.mean_sweep(result_files.sweep_of(r) for r in w)
         levels = [c for c in common if c in sb and c in sw]
@@ -279,7 +283,11 @@ def _paired(
             continue
         bv = _value(b, sb, levels, objective)
         ratios.append(_value(w, sw, levels, objective) / bv if bv > 0 else 0.0)
-    return stats.Paired(tuple(ratios)) if ratios else None
+    if not ratios:
+        return None
+    if rounds:
+        return stats.Paired(tuple(ratios), looks=looks, unit="duet round")
+    return stats.Paired(tuple(ratios))
 
 
 def _paired_record(p: stats.Paired) -> PairedRecord:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tools.base import Tool
 from tools.bash import Bash
 from tools.compare import Compare
+from tools.duet import Duet
 from tools.files import GetFile, PutFile
 from tools.jobs import JobStatus, StartJob, StopJob
 from tools.kill_server import KillServer
@@ -28,6 +29,7 @@ def all_tools(fleet: bool = False) -> list[Tool]:
         RunBenchmark(),
         Compare(),
         Recommend(),
+        Duet(),
         PutFile(),
         GetFile(),
         StartJob(),

@@ -128,8 +128,12 @@ class RunBenchmark(Tool):
         bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
         if bad:
             raise ToolError(f"concurrency levels must be 1..{MAX_LEVEL}, got {bad}")
-        server, host_name = self._server(ctx, inp)
-        workload = _workload(ctx, inp, rates)
+        if inp.server and inp.url:
+            raise ToolError("give `server` or `url`, not both")
+        server, host_name = (
+            (ServerRef(url=inp.url), None) if inp.url else locate_server(ctx, inp.server)
+        )
+        workload = workload_of(ctx, inp, rates)
         if inp.find_max_rate and not workload.slo_ms:
             raise ToolError('find_max_rate needs an SLO: `slo` {"ttft_ms": ...} or [bench] slo')
         if rates:
@@ -161,12 +165,12 @@ class RunBenchmark(Tool):
                     ctx, server, host_name, workload, levels, result_id, observer, prompt_seed
                 )
             else:
-                server.url = await self._reach(ctx, server, host_name, inp.url)
+                server.url = inp.url or await reach_server(ctx, server, host_name or "local")
                 if host_name and not _is_local(ctx, host_name):
                     client.where = "forward" if bench.client == "forward" else "controller"
-                engine = _engine(ctx, server)
+                engine = engine_of(ctx, server)
                 workload.cache_reset = engine.cache_reset_path if engine else None
-                workload.min_level_s = _min_level_s(bench.min_level_s, engine)
+                workload.min_level_s = min_level_s(bench.min_level_s, engine)
                 spec = SweepSpec(
                     url=server.url,
                     levels=levels,
@@ -223,69 +227,6 @@ class RunBenchmark(Tool):
             return ToolResult(text=f"{reason}\n{text}", is_error=True, data=data)
         return ToolResult(text=text, data=data)
 
-    # --- where the server is ---------------------------------------------------------------------
-    def _server(self, ctx: ToolContext, inp: RunBenchmarkInput) -> tuple[ServerRef, str | None]:
-        if inp.server and inp.url:
-            raise ToolError("give `server` or `url`, not both")
-        if inp.url:
-            return ServerRef(url=inp.url), None
-        servers: dict[str, dict[str, Any]] = ctx.run.state.servers
-        name = inp.server
-        if name is None:
-            if len(servers) == 1:
-                name = next(iter(servers))
-            elif ctx.config.server.name in servers:
-                name = ctx.config.server.name
-            elif not servers:
-                raise ToolError(
-                    "no server is running in this run: start one with start_server, or give `url`"
-                )
-            else:
-                raise ToolError(
-                    f"several servers are running ({', '.join(servers)}): name one with `server`"
-                )
-        if name not in servers:
-            running = ", ".join(servers) or "none"
-            raise ToolError(
-                f"no running server named {name!r} (running: {running}); start it with start_server"
-            )
-        s = servers[name]
-        ref = ServerRef(
-            name=name,
-            host=s.get("host"),
-            engine=s.get("engine"),
-            engine_version=s.get("engine_version"),
-            command=s.get("command"),
-            flags=s.get("flags") or {},
-            port=s.get("port"),
-        )
-        return ref, s.get("host") or "local"
-
-    async def _reach(
-        self, ctx: ToolContext, server: ServerRef, host_name: str | None, url: str | None
-    ) -> str:
-        if url:
-            return url
-        port = server.port or 0
-        if not port:
-            raise ToolError(
-                f"server {server.name!r} has no port recorded; restart it with start_server"
-            )
-        assert host_name is not None
-        if _is_local(ctx, host_name):
-            return f"http://127.0.0.1:{port}"
-        if ctx.config.bench.client == "local":  # straight to the host's address
-            return f"http://{_ssh_hostname(ctx, host_name)}:{port}"
-        if ctx.hosts is None:
-            raise ToolError(
-                f"host {host_name!r} is remote and no host pool is available to forward a port"
-            )
-        try:
-            local_port = await ctx.hosts.get(host_name).forward_port(port)
-        except Exception as err:
-            raise ToolError(f"cannot forward port {port} from host {host_name!r}: {err}") from None
-        return f"http://127.0.0.1:{local_port}"
-
     async def _remote(
         self,
         ctx: ToolContext,
@@ -309,9 +250,8 @@ class RunBenchmark(Tool):
         model = workload.model
         if not model:
             try:  # ask the server through the controller's route
-                model = await discover_model(
-                    await self._reach(ctx, server, host_name, None), "", 15
-                )
+                url = await reach_server(ctx, server, host_name or "local")
+                model = await discover_model(url, "", 15)
             except (BenchError, ToolError) as err:
                 raise ToolError(f"{err}; or set server.model in the config") from None
         host = ctx.hosts.get(host_name or "local")
@@ -330,7 +270,66 @@ class RunBenchmark(Tool):
         )
 
 
-def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | None) -> Workload:
+# --- where a server is (the duet tool's too) ---------------------------------------------------
+def locate_server(ctx: ToolContext, name: str | None) -> tuple[ServerRef, str]:
+    """A server this run started, by name (None: the only one running, else the config's), and
+    its host's name."""
+    servers: dict[str, dict[str, Any]] = ctx.run.state.servers
+    if name is None:
+        if len(servers) == 1:
+            name = next(iter(servers))
+        elif ctx.config.server.name in servers:
+            name = ctx.config.server.name
+        elif not servers:
+            raise ToolError(
+                "no server is running in this run: start one with start_server, or give `url`"
+            )
+        else:
+            raise ToolError(
+                f"several servers are running ({', '.join(servers)}): name one with `server`"
+            )
+    if name not in servers:
+        running = ", ".join(servers) or "none"
+        raise ToolError(
+            f"no running server named {name!r} (running: {running}); start it with start_server"
+        )
+    s = servers[name]
+    ref = ServerRef(
+        name=name,
+        host=s.get("host"),
+        engine=s.get("engine"),
+        engine_version=s.get("engine_version"),
+        command=s.get("command"),
+        flags=s.get("flags") or {},
+        port=s.get("port"),
+    )
+    return ref, s.get("host") or "local"
+
+
+async def reach_server(ctx: ToolContext, server: ServerRef, host_name: str) -> str:
+    """The URL this process reaches `server` at: its port on loopback, the host's address, or a
+    port forwarded from the host."""
+    port = server.port or 0
+    if not port:
+        raise ToolError(
+            f"server {server.name!r} has no port recorded; restart it with start_server"
+        )
+    if _is_local(ctx, host_name):
+        return f"http://127.0.0.1:{port}"
+    if ctx.config.bench.client == "local":  # straight to the host's address
+        return f"http://{_ssh_hostname(ctx, host_name)}:{port}"
+    if ctx.hosts is None:
+        raise ToolError(
+            f"host {host_name!r} is remote and no host pool is available to forward a port"
+        )
+    try:
+        local_port = await ctx.hosts.get(host_name).forward_port(port)
+    except Exception as err:
+        raise ToolError(f"cannot forward port {port} from host {host_name!r}: {err}") from None
+    return f"http://127.0.0.1:{local_port}"
+
+
+def workload_of(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | None) -> Workload:
     """The call's workload: its own options over the config's [bench] section."""
     bench = ctx.config.bench
     try:
@@ -359,7 +358,7 @@ def _workload(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | Non
     )
 
 
-def _min_level_s(configured: float | None, engine: Engine | None) -> float | None:
+def min_level_s(configured: float | None, engine: Engine | None) -> float | None:
     """The least a closed level lasts (Engine.level_minimum); for a bare URL, whose engine is
     not known, [bench] min_level_s alone."""
     if engine is None:
@@ -367,7 +366,7 @@ def _min_level_s(configured: float | None, engine: Engine | None) -> float | Non
     return engine.level_minimum(configured)
 
 
-def _engine(ctx: ToolContext, server: ServerRef) -> Engine | None:
+def engine_of(ctx: ToolContext, server: ServerRef) -> Engine | None:
     """The engine profile of a server started in this run; None for a bare URL."""
     if server.name is None:
         return None

@@ -23,7 +23,7 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench.random_prompts import sweep_seed
 from tools.fleet.trial import TrialOutcome, TrialSpec, launchable
 from tools.log_paths import check_name
-from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, _workload
+from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, workload_of
 from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.profiles import ProfileError, engine_for
 from tools.trial_outcome import ended_fields, one_line, record_outcome, runs_again
@@ -72,7 +72,7 @@ class RunTrial(Tool):
         label = check_name("trial", inp.label) if inp.label else "trial"
         first = f"{label}-T{next(_counter(ctx)):02d}"
         bench = RunBenchmarkInput(concurrency=levels, requests_per_level=inp.requests_per_level)
-        groups = [(levels, _workload(ctx, bench, None))]
+        groups = [(levels, workload_of(ctx, bench, None))]
         flags = dict(inp.flags)
         attempt, avoid = 1, None
         lost: list[str] = []  # the tries a lost node cost

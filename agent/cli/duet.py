@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.cli.bench import levels_arg
 from state.atomic import write_json_atomic
-from tools.bench.duet import DuetOutcome, run_duet
+from tools.bench.duet import DuetOutcome, decision_text, round_lines, run_duet
 from tools.bench.schema import Workload
 from tools.bench.sweep import BenchError, SweepSpec
 from tools.domain import stats
@@ -79,34 +79,11 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("agent duet: interrupted before the first round finished", file=sys.stderr)
         return 130
-    for line in report_lines(outcome):
+    for line in [*round_lines(outcome), decision_text(outcome)]:
         print(line)
     if args.json is not None:
         write_json_atomic(args.json, record(outcome, args))
     return 130 if outcome.stopped == "interrupted" else 0
-
-
-def decision(outcome: DuetOutcome) -> str:
-    """What the rounds decide, in the words every view uses."""
-    p = outcome.paired
-    if outcome.stopped == "failed":
-        return "not comparable: a block failed (a configuration that fails is no winner)"
-    if p.wins:
-        return f"B wins: {p.stated()}"
-    if p.no_gain:
-        return f"no gain worth deploying ({stats.MIN_GAIN:.0%} or more excluded): {p.stated()}"
-    return f"not established: {p.stated()} ({p.unestablished()})"
-
-
-def report_lines(outcome: DuetOutcome) -> list[str]:
-    lines = []
-    for k, r in enumerate(outcome.rounds, 1):
-        levels = "  ".join(
-            f"C={c} {r.b[c] / r.a[c]:.3f}x" if r.a[c] > 0 else f"C={c} failed" for c in r.a
-        )
-        lines.append(f"round {k:2d}: {r.ratio:.3f}x   {levels}")
-    lines.append(decision(outcome))
-    return lines
 
 
 def record(outcome: DuetOutcome, args: argparse.Namespace) -> dict[str, Any]:
@@ -121,7 +98,7 @@ def record(outcome: DuetOutcome, args: argparse.Namespace) -> dict[str, Any]:
         "ratio": p.ratio,
         "interval": list(found) if found is not None else None,
         "verdict": "no gain" if p.no_gain else p.verdict,
-        "decision": decision(outcome),
+        "decision": decision_text(outcome),
         "rounds": [
             {"ratio": r.ratio, "a": r.a, "b": r.b, "first": r.first} for r in outcome.rounds
         ],

@@ -53,7 +53,7 @@ from tools.fleet.trial import (
     launchable,
 )
 from tools.registry import all_tools
-from tools.run_benchmark import RunBenchmarkInput, _workload
+from tools.run_benchmark import RunBenchmarkInput, workload_of
 from tools.trial_outcome import ended_fields, record_outcome, runs_again
 
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
@@ -216,7 +216,7 @@ class FleetCampaign:
         fixed = self.config.bench.requests_per_level
         for levels, requests in request_groups(step, self.planner.settings.levels, fixed):
             inp = RunBenchmarkInput(concurrency=list(levels), requests_per_level=requests)
-            out.append((list(levels), _workload(self.ctx, inp, None)))
+            out.append((list(levels), workload_of(self.ctx, inp, None)))
         return out
 
     def seed(self, trial: str) -> int:

@@ -23,7 +23,7 @@ import asyncio
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from tools.bench.schema import Point
 from tools.bench.sweep import (
@@ -48,12 +48,14 @@ def geomean_value(per_level: Mapping[int, float]) -> float:
 @dataclass(frozen=True)
 class DuetRound:
     """One round: each server's output tok/s per level (0.0: the block failed), which server went
-    first at each level, and B's objective over A's (0.0 where A's is 0 too: no comparison)."""
+    first at each level, B's objective over A's (0.0 where A's is 0 too: no comparison), and
+    each side's points as the sweep records them (a result file's `points`)."""
 
     a: dict[int, float]
     b: dict[int, float]
     first: dict[int, Side]
     ratio: float
+    rows: dict[Side, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -124,6 +126,7 @@ async def _round(
     value: Callable[[Mapping[int, float]], float],
 ) -> DuetRound:
     got: dict[Side, dict[int, float]] = {"a": {}, "b": {}}
+    rows: dict[Side, list[dict[str, Any]]] = {"a": [], "b": []}
     first: dict[int, Side] = {}
     for level in levels:
         sides: tuple[Side, Side] = ("a", "b") if order.random() < 0.5 else ("b", "a")
@@ -132,5 +135,29 @@ async def _round(
             state = states[side]
             point = await sweep_level(state, level, state.outcome.processes)
             got[side][level] = _throughput(point)
+            rows[side].append(state.outcome.points[-1])  # the row the level just recorded
     va, vb = value(got["a"]), value(got["b"])
-    return DuetRound(got["a"], got["b"], first, vb / va if va > 0 else 0.0)
+    return DuetRound(got["a"], got["b"], first, vb / va if va > 0 else 0.0, rows)
+
+
+def decision_text(outcome: DuetOutcome) -> str:
+    """What the rounds decide, in the words every view of a duet uses."""
+    p = outcome.paired
+    if outcome.stopped == "failed":
+        return "not comparable: a block failed (a configuration that fails is no winner)"
+    if p.wins:
+        return f"B wins: {p.stated()}"
+    if p.no_gain:
+        return f"no gain worth deploying ({stats.MIN_GAIN:.0%} or more excluded): {p.stated()}"
+    return f"not established: {p.stated()} ({p.unestablished()})"
+
+
+def round_lines(outcome: DuetOutcome) -> list[str]:
+    """A line per round: the objective's ratio, then B over A at each level."""
+    lines = []
+    for k, r in enumerate(outcome.rounds, 1):
+        levels = "  ".join(
+            f"C={c} {r.b[c] / r.a[c]:.3f}x" if r.a[c] > 0 else f"C={c} failed" for c in r.a
+        )
+        lines.append(f"round {k:2d}: {r.ratio:.3f}x   {levels}")
+    return lines

@@ -342,6 +342,33 @@ def pairs(
     return stats.launch_pairs(sweeps, lambda parts: parts[0].id in base_ids)[0]
 
 
+def duet_rounds(
+    baseline: list[BenchResult], candidate: list[BenchResult]
+) -> tuple[list[tuple[list[BenchResult], list[BenchResult]]], int]:
+    """The rounds of the latest duet of the candidate (side b) against the baseline (side a),
+    from the results' `duet` part (tools/duet.py): each round as (the baseline's results, the
+    candidate's), in round order, and the duet's most rounds (the looks its interval is valid
+    over); ([], 0) when there is none."""
+    base_ids, mine_ids = {r.id for r in baseline}, {r.id for r in candidate}
+    rounds: dict[str, dict[int, dict[str, BenchResult]]] = {}
+    looks: dict[str, int] = {}
+    for r in sorted([*baseline, *candidate], key=lambda r: (r.created, _number(r.id))):
+        part = (r.__pydantic_extra__ or {}).get("duet")
+        if not isinstance(part, dict):
+            continue
+        side = part.get("side")
+        if not ((side == "a" and r.id in base_ids) or (side == "b" and r.id in mine_ids)):
+            continue  # a duet of other configurations, or of these the other way round
+        name = str(part.get("id"))
+        rounds.setdefault(name, {}).setdefault(int(part.get("round", 0)), {})[side] = r
+        looks[name] = int(part.get("rounds", stats.MAX_PAIRS))
+    for name in reversed(list(rounds)):  # the latest duet with a whole round
+        whole = [([v["a"]], [v["b"]]) for _, v in sorted(rounds[name].items()) if len(v) == 2]
+        if whole:
+            return whole, looks[name]
+    return [], 0
+
+
 def _like_groups(measured: list[BenchResult]) -> list[list[TimedSweep]]:
     by_config: dict[str, list[BenchResult]] = {}
     for r in measured:

@@ -10,10 +10,13 @@ The rule, from the statistics (tools/domain/stats.py):
 - otherwise the sweeps' means against the baseline's and the objective's noise floor
   (stats.Versus): "win", "within noise", "below the baseline", "noise floor unknown",
   "not comparable";
-- a win by the means is "not established" when its comparisons measured so a drift cancels
-  (launch pairs, a duet's rounds: stats.Paired) do not show it - the claim is never larger than
-  they show - or, with none, when the baseline's own sweeps moved beyond the floor by as much as
-  the gain (stats.Drift.explains): the means span the drift and nothing cancels it.
+- comparisons measured so that a drift cancels (launch pairs, a duet's rounds: stats.Paired)
+  decide when there are any: a win when they establish it, whatever the means (sweeps minutes
+  apart on a drifting box measure the box too), and a win by the means is "not established"
+  when they do not - the claim is never larger than they show;
+- with none, a win by the means is "not established" when the baseline's own sweeps moved
+  beyond the floor by as much as the gain (stats.Drift.explains): the means span the drift and
+  nothing cancels it.
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ def decide(
     if is_baseline:
         return Decision("baseline", ratio, floor, None, drift)
     verdict = stats.Versus(ratio, floor, ()).verdict
-    if verdict == "win" and paired is not None and not paired.wins:
+    if paired is not None and paired.wins:  # measured so a drift cancels: they decide
+        return Decision("win", ratio, floor, paired, drift)
+    if verdict == "win" and paired is not None:
         return Decision("not established", ratio, floor, paired, drift, "pairs")
     if verdict == "win" and paired is None and drift is not None and drift.explains(ratio, floor):
         return Decision("not established", ratio, floor, None, drift, "drift")

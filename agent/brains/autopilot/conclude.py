@@ -224,14 +224,12 @@ def finish(r: Reading) -> Finish:
     d = decide(ratio, floor, pairs, baseline_drift(r), is_baseline=is_base)
     if d.verdict == "baseline":
         why = "no candidate beat the baseline by more than the noise floor"
-    elif floor is None:
-        why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif d.verdict == "not established" and d.withheld == "drift" and d.drift is not None:
         why = (
             f"not established: the best measured {gain:+.1%} over the baseline's sweeps, but the "
             f"baseline's own sweeps moved {d.drift.change:+.1%} during the run (beyond the noise "
-            f"floor, {floor:.1%}, and as much as the gain) and the budget left no launch pairs "
-            "to cancel it"
+            f"floor, {floor or 0:.1%}, and as much as the gain) and the budget left no launch "
+            "pairs to cancel it"
         )
     elif d.verdict == "not established" and d.paired is not None:
         why = (
@@ -239,18 +237,21 @@ def finish(r: Reading) -> Finish:
             f"{d.paired.stated()}, a gain under {stats.MIN_GAIN:.0%} not excluded "
             f"({d.paired.unestablished()})"
         )
+    elif d.verdict != "win" and floor is None:
+        why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
     elif d.verdict != "win":
         why = f"the best beats the baseline by {gain:+.1%}, within the noise floor"
     elif d.paired is None:  # recommend reads the same sweeps and no pairs: the same verdict
         why = (
-            f"the best beats the baseline by {gain:+.1%} (noise floor {floor:.1%}), not checked in "
-            f"launch pairs: the budget left none ({MIN_PAIRS} pairs would; a drift of the box "
-            f"during the run is not ruled out)"
+            f"the best beats the baseline by {gain:+.1%} (noise floor {floor or 0:.1%}), not "
+            f"checked in launch pairs: the budget left none ({MIN_PAIRS} pairs would; a drift "
+            "of the box during the run is not ruled out)"
         )
     else:  # the claim is the pairs', never the unpaired ratio
         why = (
             f"the best beats the baseline by {d.paired.ratio - 1:+.1%} paired "
-            f"({d.paired.evidence()}; noise floor {floor:.1%})"
+            f"({d.paired.evidence()}; "
+            + ("noise floor unknown)" if floor is None else f"noise floor {floor:.1%})")
         )
     done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
     claimed = d.paired if d.verdict in ("win", "not established") else None  # the pairs decided
