@@ -232,8 +232,9 @@ def test_the_paired_interval_and_what_it_would_take() -> None:
     # a gain under MIN_GAIN: no number of pairs makes it a win
     small = stats.Paired((1.01, 1.012, 1.011))
     assert small.pairs_needed() is None and "the gain is not there" in small.unestablished()
-    assert not small.no_gain and stats.Paired(small.ratios * 2).no_gain  # six pairs decide it
-    assert stats.Paired(small.ratios * 2).unestablished().startswith("the launch pairs exclude a gain")
+    six = stats.Paired(small.ratios * 2)
+    assert not small.no_gain and six.no_gain  # six pairs decide it
+    assert six.unestablished().startswith("the launch pairs exclude a gain")
     assert not stats.Paired((1.5,)).wins and stats.Paired((1.5,)).interval() is None
     # one pair: no interval, whatever it shows (the real vLLM run's 1.345x, 1 pair)
     one = stats.Paired((1.345,)).unestablished()
