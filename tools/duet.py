@@ -134,6 +134,8 @@ class Duet(Tool):
             prompt_seed=seed,  # the same prompts to both in a round
             extra_body=engine.extra_body if engine else None,
             tokenize_path=engine.tokenize_path if engine else "/tokenize",
+            metrics_path=engine.metrics_path if engine else "/metrics",
+            metrics=engine.profile.metrics if engine else None,
             deadlines=Deadlines.from_job(ctx.config.bench.deadlines.given()),
             no_power="a duet reads no power",
         )
