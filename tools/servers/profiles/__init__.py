@@ -1,8 +1,8 @@
 """Engine profiles: what differs between engines when starting, watching, measuring and killing a
 server, as data - one TOML file per engine beside this module (sglang, vllm, llama.cpp,
-llama-cpp-python, sim and a generic openai), or a user's own file (`[server] profile =
-"my-engine.toml"`). A new engine is a profile file, not code (docs/configuration.md, "Engine
-profiles")."""
+llama-cpp-python, sim, trtllm and a generic openai), or a user's own file (`[server] profile =
+"my-engine.toml"`). A new engine is a profile file, not code (docs/engines.md, "What a profile
+holds"): the layers below this one read the same files through tools/domain/engines.py."""
 
 from __future__ import annotations
 
