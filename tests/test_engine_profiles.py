@@ -313,6 +313,9 @@ def test_trtllm_launch_command_is_built_and_judged_from_its_profile() -> None:
     assert {"trtllm-serve", "mpi4py.futures.server"} <= set(ENGINE_NAMES)
     d = decide(command)
     assert d.action == "sandbox" and "start_server" in (d.reason or ""), d
+    # its launcher tells the guard a bash line starts a server: a public address is refused
+    public = decide("trtllm-serve /models/llama --host 0.0.0.0 --port 8000")
+    assert public.action == "refuse" and "--host 0.0.0.0" in (public.reason or ""), public
 
 
 def test_trtllm_metrics_are_read_by_its_profiles_names() -> None:

@@ -124,7 +124,8 @@ PYTHON_M = "python -m "
 class Processes(Strict):
     """The engine's processes as a bash line or a process list shows them (the guard: which
     lines launch an engine, which kill patterns name its processes). A launcher or program is
-    `python -m MODULE` or a program's name."""
+    `python -m MODULE`, or a program's name with the subcommand that starts the server where it
+    has one (`vllm serve`)."""
 
     launchers: list[str] = []  # how its server is started
     programs: list[str] = []  # its other programs a model may run (its benchmarks)
@@ -133,17 +134,26 @@ class Processes(Strict):
     @field_validator("launchers", "programs")
     @classmethod
     def commands(cls, v: list[str]) -> list[str]:
-        for word in v:
-            rest = word.removeprefix(PYTHON_M)
-            if not rest or any(c.isspace() for c in rest):
-                raise ValueError(f"not `python -m MODULE` or a program's name: {word!r}")
+        for line in v:
+            words = line.split()
+            module = line.startswith(PYTHON_M) and len(words) == 3
+            if not (module or 1 <= len(words) <= 2) or (words[:1] == ["python"] and not module):
+                raise ValueError(
+                    f"not `python -m MODULE` or a program's name (and subcommand): {line!r}"
+                )
         return v
 
-    def modules(self) -> list[str]:
-        return [w.removeprefix(PYTHON_M) for w in self.all() if w.startswith(PYTHON_M)]
+    def modules(self, launchers_only: bool = False) -> list[str]:
+        lines = self.launchers if launchers_only else self.all()
+        return [w.removeprefix(PYTHON_M) for w in lines if w.startswith(PYTHON_M)]
 
     def executables(self) -> list[str]:
-        return [w for w in self.all() if not w.startswith(PYTHON_M)]
+        return _merged([w.split()[0]] for w in self.all() if not w.startswith(PYTHON_M))
+
+    def programs_launching(self) -> dict[str, str]:
+        """{program: the subcommand that starts the server ("" : none)} of its launchers."""
+        words = [w.split() for w in self.launchers if not w.startswith(PYTHON_M)]
+        return {w[0]: " ".join(w[1:]) for w in words}
 
     def all(self) -> list[str]:
         return [*self.launchers, *self.programs]
@@ -157,6 +167,7 @@ class Knowledge(BaseModel):
 
     name: str
     workers: list[str] = []
+    loopback: str = ""  # added unless the command sets its address: it binds every interface
     parallelism: Parallelism = Parallelism()
     metrics: Metrics = Metrics()
     processes: Processes = Processes()
@@ -279,3 +290,35 @@ def launch_executables() -> tuple[str, ...]:
 def process_names() -> tuple[str, ...]:
     """The words a kill pattern may name: every built-in engine's kill names and workers."""
     return tuple(_merged([*k.processes.kill_names, *k.workers] for k in builtin().values()))
+
+
+@cache
+def server_modules() -> dict[str, bool]:
+    """{module of a `python -m MODULE` launcher: whether it listens on every interface when its
+    command names no address} of every built-in engine (tools/guard/launches.py)."""
+    out: dict[str, bool] = {}
+    for k in builtin().values():
+        for module in k.processes.modules(launchers_only=True):
+            out.setdefault(module, bool(k.loopback))
+    return out
+
+
+@cache
+def server_programs() -> dict[str, tuple[str, bool]]:
+    """{program of a launcher: (the subcommand that starts the server, "" for none; whether it
+    listens on every interface when its command names no address)} of every built-in engine."""
+    out: dict[str, tuple[str, bool]] = {}
+    for k in builtin().values():
+        for program, sub in k.processes.programs_launching().items():
+            out.setdefault(program, (sub, bool(k.loopback)))
+    return out
+
+
+def address_flag(launcher: str) -> str:
+    """The flag a built-in engine's address is given with, by its launcher's module or program
+    (its `loopback`'s first word, else --host)."""
+    for k in builtin().values():
+        if launcher in k.processes.modules(True) or launcher in k.processes.programs_launching():
+            words = k.loopback.split()
+            return words[0] if words else "--host"
+    return "--host"

@@ -7,34 +7,26 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from tools.domain import engines
 from tools.guard.unwrap import name_of
 
 PYTHONS = re.compile(r"python(?:\d+(?:\.\d+)?)?")
+# the servers the engine profiles describe (each profile's [processes] launchers and `loopback`,
+# tools/domain/engines.py): {module: listens on every interface without an address} and
+# {program: (the subcommand that starts it, the same)}
+MODULES, PROGRAMS = engines.server_modules(), engines.server_programs()
 # servers the profiles do not describe but that a model may start by hand: their public-bind
 # flag, and whether they bind every interface when it is not given
-OTHER_SERVERS = ("trtllm-serve", "text-generation-launcher", "lmdeploy", "ollama", "tabby")
+OTHER_SERVERS = ("text-generation-launcher", "lmdeploy", "ollama", "tabby")
 # (the address flag, binds every interface by default)
 BIND_FLAGS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "vllm": (("--host",), True),
-    "vllm.entrypoints.openai.api_server": (("--host",), True),
-    "vllm.entrypoints.api_server": (("--host",), True),
-    "sglang.launch_server": (("--host",), False),
-    "llama-server": (("--host",), False),
-    "llama_cpp.server": (("--host",), False),
-    "sim": (("--host",), False),
+    **{m: ((engines.address_flag(m),), every) for m, every in MODULES.items()},
+    **{p: ((engines.address_flag(p),), every) for p, (_, every) in PROGRAMS.items()},
     "agent": (("--host",), False),
-    "trtllm-serve": (("--host",), False),
     "text-generation-launcher": (("--hostname", "-H"), True),
     "lmdeploy": (("--server-name",), True),
     "tgi": (("--hostname",), True),
 }
-SERVER_MODULES = (
-    "vllm.entrypoints.openai.api_server",
-    "vllm.entrypoints.api_server",
-    "sglang.launch_server",
-    "llama_cpp.server",
-    "sim",
-)
 
 
 def server_launch(argv: list[str]) -> str | None:
@@ -46,14 +38,15 @@ def server_launch(argv: list[str]) -> str | None:
     if PYTHONS.fullmatch(head) and "-m" in argv[1:]:
         i = argv.index("-m")
         module = argv[i + 1] if i + 1 < len(argv) else ""
-        return module if module in SERVER_MODULES else None
-    if head == "vllm":
-        return "vllm" if argv[1:2] == ["serve"] else None
+        return module if module in MODULES else None
+    if head in PROGRAMS:
+        sub = PROGRAMS[head][0].split()
+        return head if argv[1 : 1 + len(sub)] == sub else None
     if head == "agent":
         return "agent" if argv[1:3] == ["sim", "serve"] else None
     if head == "lmdeploy":
         return "lmdeploy" if argv[1:2] == ["serve"] else None
-    if head in ("llama-server", "trtllm-serve", "text-generation-launcher"):
+    if head == "text-generation-launcher":
         return head
     return None
 
