@@ -87,10 +87,10 @@ def test_the_caveats_count_sweeps_not_calls(lab: tuple[Path, str]) -> None:
 def test_a_policy_recorded_without_commands_gets_one_per_server(lab: tuple[Path, str]) -> None:
     _, md = lab  # recorded before recommend wrote a command per range: the launches give them
     conclusion = section(md, "## Conclusion")
-    assert "**Deploy two servers and route by concurrency** (crossover at C=2)" in conclusion
+    assert "**Deploy two servers and route by concurrency** (crossover at C=5)" in conclusion
     assert conclusion.count("```\n") == 4  # two commands, fenced
-    assert "Server for **C=1**: **" in conclusion and "Server for **C>=2**: **" in conclusion
-    assert "--speculative-algorithm EAGLE3" in conclusion.split("Server for **C>=2**")[0]
+    assert "Server for **C=1-2**: **" in conclusion and "Server for **C>=5**: **" in conclusion
+    assert "--speculative-algorithm EAGLE3" in conclusion.split("Server for **C>=5**")[0]
     assert "**Routing:** one server per range; a router" in conclusion
 
 
