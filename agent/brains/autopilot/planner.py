@@ -21,6 +21,9 @@ plain function of what was measured (a Reading of the History), in a file cut by
    left, the changes that were each within the noise alone are launched together on the best,
    and read against the additive model (the stage stops when nothing is expected to beat the best
    by more than the floor);
+3f. a small space searched whole (remaining.rest): when every configuration never launched fits
+   in the launches left for exploring, the next of them, instead of concluding with launches to
+   spare (a combination whose parts lose alone is launched by no stage above);
 3c. noise-adaptive (precision.py; an objective at one level measures that level alone): an A/A
    floor above the target precision sweeps the baseline
    again; a full sweep inside the comparison's noise above the best is swept again; a start
@@ -36,7 +39,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent.brains.autopilot import bundles, combine, conclude, families, precision, retry, screening
+from agent.brains.autopilot import (
+    bundles,
+    combine,
+    conclude,
+    families,
+    precision,
+    remaining,
+    retry,
+    screening,
+)
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import (
@@ -102,6 +114,7 @@ class Planner:
                     or families.tune(r, inc)
                     or combine.surrogate(r, inc)
                     or bundles.bundle(r, inc)
+                    or remaining.rest(r, inc)
                 )
             if step is not None:
                 return step
