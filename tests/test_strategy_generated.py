@@ -87,3 +87,25 @@ def test_deploys_a_combination_that_pays_only_together(space: gen.Space, tmp_pat
     assert all(best[f] == v for f, v in parts)  # the optimum holds the combination
     hits = _deploys(space, tmp_path, range(10))
     assert sum(hits) >= 8, f"deployed the combination in {sum(hits)} of 10 seeds"
+
+
+def test_efficiency_runs_a_draw_and_refuses_bad_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import efficiency
+
+    for bad in ("generated:x", "generated:0", "generated:2:1:3"):
+        assert efficiency.main(["--space", bad, "--seeds", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("efficiency: --space generated:") and "\n" not in err
+
+    def at_baseline(lab: Lab, seed: int, budget: int = 0) -> efficiency.Outcome:
+        return efficiency.Outcome(3, lab.space.baseline)
+
+    for method in ("autopilot", "random_search", "tpe"):
+        monkeypatch.setattr(efficiency, method, at_baseline)
+    assert efficiency.main(["--space", "generated:2:7", "--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| gen7-00 |") == 3 and out.count("| gen7-01 |") == 3
+    assert "mean over the 2 spaces of draw 7:" in out
+    assert "| autopilot | 3.0 | 0.000 | 0.000 | 0.000 | 0/4 | 2/2 |" in out
