@@ -151,3 +151,57 @@ async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolCon
     assert gone.is_error and "no running server named 'x'" in gone.text
     few, _ = await box.call(ctx, "duet", {"a": "x", "b": "y", "max_rounds": 1})
     assert few.is_error and "max_rounds" in few.text and "\n" not in few.text.strip()
+
+
+# --- the autopilot proves its winner in a duet where the host fits both ---------------------------
+
+
+def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
+    """[server] side_by_side: after re-validation the planner asks for a duet (the winner on a
+    fresh launch, the baseline beside it); once its rounds are in, it concludes on them - the
+    paired evidence in duet rounds - and makes no launch pair. Without side_by_side, pairs."""
+    from dataclasses import replace
+
+    from agent.brains.autopilot import conclude
+    from agent.brains.autopilot.history import Duet, History
+    from agent.brains.autopilot.planner import Experiment, Finish
+    from tests.test_paired import BASE as SIM_BASE
+    from tests.test_paired import LEVELS, SPACE, planner, sweep
+
+    x = SPACE.repair({**SIM_BASE, "--attention-backend": "fa3"})
+    h = History(SPACE, [])
+    sweep(h, SIM_BASE, 1.0, "baseline")
+    sweep(h, SIM_BASE, 1.01, "noise")
+    sweep(h, x, 1.3, "confirm")
+    sweep(h, x, 1.29, "validate")
+    plain = planner(max_launches=8)
+    side = replace(plain, settings=replace(plain.settings, side_by_side=True))
+    assert isinstance(step := plain.next_step(h), Experiment) and step.purpose == "pair"
+    step = side.next_step(h)
+    assert isinstance(step, Experiment) and step.purpose == "duet" and step.fresh
+    assert h.key(step.config) == h.key(x)
+    # the duet's rounds: x 1.30x the baseline each round, a little noise
+    rounds = tuple(
+        (dict.fromkeys(LEVELS, 100.0), dict.fromkeys(LEVELS, 130.0 * f))
+        for f in (1.0, 1.01, 0.99, 1.0)
+    )
+    h.launched(x, serving=True)
+    h.dueted(Duet(SIM_BASE, x, rounds, 12))
+    for _, b in rounds:
+        h.measured(x, h.running or 0, b, "duet-d01")
+    done = side.next_step(h)
+    assert isinstance(done, Finish), done
+    assert done.paired is not None and done.paired.unit == "duet round" and done.paired.wins
+    assert done.established and "duet rounds" in done.why
+    assert done.best is not None and h.key(done.best) == h.key(x)
+    assert not any(m.purpose == "pair" for m in h.measurements)
+    # a duet that could not be made (the server beside did not start): launch pairs instead
+    h2 = History(SPACE, [])
+    sweep(h2, SIM_BASE, 1.0, "baseline")
+    sweep(h2, SIM_BASE, 1.01, "noise")
+    sweep(h2, x, 1.3, "confirm")
+    sweep(h2, x, 1.29, "validate")
+    h2.side_launched(SIM_BASE, ok=False, reason="port in use")
+    fallback = side.next_step(h2)
+    assert isinstance(fallback, Experiment) and fallback.purpose == "pair"
+    assert conclude.launches_left(side.read(h2), x, 8) >= 4  # the pairs' launches, counted

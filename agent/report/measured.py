@@ -55,7 +55,7 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
 # the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
 # words a reader uses; any other label (Claude's, a person's) is shown as it is
 AUTOPILOT_LABEL = re.compile(
-    r"^(baseline|noise|screen|surrogate|bundle|confirm|repeat|challenger|validate|pair)"
+    r"^(baseline|noise|screen|surrogate|bundle|confirm|repeat|challenger|validate|pair|duet)"
     r"-L\d+(?:-(.+))?$"
 )
 LABEL_WORDS = {
@@ -69,6 +69,7 @@ LABEL_WORDS = {
     "repeat": "repeat",
     "challenger": "challenger",
     "pair": "paired",  # the baseline or the winner, launched alternately for the verdict
+    "duet": "duet",  # the winner, or the baseline beside it, measured in alternated blocks
 }
 
 
@@ -271,7 +272,8 @@ def group(loaded: list[BenchResult], from_file: list[bool]) -> list[Configuratio
     used: set[str] = set()
     for c in configs:
         labels = [r.label for r in c.runs if r.label]
-        naming = [label for label in labels if not label.startswith("pair-")] or labels
+        # a pair's or a duet's label says only why it was measured again (both sides share it)
+        naming = [label for label in labels if not label.startswith(("pair-", "duet-"))] or labels
         c.label = (naming[-1] if naming else "") or (c.runs[-1].server.name or c.runs[-1].id)
         words = {human_label(r.label) for r in c.runs if r.label}
         base = "baseline" if words & {"baseline", "baseline repeat"} else human_label(c.label)

@@ -105,6 +105,9 @@ class ServerConfig(Strict):
     )
     health_path: str | None = None  # overrides the engine profile's health endpoint
     allow_public_bind: bool = False  # let start_server run a server with a non-loopback --host
+    # the host runs two servers of the campaign at once (a CPU box, disjoint GPU sets): the
+    # autopilot proves its winner in a duet with the baseline beside it, not in launch pairs
+    side_by_side: bool = False
 
     @field_validator("engine")
     @classmethod

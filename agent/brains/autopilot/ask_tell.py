@@ -124,7 +124,9 @@ class AskTell:
         h = self.history
         if h.in_flight or not h.running_fresh() or h.running != len(h.launches) - 1:
             return
-        before = History(h.space, h.launches[:-1], h.measurements, None, h.broken)
+        before = History(
+            h.space, h.launches[:-1], h.measurements, None, h.broken, duets=h.duets, side=h.side
+        )
         planner, fit = self.planner, self.planner.settings.launches_fit
         if fit is not None:
             planner = Planner(planner.space, replace(planner.settings, launches_fit=fit + 1))

@@ -14,9 +14,11 @@ from typing import Any
 
 from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
 from agent.brains.autopilot.ask_tell import AskTell
+from agent.brains.autopilot.conclude import DUET_ROUNDS
 from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.observe import (
+    SIDE,
     busy_port,
     history_of_run,
     interrupted,
@@ -127,6 +129,7 @@ class Campaign:
             requests_per_level=config.bench.requests_per_level,
             min_level_s=engine.level_minimum(config.bench.min_level_s),
             max_tokens=config.bench.max_tokens,
+            side_by_side=config.server.side_by_side,
         )
         self.planner = Planner(self.space, settings)
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
@@ -224,6 +227,9 @@ class Campaign:
                 start["port"] = port + busy
             self.call("start_server", start)
             return
+        if step.purpose == "duet":
+            self.duet(step)
+            return
         self.say(narrate.measure(self.space, step, h))
         number = h.running + 1 if h.running is not None else 0
         words = narrate.tag(self.space, step.config)
@@ -238,6 +244,23 @@ class Campaign:
             if requests is not None:
                 inp["requests_per_level"] = requests
             self.call("run_benchmark", inp)
+
+    def duet(self, step: Experiment) -> None:
+        """The winner is up on a fresh launch: start the baseline beside it (SIDE, on the next
+        port), then the duet, then stop the baseline's server."""
+        base = step.base or self.space.baseline
+        if self.h.side.launch is None:
+            self.say(narrate.side_launch(self.space, base))
+            port = self.config.server.port + self.busy_ports() + 1
+            self.call("start_server", {"name": SIDE, "flags": dict(base), "port": port})
+            return
+        self.say(narrate.duet(self.space, step))
+        inp: dict[str, Any] = {"a": SIDE, "b": self.server, "concurrency": list(self.levels)}
+        inp |= {"max_rounds": DUET_ROUNDS, "label": narrate.tag(self.space, step.config)[:40]}
+        if self.config.bench.requests_per_level is not None:
+            inp["requests_per_level"] = self.config.bench.requests_per_level
+        self.call("duet", inp)
+        self.call("kill_server", {"name": SIDE})
 
     def busy_ports(self) -> int:
         """How many ports were found taken by strangers: each start moves one port up."""

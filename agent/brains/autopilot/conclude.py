@@ -98,8 +98,16 @@ def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measureme
 
 
 def paired(r: Reading, inc: Flags) -> stats.Paired:
-    """`inc` against the baseline from its launch pairs: each pair's objective ratio."""
+    """`inc` against the baseline measured so that a drift cancels: its latest duet with the
+    baseline (each round's objective ratio, valid over the duet's most rounds), else its launch
+    pairs (each pair's objective ratio) - as recommend reads them (results.duet_rounds)."""
     s = r.settings
+    found = r.h.duet_of(r.space.baseline, inc)
+    if found is not None:
+        o = s.objective
+        values = [(o.value(a, None, s.levels), o.value(b, None, s.levels)) for a, b in found.rounds]
+        rounds = tuple(vb / va if va > 0 else 0.0 for va, vb in values)
+        return stats.Paired(rounds, looks=found.looks, unit="duet round")
     ratios = []
     for b, w in pair_runs(r, inc)[0]:
         bv = s.objective.value(b.per_level, b.slo_ok, s.levels)
@@ -108,13 +116,41 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
     return stats.Paired(tuple(ratios))
 
 
+DUET_ROUNDS = stats.MAX_PAIRS  # a duet's most rounds (tools/duet.py stops when it decides)
+
+
+def duets(r: Reading) -> bool:
+    """The winner is proven in a duet rather than launch pairs: the host runs two servers side by
+    side ([server] side_by_side) and no duet has failed to be made on it."""
+    return r.settings.side_by_side and not r.h.side.failed
+
+
+def duet(r: Reading, inc: Flags, left: int) -> Experiment | None:
+    """The winner against the baseline in a duet (tools/duet.py): a fresh launch of the winner,
+    the baseline started beside it, blocks alternated at each level until the rounds decide -
+    where the host fits both. None: not this design, nothing to prove, done, or no room for its
+    two launches."""
+    if not duets(r) or r.h.key(inc) == r.h.key(r.space.baseline):
+        return None
+    if r.h.duet_of(r.space.baseline, inc) is not None:
+        return None
+    running_fresh = r.h.running_key() == r.h.key(inc) and r.h.running_fresh()
+    if left < (1 if running_fresh else 2):  # the baseline beside it, and the winner if not up
+        return None
+    why = (
+        "a duet: the winner on a fresh launch and the baseline beside it, both up, blocks "
+        "alternated at each level until the rounds decide (a drift hits both alike)"
+    )
+    return Experiment(inc, r.settings.levels, "duet", why, fresh=True, base=r.space.baseline)
+
+
 def pair(r: Reading, inc: Flags, left: int) -> Experiment | None:
     """The next launch of the paired comparison: the baseline then the winner, the winner then
     the baseline, and so on (ABBA) - at least MIN_PAIRS pairs, and more while they leave the
     verdict open and more could settle it."""
     base, levels = r.space.baseline, r.settings.levels
-    if r.h.key(inc) == r.h.key(base) or left < 1:
-        return None
+    if r.h.key(inc) == r.h.key(base) or left < 1 or duets(r):
+        return None  # nothing to prove, no room, or a duet proves it
     pairs, waiting = pair_runs(r, inc)
     k = len(pairs) + 1
     if waiting is not None:
@@ -160,6 +196,8 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     if found is not None and not validated(r, found[0]):
         fresh.append(found[0])
     fresh = fresh[: max(0, MAX_VALIDATIONS - validations_done(r))]
+    if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in
+        return min(left, len(fresh) + (0 if r.h.duet_of(r.space.baseline, inc) else 2))
     pairs, waiting = pair_runs(r, inc)
     if len(pairs) < MIN_PAIRS:
         base_value = r.value(r.space.baseline)
@@ -198,10 +236,11 @@ def pairs_go_on(r: Reading) -> Flags | None:
 
 
 def settled(r: Reading) -> Flags:
-    """The configuration the campaign concludes on: the one its launch pairs tested (a tested
-    claim over an untested one, whatever the sweeps' means say after the pairs), else the
-    incumbent."""
-    return paired_subject(r) or r.incumbent
+    """The configuration the campaign concludes on: the one its last duet or its launch pairs
+    tested (a tested claim over an untested one, whatever the sweeps' means say after), else
+    the incumbent."""
+    tested = [d.b for d in r.h.duets if d.rounds and r.h.key(d.a) == r.h.key(r.space.baseline)]
+    return (tested[-1] if tested else None) or paired_subject(r) or r.incumbent
 
 
 def baseline_drift(r: Reading) -> stats.Drift | None:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # steps.py reads this module's Purpose and Objective
 # (confirm), a family tuned per level (challenger), the surrogate's screen, a bundle of changes
 # within the noise (bundle), a full sweep again inside the noise (repeat), a fresh launch of the
 # winner (validate), a launch of the baseline or the winner in the paired comparison that decides
-# the verdict (pair). batch.py groups them.
+# the verdict (pair), or the winner's fresh launch for a duet with the baseline up beside it
+# (duet). batch.py groups them.
 Purpose = Literal[
     "baseline",
     "noise",
@@ -45,6 +46,7 @@ Purpose = Literal[
     "repeat",
     "validate",
     "pair",
+    "duet",
 ]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 
@@ -109,6 +111,29 @@ class Measurement:
         return purpose_of(self.label.split("-", 1)[0])
 
 
+@dataclass(frozen=True)
+class Duet:
+    """A duet (tools/duet.py): `a`, on a server of its own beside the campaign's, against `b`;
+    each round's throughput per level on each (a, b); `looks`: its most rounds, the looks its
+    interval is valid over."""
+
+    a: Flags
+    b: Flags
+    rounds: tuple[tuple[dict[int, float], dict[int, float]], ...]
+    looks: int
+
+
+@dataclass
+class Side:
+    """The server beside the campaign's, for a duet: the launch it serves (one of `launches`,
+    not the campaign's running server), and why a duet could not be made (then none is tried
+    again), with the launches that failed to start (each counts in the budget)."""
+
+    launch: int | None = None
+    failed: str = ""
+    failed_launches: int = 0
+
+
 @dataclass
 class History:
     space: SearchSpace
@@ -117,6 +142,8 @@ class History:
     running: int | None = None  # the launch whose server is up now
     broken: dict[int, str] = field(default_factory=dict)  # launch -> why its benchmarks failed
     in_flight: list[Experiment] = field(default_factory=list)  # started, no outcome yet, in order
+    duets: list[Duet] = field(default_factory=list)
+    side: Side = field(default_factory=Side)
 
     # --- recording: the only writers ------------------------------------------------------------
     def launched(
@@ -173,11 +200,39 @@ class History:
         """`launch` started but its server could not be measured (the first reason is kept)."""
         self.broken.setdefault(launch, reason)
 
+    def side_launched(self, config: Flags, ok: bool, reason: str = "") -> None:
+        """The server beside the campaign's was launched with `config`: a launch that is not the
+        one running; when it failed to start, no duet is tried again (a failed launch of the
+        baseline is not recorded as one: the baseline itself is fine)."""
+        if ok:
+            self.launches.append(Launch(config))
+            self.side.launch = len(self.launches) - 1
+        else:
+            self.side.failed_launches += 1
+            self.side.failed = f"the server beside it did not start: {reason or 'no reason'}"
+
+    def side_gone(self) -> None:
+        self.side.launch = None
+
+    def no_duet(self, reason: str) -> None:
+        """A duet could not be measured (`reason`): the comparison falls back to launch pairs."""
+        self.side.failed = reason
+
+    def dueted(self, duet: Duet) -> None:
+        """A duet measured (its rounds as tools/duet.py saved them)."""
+        self.duets.append(duet)
+
     def copy(self) -> History:
         """A History to record hypothetical work into, leaving this one as it is; no server up
         and nothing in flight."""
         return History(
-            self.space, list(self.launches), list(self.measurements), None, dict(self.broken)
+            self.space,
+            list(self.launches),
+            list(self.measurements),
+            None,
+            dict(self.broken),
+            duets=list(self.duets),
+            side=Side(None, self.side.failed, self.side.failed_launches),
         )
 
     # --- identity -------------------------------------------------------------------------------
@@ -252,7 +307,14 @@ class History:
         return [m for m in self.of(config) if need <= set(m.per_level)]
 
     def launches_used(self) -> int:
-        return len(self.launches)
+        """The campaign's launches, and those of the server beside it for a duet."""
+        return len(self.launches) + self.side.failed_launches
+
+    def duet_of(self, a: Mapping[str, object], b: Mapping[str, object]) -> Duet | None:
+        """The latest duet of `b` against `a` with a round measured (None: none)."""
+        ka, kb = self.key(a), self.key(b)
+        found = [d for d in self.duets if (self.key(d.a), self.key(d.b)) == (ka, kb) and d.rounds]
+        return found[-1] if found else None
 
     def repeats(self, levels: Iterable[int]) -> list[list[dict[int, float]]]:
         """The full sweeps (over all of `levels`) of each configuration swept more than once, in

@@ -96,8 +96,22 @@ def crash(result: dict[str, Any]) -> str:
 
 
 def launch(space: SearchSpace, step: Experiment, number: int) -> str:
-    what = "fresh launch" if step.purpose in ("validate", "pair") else "launch"
+    what = "fresh launch" if step.purpose in ("validate", "pair", "duet") else "launch"
     return f"L{number:02d} ({what}): {short(space, step.config)} - {step.why}."
+
+
+def side_launch(space: SearchSpace, base: dict[str, Any]) -> str:
+    what = short(space, base)
+    named = "the baseline" if what == "the baseline" else f"the baseline ({what})"
+    return f"Starting {named} on a server of its own beside the winner, for the duet."
+
+
+def duet(space: SearchSpace, step: Experiment) -> str:
+    levels = ",".join(map(str, step.levels))
+    return (
+        f"Duet of {short(space, step.config)} against the baseline at C={levels}: blocks "
+        "alternated at each level, round after round, until the interval decides."
+    )
 
 
 def measure(space: SearchSpace, step: Experiment, h: History) -> str:

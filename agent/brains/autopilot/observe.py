@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.brains.autopilot.engine_limits import space_of
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import Duet, History
 from state.fold import RunState
 from state.run import read_state
 from tools.base import INTERRUPTED_PREFIX
@@ -26,9 +26,10 @@ from tools.bench.results import ResultError, load, of_event
 from tools.domain import stats
 from tools.domain.config import Config
 from tools.domain.objective import SLO_KINDS
-from tools.domain.space import SearchSpace
+from tools.domain.space import Flags, SearchSpace
 
 RESULT_ID = re.compile(r"\(id ([^,\s)]+)")
+SIDE = "duet-base"  # the baseline's server beside the campaign's, for a duet (brain.py)
 # a port someone else holds says nothing about the configuration: the brain moves to another port
 PORT_BUSY = re.compile(r"port \d+ .*\bin use\b|address already in use", re.IGNORECASE)
 
@@ -113,6 +114,8 @@ def history_of_benchmarks(
     h = History(space)
     last: tuple[str, str] | None = None
     for event in events:
+        if event.get("duet"):
+            continue  # a duet's round: two servers at once, not a launch of its own
         flags = space.complete(event.get("flags") or {})
         server = (str(event.get("server") or ""), space.key(flags))
         if server != last:
@@ -130,8 +133,9 @@ def observe(
     slo: stats.Slo | None = None,
 ) -> History:
     h = History(space)
-    by_id = {str(r.get("id")): r for r in state.results}
-    unmatched = list(state.results)
+    by_id = {str(r.get("id")): r for r in state.results if not r.get("duet")}
+    unmatched = [r for r in state.results if not r.get("duet")]
+    duets = _duets(state.results)  # each duet's events, in the order the duets ran
     failures: dict[int, int] = {}  # launch -> failed run_benchmark calls
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
@@ -149,8 +153,16 @@ def observe(
             flags = space.complete(inp.get("flags") or {})
             reason = START_FAILED.sub("", first_line(block)) if error else ""
             h.launched(flags, ok=not error, reason=reason, serving=True)
+        elif name == "start_server" and inp.get("name") == SIDE:
+            flags = space.complete(inp.get("flags") or {})
+            h.side_launched(flags, ok=not error, reason=START_FAILED.sub("", first_line(block)))
+        elif name == "kill_server" and inp.get("name") == SIDE:
+            h.side_gone()
         elif name == "kill_server" and inp.get("name") in (None, server):
             h.serving_nothing()
+            h.side_gone()
+        elif name == "duet":
+            _duet(h, inp, duets.pop(0) if duets else [], server, block)
         elif name == "run_benchmark" and h.running is not None:
             if error:  # twice on one launch: that server is no good, the next try relaunches
                 failures[h.running] = failures.get(h.running, 0) + 1
@@ -166,6 +178,49 @@ def observe(
     if server not in state.servers:  # it died, or was killed outside our calls
         h.serving_nothing()
     return h
+
+
+def _duets(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The `benchmark` events of the duet tool's rounds (their typed `duet` part), one list per
+    duet in the order the duets ran."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        part = e.get("duet")
+        if isinstance(part, dict):
+            found.setdefault(str(part.get("id")), []).append(e)
+    return list(found.values())
+
+
+def _duet(
+    h: History,
+    inp: dict[str, Any],
+    events: list[dict[str, Any]],
+    server: str,
+    block: dict[str, Any],
+) -> None:
+    """A duet call: its rounds (from the events' `duet` parts: round, side) recorded as a Duet;
+    the autopilot's own (the baseline beside, its server measured) also as measurements of the
+    two launches. A call that measured no round makes no duet: the comparison falls back."""
+    if not events:
+        h.no_duet(f"the duet measured nothing: {first_line(block)}")
+        return
+    rounds: dict[int, dict[str, dict[int, float]]] = {}
+    flags: dict[str, Flags] = {}
+    for e in events:
+        part = e["duet"]
+        side = str(part.get("side"))
+        per = {int(c): float(v or 0.0) for c, v in (e.get("summary") or {}).items()}
+        rounds.setdefault(int(part.get("round", 0)), {})[side] = per
+        flags[side] = h.space.complete(e.get("flags") or {})
+        ours = inp.get("a") == SIDE and inp.get("b") == server
+        launch = h.side.launch if side == "a" else h.running
+        if ours and launch is not None:
+            label = str(e.get("label") or "duet")
+            h.measured(h.launches[launch].config, launch, per, label, None, (str(e.get("id")),))
+    whole = tuple((r["a"], r["b"]) for _, r in sorted(rounds.items()) if len(r) == 2)
+    looks = int(events[0]["duet"].get("rounds", stats.MAX_PAIRS))
+    if "a" in flags and "b" in flags:
+        h.dueted(Duet(flags["a"], flags["b"], whole, looks))
 
 
 def _add(

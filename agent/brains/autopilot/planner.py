@@ -98,7 +98,7 @@ class Planner:
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
         left = r.budget_left
-        validating = any(m.purpose in ("validate", "pair") for m in h.measurements)
+        validating = any(m.purpose in ("validate", "pair", "duet") for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
             # a full sweep inside the noise of the best is swept again before deciding
@@ -119,13 +119,19 @@ class Planner:
             if step is not None:
                 return step
         # 5. re-validate the winner and the challenger on fresh launches, then the winner
-        # against the baseline in launch pairs (ABBA: the verdict reads them), then conclude;
+        # against the baseline in a duet where the host fits both side by side, else in launch
+        # pairs (ABBA: the verdict reads them), then conclude;
         # once a pair of the winner is measured, the pairs go on with it unless another leads
         # and the budget can still test that one (conclude.pairs_go_on)
         subject = conclude.pairs_go_on(r)
         if subject is not None:
             return conclude.pair(r, subject, left) or conclude.finish(r)
-        return conclude.validate(r, inc, left) or conclude.pair(r, inc, left) or conclude.finish(r)
+        return (
+            conclude.validate(r, inc, left)
+            or conclude.duet(r, inc, left)
+            or conclude.pair(r, inc, left)
+            or conclude.finish(r)
+        )
 
     def read(self, h: History) -> Reading:
         """What `h` says - the noise floor, the best, comparisons - under these settings."""

@@ -158,7 +158,7 @@ def rival(r: Reading, config: Flags, inc: Flags) -> Flags:
         return inc
     k = h.key(config)
     others = [m for m in h.measurements if h.key(m.config) != k]
-    without = History(r.space, h.launches, others, h.running, h.broken)
+    without = History(r.space, h.launches, others, h.running, h.broken, duets=h.duets, side=h.side)
     return Reading(r.space, r.settings, without).incumbent
 
 

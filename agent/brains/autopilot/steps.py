@@ -27,6 +27,9 @@ class Settings:
     requests_per_level: int | None = None  # [bench] requests_per_level; None: the wave rule
     min_level_s: float | None = None  # the least a level lasts (Engine.level_minimum); None: none
     max_tokens: int = 512  # [bench] max_tokens: a request's output, to time a level in seconds
+    # [server] side_by_side: the host runs two servers at once, so the winner is proven in a duet
+    # with the baseline beside it (conclude.duet) rather than in launch pairs
+    side_by_side: bool = False
 
     def one_level(self) -> int | None:
         """The level the objective reads alone (kind 'level', an SLO at one level), or None: it
@@ -43,7 +46,7 @@ class Settings:
 # the purposes' groups, as the fleet's batch planner (batch.py) orders them
 FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
 # the leader may change with each one; a pair's two launches are one after the other, alone
-SERIAL: tuple[Purpose, ...] = ("validate", "pair")
+SERIAL: tuple[Purpose, ...] = ("validate", "pair", "duet")
 # a few levels, from the best
 PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle")
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best

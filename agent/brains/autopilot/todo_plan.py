@@ -24,6 +24,7 @@ STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of 
     "challenger": "family",
     "validate": "validate",
     "pair": "validate",
+    "duet": "validate",
 }
 
 
@@ -50,7 +51,8 @@ def plan(planner: Planner) -> dict[str, tuple[str, str]]:
         ),
         "family": (family, "medium"),
         "validate": (
-            "Re-validate the winner on a fresh launch, then against the baseline in launch pairs",
+            "Re-validate the winner on a fresh launch, then against the baseline "
+            + ("in a duet, side by side" if s.side_by_side else "in launch pairs"),
             "high",
         ),
         "report": ("Recommend the config and concurrency policy, kill the servers, report", "high"),
