@@ -66,8 +66,10 @@ def make_brain(model: str, config: Config) -> Brain:
 
         return AutopilotBrain(config)
     from agent.brains.anthropic import AnthropicBrain
+    from agent.brains.client import PatientAnthropic, stall_timeout
 
-    return AnthropicBrain(model, prices=config.model.prices)
+    client = PatientAnthropic(timeout=stall_timeout(config.model.stall_timeout_s))
+    return AnthropicBrain(model, prices=config.model.prices, client=client)
 
 
 def make_context(

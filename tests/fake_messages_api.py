@@ -67,6 +67,15 @@ class Reset(Fault):
 
 
 @dataclass(kw_only=True)
+class Stall(Fault):
+    """`events` sent, then the connection held open with nothing more for `seconds` (or until
+    the server closes)."""
+
+    events: int = 3
+    seconds: float = 600.0
+
+
+@dataclass(kw_only=True)
 class Malformed(Fault):
     events: int = 2
     junk: str = "event: content_block_delta\ndata: {not json\n\n"
@@ -143,6 +152,7 @@ class FakeMessagesAPI:
     def __post_init__(self) -> None:
         self.lock = threading.Lock()
         self.first: float | None = None
+        self.closing = threading.Event()  # set by close(): a stalled reply lets go
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -205,9 +215,13 @@ class FakeMessagesAPI:
                     self.reply_sse(whole)
                     return
                 sent = b"".join(events[:n])
-                self.head(None if isinstance(fault, Cut) else len(payload))
+                self.head(None if isinstance(fault, Cut | Stall) else len(payload))
                 self.wfile.write(sent)
                 self.wfile.flush()
+                if isinstance(fault, Stall):  # open, silent: the client's deadline must end it
+                    until = time.monotonic() + fault.seconds
+                    while time.monotonic() < until and not api.closing.is_set():
+                        time.sleep(0.05)
                 self.close_connection = True
                 if isinstance(fault, Reset):  # an abortive close: RST instead of FIN
                     linger = struct.pack("ii", 1, 0)
@@ -256,6 +270,7 @@ class FakeMessagesAPI:
             return fault, reply if isinstance(reply, bytes) else render_sse(reply)
 
     def close(self) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
 

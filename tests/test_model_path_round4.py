@@ -321,3 +321,46 @@ async def test_many_invalid_items_are_ten_lines_and_a_count(make_run: Any) -> No
     lines = result["text"].splitlines()
     assert lines[0] == "invalid input:" and lines[1].startswith("todos.0.status: Field required")
     assert len(lines) == 12 and lines[-1] == "... and 20 more errors"
+
+
+# --- item 2: a stream that stalls is noticed at its deadline, not after the SDK's 600 s ----------
+
+
+async def test_a_stalled_stream_is_noticed_at_its_deadline_and_retried(tmp_path: Path) -> None:
+    """The API sends three events and then nothing, the connection open, for ten minutes: the
+    read deadline ([model] stall_timeout_s, here 0.5 s) ends the stream as broken, the retry is
+    announced (model_wait: "the stream stalled"), and the next try's reply finishes the run -
+    the test's own deadline (90 s) is far inside the stall."""
+    from agent.brains.client import stall_timeout
+    from tests.fake_messages_api import Stall
+
+    api = FakeMessagesAPI([FINAL], faults=[Stall(events=3, seconds=600)])
+    config = plain_config(hosts=[HostConfig(name="local", workdir=str(tmp_path))])
+    client = PatientAnthropic(
+        api_key="test",
+        base_url=api.url,
+        max_retries=2,
+        sleep=no_wait,
+        seed=3,
+        timeout=stall_timeout(0.5),
+    )
+    run = start("beat baseline", config, MODEL, tmp_path / "runs", None, Limits())
+    agent = make_agent(run, AnthropicBrain(MODEL, client=client), config)
+    agent.sleep = no_wait
+    assert await drive(agent, api) == 0
+    assert api.served == ["stall", "reply"]
+    waits = [e for e in of_type(agent, "model_wait") if e.get("stage") == "retry"]
+    assert waits and "the stream stalled after" in waits[0]["reason"]
+
+
+def test_the_stall_deadline_is_a_bounded_setting() -> None:
+    """[model] stall_timeout_s defaults to 90 s (the SDK's read timeout is 600 s) and takes the
+    bounds of every duration: inf, 0 and a string are refused naming the key."""
+    from pydantic import ValidationError
+
+    from tools.domain.config import ModelConfig
+
+    assert ModelConfig().stall_timeout_s == 90
+    for bad in (float("inf"), 0, "90", True):
+        with pytest.raises(ValidationError, match="stall_timeout_s"):
+            ModelConfig(stall_timeout_s=bad)

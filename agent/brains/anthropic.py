@@ -194,6 +194,11 @@ class AnthropicBrain:
                 raise
             cause = err.__cause__ if isinstance(err, anthropic.APIConnectionError) else err
             cause = cause or err
+            if isinstance(cause, httpx2.ReadTimeout):  # open and silent past [model] stall
+                raise StreamBroken(
+                    f"the stream stalled after {events} events: no bytes within the read "
+                    "deadline ([model] stall_timeout_s)"
+                ) from err
             raise StreamBroken(
                 f"the connection dropped mid-stream after {events} events "
                 f"({type(cause).__name__}: {cause})"

@@ -50,11 +50,25 @@ def backoff_s(attempt: int, rng: random.Random) -> float:
     return step * rng.uniform(0.5, 1.0)
 
 
+STALL_TIMEOUT_S = 90.0  # [model] stall_timeout_s's default
+
+
+def stall_timeout(seconds: float) -> anthropic.Timeout:
+    """The SDK's timeouts with the read timeout - the longest wait for the next bytes of a
+    response, a streamed one's included - at `seconds`: a stall (the connection open, nothing
+    sent) ends there as a broken stream, retried, instead of after the SDK's 600 s."""
+    default = anthropic.DEFAULT_TIMEOUT
+    return anthropic.Timeout(
+        connect=default.connect, read=seconds, write=default.write, pool=default.pool
+    )
+
+
 class PatientAnthropic(anthropic.AsyncAnthropic):
     def __init__(
         self, *args: Any, sleep: Sleep = asyncio.sleep, seed: int | None = None, **kwargs: Any
     ) -> None:
         kwargs.setdefault("max_retries", RETRIES)
+        kwargs.setdefault("timeout", stall_timeout(STALL_TIMEOUT_S))
         super().__init__(*args, **kwargs)
         self.sleep, self.rng = sleep, random.Random(seed)
         self.waited_s = 0.0  # total retry waits, for tests and the run's wait events

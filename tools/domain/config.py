@@ -208,6 +208,9 @@ class ModelConfig(Strict):
     thinking_budget: Annotated[Count, Field(ge=1024)] = 16_000  # thinking tokens, for "enabled"
     # API overloaded: pause, then end (0: end at once)
     overload_wait_minutes: Annotated[Minutes, Field(ge=0)] = 30
+    # the longest a response may go without a byte (a stalled stream, the connection open): past
+    # it the stream counts as broken and is retried (the SDK's own read timeout is 600 s)
+    stall_timeout_s: Seconds = 90
     prices: dict[str, dict[str, Usd]] = {}  # model id -> {"input", "output", ...} USD per Mtok
 
 
