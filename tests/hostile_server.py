@@ -16,6 +16,7 @@ tests/test_bench_deadlines*.py and benchmarks/chaos.py.
   length_lie    Content-Length 1 MB, a whole stream, then silence with the connection open
   junk_json     `data: {not json` after a token
   choices_5     `{"choices": 5}` messages, usage, [DONE]
+  extra_choices messages of three choices (indexes 0, 0, 7) for an n=1 request, usage, [DONE]
   error_event   tokens, then `event: error` with an error message, then [DONE]
   no_done       tokens and usage, then the body ends: no [DONE]
   error_mid     tokens, then `data: {"error": ...}`, then usage and [DONE]
@@ -221,6 +222,14 @@ class HostileServer:
         if mode == "choices_5":
             for _ in range(max_tokens if not w.is_closing() else 0):
                 w.write(chunk(b'data: {"choices": 5}\n\n'))
+            w.write(chunk(usage(max_tokens) + DONE) + b"0\r\n\r\n")
+            await w.drain()
+            return True
+        if mode == "extra_choices":
+            for i in range(max_tokens if not w.is_closing() else 0):
+                choices = [{"index": k, "text": f" t{i}", "finish_reason": None} for k in (0, 0, 7)]
+                msg = json.dumps({"choices": choices}, separators=(",", ":")).encode()
+                w.write(chunk(b"data: " + msg + b"\n\n"))
             w.write(chunk(usage(max_tokens) + DONE) + b"0\r\n\r\n")
             await w.drain()
             return True

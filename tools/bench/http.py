@@ -60,6 +60,11 @@ _HEADERS_MAX = 65536
 # not a completion chunk (an error, `{"choices": 5}`), looked at one by one (`_unlisted`)
 _LISTS = (b'"choices":[', b'"choices": [')
 _FIELDS = (b"id:", b"retry:")  # SSE fields with nothing for us
+# A request asks for one completion (n=1): each `choices` message carries one choice, of index 0
+# (or none). `"index"` appears in no JSON string unescaped (a text "index" only costs a parse).
+_INDEX = b'"index"'
+_INDEX_0 = (b'"index":0', b'"index": 0')
+_NEXT_CHOICE = (b"},{", b"}, {")
 
 
 class BadURL(ValueError):
@@ -302,6 +307,11 @@ class StreamConn(asyncio.Protocol):
             if shape is not None:
                 self._abort(*shape)
                 return
+        if n and not _one_choice_each(events, n):
+            extra = _extra_choices(events)  # parsed only where the counts do not tell
+            if extra is not None:
+                self._abort(*extra)
+                return
         if n:
             if rec.chunks:
                 rec.itl.append(t - self.last_t)
@@ -498,6 +508,47 @@ def _unlisted(events: bytes) -> tuple[str, str] | None:
             return "stream_error", error_message(payload)
         if not isinstance(obj.get("usage"), dict):
             return "bad_response", f"a message without a choices list: {payload[:120]!r}"
+    return None
+
+
+def _one_choice_each(events: bytes, n: int) -> bool:
+    """True when the counts show that each of the read's `n` choices messages carries one choice
+    of index 0 (or one without an index); False when only parsing can tell (`_extra_choices`).
+    Every choice of a server that follows the protocol has an index: one `"index"` per message,
+    and it is 0; where there is none, a second choice follows a `}`."""
+    indexes = events.count(_INDEX)
+    if indexes == n:
+        zeros = events.count(_INDEX_0[0])
+        return zeros == n or zeros + events.count(_INDEX_0[1]) == n
+    return indexes == 0 and _NEXT_CHOICE[0] not in events and _NEXT_CHOICE[1] not in events
+
+
+def _extra_choices(events: bytes) -> tuple[str, str] | None:
+    """A message with more than one choice, or a choice whose index is not 0, in a stream asked
+    for one completion (n=1): the server streams another completion than the one measured, so
+    its tokens are not this request's. None when every message has one choice of index 0."""
+    for line in events.split(b"\n"):
+        if line[:5] != b"data:" or b'"choices"' not in line:
+            continue
+        payload = line[5:].strip()
+        try:
+            choices = orjson.loads(payload).get("choices")
+        except (orjson.JSONDecodeError, AttributeError):
+            return "bad_response", f"unparsable SSE message: {payload[:120]!r}"
+        if not isinstance(choices, list):
+            continue  # a message without a choices list is _junk's to judge
+        indexes = [c.get("index", 0) if isinstance(c, dict) else None for c in choices]
+        if len(choices) > 1:
+            return "bad_response", (
+                f"a message with {len(choices)} choices (indexes "
+                f"{', '.join(map(str, indexes))}) for a request of one completion (n=1): "
+                f"{payload[:120]!r}"
+            )
+        if choices and (type(indexes[0]) is not int or indexes[0] != 0):
+            return "bad_response", (
+                f"a choice of index {indexes[0]!r} for a request of one completion (n=1): "
+                f"{payload[:120]!r}"
+            )
     return None
 
 
