@@ -38,7 +38,9 @@ def reserve(
 ) -> Path:
     """Record that this process holds `mib_per_gpu` MiB on each of `gpus` GPUs."""
     d = directory or registry_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    if not d.is_dir():  # a new one is its owner's only, as the run folder, whatever the umask
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
     pid = os.getpid()
     entry = {
         "pid": pid,
@@ -51,7 +53,10 @@ def reserve(
     }
     path = d / f"{pid}.json"
     tmp = d / f".{pid}.json.tmp"
-    tmp.write_text(json.dumps(entry))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, 0o600)  # a leftover tmp of a killed process keeps its mode otherwise
+        out.write(json.dumps(entry))
     os.replace(tmp, path)  # readers never see half an entry
     return path
 

@@ -124,7 +124,7 @@ def send(run_path: Path, kind: str, **body: Any) -> str:
     if why:
         raise ValueError(why)
     inbox = run_path / "inbox"
-    inbox.mkdir(exist_ok=True)
+    inbox.mkdir(mode=0o700, exist_ok=True)  # the run folder's: its owner's only
     name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(3)}.json"
     message["mac"] = _mac(run_key(run_path), name, message)
     write_atomic(inbox / name, json.dumps(message).encode())

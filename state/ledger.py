@@ -43,7 +43,7 @@ class Ledger:
         data = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         if scrub is not None:
             data = scrub(data)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

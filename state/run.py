@@ -77,7 +77,7 @@ class Run:
             raise RunError(
                 f"run {run_id} already exists in {runs_dir}; use `agent resume {run_id}`"
             )
-        runs_dir.mkdir(parents=True, exist_ok=True)
+        runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one: its owner's only
         path.mkdir(mode=0o700)
         os.chmod(path, 0o700)  # readable by its owner only, whatever the umask
         for sub in SUBDIRS:
@@ -125,7 +125,7 @@ class Run:
     def write_text(self, relpath: str, text: str) -> Path:
         """Write a file of the run atomically, secrets scrubbed."""
         path = self.path / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomic(path, utf8(self.scrub(text)))
         return path
 

@@ -88,7 +88,7 @@ def build_result(
 
 def save(result: BenchResult, results_dir: Path, scrub: Callable[[str], str] | None = None) -> Path:
     """Write the result file; `scrub` (the run's) takes secrets out of it first."""
-    results_dir.mkdir(parents=True, exist_ok=True)
+    results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = results_dir / f"{result.id}.json"
     if scrub is None:
         write_json_atomic(path, result.dump())

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sim.gpus import reservations
+from state.atomic import write_atomic
 from state.secrets import resolve
 from tools.bench.deadlines import Deadlines
 from tools.bench.energy import HostPower, launch_gpus
@@ -161,9 +163,10 @@ async def run_trial(
     pid = 0
     where = {"node": node, "box": box, "worker": os.getpid(), "port": port}
     try:
-        pidfile.write_text(json.dumps(where))  # a controller that loses the worker reads this
+        # a controller that loses the worker reads this (0600, as every file of the run)
+        write_atomic(pidfile, json.dumps(where).encode())
         pid = start_detached(out.command, log, workdir)
-        pidfile.write_text(json.dumps({**where, "pid": pid}))
+        write_atomic(pidfile, json.dumps({**where, "pid": pid}).encode())
         watch = Watch(
             host, engine, pid, log, port, config.server.ready_timeout_s, config.server.model
         )
@@ -201,6 +204,9 @@ async def run_trial(
                 out.cleanup = f"could not clean up: {err}"
             pidfile.unlink(missing_ok=True)
             out.log_tail = await asyncio.to_thread(_tail, log, LOG_TAIL_LINES)
+            if engine.name == "sim" and box:  # a SIGKILLed server's GPU claim: read, so removed
+                with contextlib.suppress(OSError):
+                    reservations(workdir / f"gpus-{box}")
         out.ended = time.time()
     return out
 

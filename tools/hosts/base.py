@@ -199,8 +199,11 @@ class Host(ABC):
         """
         where = cwd or await self.workdir()
         q = shlex.quote
+        # the log is made 0600 (its folder 0700) before the server's shell opens it: the umask
+        # of the server itself is left as it is
         script = (
-            f"mkdir -p {q(_parent(log))} && cd {q(where)} || exit 1\n"
+            f"(umask 077 && mkdir -p {q(_parent(log))} && : >>{q(log)} && chmod 600 {q(log)})"
+            f" && cd {q(where)} || exit 1\n"
             f"setsid bash --norc --noprofile -c {q(command)} >{q(log)} 2>&1 </dev/null &\n"
             "echo $!"
         )

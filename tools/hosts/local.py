@@ -267,9 +267,14 @@ def _tail(path: str, lines: int) -> str:
 
 def _copy(src: str, dst: str) -> int:
     try:
-        Path(dst).parent.mkdir(parents=True, exist_ok=True)
+        Path(dst).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         size = os.stat(src).st_size
-        shutil.copyfile(src, dst)
+        with (
+            open(src, "rb") as fin,
+            open(dst, "wb", opener=lambda p, flags: os.open(p, flags, 0o600)) as fout,
+        ):
+            os.fchmod(fout.fileno(), 0o600)  # a file there before keeps its mode otherwise
+            shutil.copyfileobj(fin, fout)
         written = os.stat(dst).st_size
     except OSError as err:
         raise HostError(f"copy {src} -> {dst}: {err.strerror or err}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import shlex
 import time
@@ -291,8 +292,10 @@ class SSHHost(Host):
         sftp = await self.sftp()
         try:
             size = int((await sftp.stat(full)).size or 0)
-            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(local_path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(local_path, os.O_WRONLY | os.O_CREAT, 0o600))  # made 0600 first
             await sftp.get(full, local_path)
+            os.chmod(local_path, 0o600)  # a fetched log is the run's: its owner's only
         except asyncssh.SFTPError as err:
             raise HostError(f"get {self.name}:{full}: {err.reason}") from None
         got = Path(local_path).stat().st_size
