@@ -10,9 +10,13 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import pytest
+
 from sim import gpus
+from tools.fleet.lab_cluster import private_temp, remove_temp
 from tools.hosts.local import _copy
 
 CONFIG = """
@@ -118,3 +122,26 @@ def test_a_copied_log_is_0600(tmp_path: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "run" / "logs").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "run" / "logs" / "server.log").stat().st_mode) == 0o600
+
+
+def test_a_lab_clusters_temp_folder_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--fleet ray`'s lab cluster: its folder <tmp>/campaign-ray-<uid>/<pid> and the one above
+    it are gone at its end (the one above stayed), unless another controller's folder is in it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = private_temp()
+    parent = mine.parent
+    assert stat.S_IMODE(parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700
+    remove_temp(mine)
+    assert not parent.exists()
+    mine = private_temp()
+    holder = subprocess.Popen(["sleep", "60"])  # a live controller's folder: not ours to remove
+    try:
+        (parent / str(holder.pid)).mkdir()
+        remove_temp(mine)
+        assert not mine.exists() and parent.is_dir()
+    finally:
+        holder.kill()
+        holder.wait()

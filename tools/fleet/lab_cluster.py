@@ -99,6 +99,25 @@ def private_temp(killed: list[int] | None = None) -> Path:
     <tmp>/campaign-ray-<uid>/<pid>, under a folder only this user can enter. Short, as Ray's
     socket paths must be. The clusters of controllers that died (SIGKILL) are killed here
     (`reap_cluster`; their pids added to `killed`) and their folders removed."""
+    for attempt in range(3):
+        try:
+            return _private_temp(killed)
+        except FileNotFoundError:  # the folder above, empty, removed by a cluster ending meanwhile
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def remove_temp(temp: Path) -> None:
+    """This process's lab folder removed at its cluster's end, and the folder above it too when
+    no other cluster's is left in it: a run leaves nothing in the temp dir."""
+    release_temp(temp)
+    shutil.rmtree(temp, ignore_errors=True)
+    with contextlib.suppress(OSError):  # another controller's folder is there, or it is gone
+        os.rmdir(temp.parent)
+
+
+def _private_temp(killed: list[int] | None) -> Path:
     parent = Path(tempfile.gettempdir()) / f"campaign-ray-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
         parent.mkdir(mode=0o700)
@@ -241,5 +260,4 @@ class LocalCluster:
             # Ray's per-node agents outlive their raylet by a moment (they poll it): none is
             # left running when this controller's cluster is gone
             reap_cluster(self.temp)
-            release_temp(self.temp)
-            shutil.rmtree(self.temp, ignore_errors=True)
+            remove_temp(self.temp)
