@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 from agent.brains.autopilot.families import describe
 from agent.brains.autopilot.reading import Reading
@@ -92,7 +93,7 @@ def surrogate(r: Reading, inc: Flags) -> Experiment | None:
     if r.value(inc) <= 0:
         return None
     scored: list[tuple[float, Flags]] = []
-    for cand in _valid(space):  # the engine's own check only for the best predictions, below
+    for cand in valid_configs(space):  # the engine's own check only for the best predictions, below
         change = space.diff(inc, cand)
         if not change or not r.allowed(cand):
             continue
@@ -119,8 +120,9 @@ def surrogate(r: Reading, inc: Flags) -> Experiment | None:
     return Experiment(best[1], r.settings.screens(), "surrogate", why, fresh=True, base=inc)
 
 
-def _valid(space: SearchSpace) -> list[Flags]:
-    """Every configuration the space's own rules allow (no engine check: that is per call)."""
+def valid_configs(space: SearchSpace) -> Iterator[Flags]:
+    """Every configuration the space's own rules allow (no engine check: that is per call), one
+    at a time in the grid's order (a caller that needs a few stops early)."""
     names = list(space.flags)
     options = [
         (*space.flags[f], False)
@@ -128,8 +130,10 @@ def _valid(space: SearchSpace) -> list[Flags]:
         else space.flags[f]
         for f in names
     ]
-    combos = (dict(zip(names, combo, strict=True)) for combo in itertools.product(*options))
-    return [c for c in combos if space.is_valid(c)]
+    for combo in itertools.product(*options):
+        config = dict(zip(names, combo, strict=True))
+        if space.is_valid(config):
+            yield config
 
 
 def _effects(r: Reading) -> dict[tuple[str, str, str], float]:

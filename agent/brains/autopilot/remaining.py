@@ -13,14 +13,12 @@ searched exactly as before."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-
 from agent.brains.autopilot import conclude
+from agent.brains.autopilot.combine import valid_configs
 from agent.brains.autopilot.families import describe
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment
-from tools.domain.space import Flags, SearchSpace
+from tools.domain.space import Flags
 
 
 def rest(r: Reading, inc: Flags) -> Experiment | None:
@@ -31,7 +29,7 @@ def rest(r: Reading, inc: Flags) -> Experiment | None:
     if spare <= 0:
         return None
     todo: list[Flags] = []
-    for cand in _valid(space):  # lazily: a large space stops at spare + 1
+    for cand in valid_configs(space):  # lazily: a large space stops at spare + 1
         if h.tried(cand) or not r.allowed(cand) or r.crash_skip(inc, cand):
             continue
         todo.append(cand)
@@ -46,18 +44,3 @@ def rest(r: Reading, inc: Flags) -> Experiment | None:
         f"exploring: search the space whole ({describe(space, inc, cand)})"
     )
     return Experiment(cand, r.settings.screens(), "screen", why, fresh=True, base=inc)
-
-
-def _valid(space: SearchSpace) -> Iterator[Flags]:
-    """Every configuration the space's own rules allow, one at a time (combine._valid's order)."""
-    names = list(space.flags)
-    options = [
-        (*space.flags[f], False)
-        if f in space.requires and False not in space.flags[f]
-        else space.flags[f]
-        for f in names
-    ]
-    for combo in itertools.product(*options):
-        config = dict(zip(names, combo, strict=True))
-        if space.is_valid(config):
-            yield config
