@@ -109,7 +109,7 @@ class Duet(Tool):
             "stopped": outcome.stopped,
             "ratio": p.ratio,
             "interval": list(found) if found else None,
-            "verdict": "no gain" if p.no_gain else p.verdict,
+            "verdict": outcome.verdict,
         }
         return ToolResult(text="\n".join(lines), is_error=outcome.stopped == "failed", data=data)
 

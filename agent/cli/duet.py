@@ -97,7 +97,7 @@ def record(outcome: DuetOutcome, args: argparse.Namespace) -> dict[str, Any]:
         "stopped": outcome.stopped,
         "ratio": p.ratio,
         "interval": list(found) if found is not None else None,
-        "verdict": "no gain" if p.no_gain else p.verdict,
+        "verdict": outcome.verdict,
         "decision": decision_text(outcome),
         "rounds": [
             {"ratio": r.ratio, "a": r.a, "b": r.b, "first": r.first} for r in outcome.rounds

@@ -70,6 +70,12 @@ class DuetOutcome:
     stopped: Stopped = "rounds"
 
     @property
+    def verdict(self) -> str:
+        """`win`, `no gain` (a gain of MIN_GAIN or more excluded) or `not established`."""
+        p = self.paired
+        return "no gain" if p.no_gain else p.verdict
+
+    @property
     def paired(self) -> stats.Paired:
         ratios = tuple(r.ratio for r in self.rounds)
         return stats.Paired(ratios, looks=self.max_rounds, unit="duet round")

@@ -206,13 +206,13 @@ def _duet(
         return
     rounds: dict[int, dict[str, dict[int, float]]] = {}
     flags: dict[str, Flags] = {}
+    ours = inp.get("a") == SIDE and inp.get("b") == server
     for e in events:
         part = e["duet"]
         side = str(part.get("side"))
         per = {int(c): float(v or 0.0) for c, v in (e.get("summary") or {}).items()}
         rounds.setdefault(int(part.get("round", 0)), {})[side] = per
         flags[side] = h.space.complete(e.get("flags") or {})
-        ours = inp.get("a") == SIDE and inp.get("b") == server
         launch = h.side.launch if side == "a" else h.running
         if ours and launch is not None:
             label = str(e.get("label") or "duet")
