@@ -15,7 +15,8 @@ tool_call, as in the run; the minutes budget warns and ends where it did (record
 A run whose last model call failed with no exchange recorded for it (a stream cut for good, the
 API unavailable past the wait, a refusal where refusals were not recorded) ends there as
 recorded. --max-steps cuts the replay from outside the loop (its
-budgets stay the recorded ones), and only the replayed part is compared.
+budgets stay the recorded ones), and only the replayed part is compared. A fleet run (one with a
+`fleet_started`) is not replayed: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ KEPT = ("server_killed", "server_adopted")
 SESSION = ("run_finished", "run_resumed")
 COMPARED = ("message", "tool_call", "tool_result", "todo", "compaction", "api_exchange")
 IGNORED = ("seq", "ts", "duration_s", "session_minutes")
+# its trials ran on a Ray cluster, placed and ended in an order no replay can make again
+FLEET_NOT_REPLAYED = (
+    "replaying a fleet run is not supported (its trials ran at once on a Ray cluster, in an "
+    "order a replay cannot repeat); `agent report` and `agent watch` read it"
+)
 
 
 @dataclass
@@ -272,6 +278,8 @@ async def replay(
 ) -> tuple[int, Run, str | None]:
     """Replay `source` into a new run; returns (exit code, run, drift report or None)."""
     rec = Recording.load(source)
+    if any(e["type"] == "fleet_started" for e in rec.events):
+        raise ValueError(f"{source} is a fleet run: {FLEET_NOT_REPLAYED}")
     started = rec.started
     try:
         config = Config.model_validate(started["config"])

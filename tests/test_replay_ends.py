@@ -210,3 +210,23 @@ def test_a_replay_is_marked_and_listed_apart(
     assert code == 0 and "replay:" in row and "real" in out, out
     code, _, err = cli(["resume", str(replay)], capsys)
     assert code == 2 and "is a replay of" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_replaying_a_fleet_run_is_one_line_saying_it_is_not_supported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a recorded session with a fleet on it (issue 49, item 6): before, `--check` replayed it
+    # and said DRIFT; a fleet's trials ran at once on a cluster, nothing a replay can repeat
+    events = read_events(SESSIONS[0]).events
+    fleet = {"type": "fleet_started", "ts": events[0]["ts"], "engine": "ray",
+             "nodes": {"n1": "box1", "n2": "box2"}, "slots": 2}  # fmt: skip
+    kept = [events[0], fleet, *events[1:]]
+    for seq, event in enumerate(kept, 1):
+        event["seq"] = seq
+    recording = tmp_path / "fleet.jsonl"
+    recording.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in kept))
+    runs = tmp_path / "runs"
+    code, out, err = cli(["replay", str(recording), "--check", "--runs-dir", str(runs)], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is a fleet run: replaying a fleet run is not supported" in err, err
+    assert "DRIFT" not in err + out and not (runs.exists() and any(runs.iterdir()))
