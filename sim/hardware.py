@@ -42,6 +42,13 @@ class Hardware:
     idle_w: float = 70.0  # loaded, nothing running
     busy_w: float = 250.0  # decoding a batch of one (memory-bound: the weights read each step)
     peak_w: float = 380.0  # a full batch (max-running-requests): H100 NVL's 400 W board limit
+    # --- the physics the step model sits above (docs/sim.md, "Against physics"): /server_info's
+    # "physics"; mem_bw_gb_s 0: not modelled (a profile that changes the box and states none) ---
+    device: str = ""  # the device, as the known devices' table names it (tools/domain/physics.py)
+    mem_bw_gb_s: float = 0.0  # memory bandwidth per GPU, GB/s
+    expert_weights_gb: float = 0.0  # the routed experts' part of weights_gb (0: a dense model)
+    experts: int = 0  # routed experts per layer
+    active_experts: int = 0  # routed experts each token uses
 
 
 REFERENCE = Hardware(
@@ -71,6 +78,13 @@ REFERENCE = Hardware(
     alpha=0.60,
     tree_gain=1.0,
     custom_ar_ms=0.0,
+    device="H100 NVL",
+    mem_bw_gb_s=3900.0,  # NVIDIA H100 NVL datasheet
+    # Kimi K2: 384 routed experts, 8 per token; its ~11.7B non-expert parameters are BF16
+    # (~24 GB), the rest of the 520 GB is the INT4 experts
+    expert_weights_gb=496.0,
+    experts=384,
+    active_experts=8,
 )
 
 NVLINK = Hardware(
@@ -100,6 +114,11 @@ NVLINK = Hardware(
     alpha=0.66,
     tree_gain=0.6,
     custom_ar_ms=-1.0,
+    device="H100 SXM",
+    mem_bw_gb_s=3350.0,  # NVIDIA H100 SXM datasheet
+    expert_weights_gb=496.0,
+    experts=384,
+    active_experts=8,
 )
 
 PROFILES: dict[str, Hardware] = {h.name: h for h in (REFERENCE, NVLINK)}

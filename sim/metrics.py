@@ -101,6 +101,9 @@ def server_info(app: App) -> dict[str, Any]:
     info["internal_states"] = [state]
     if "avg_spec_accept_length" in state:
         info["avg_spec_accept_length"] = state["avg_spec_accept_length"]
+    physics = None if args.ideal else model.physics
+    if physics is not None:  # the bandwidth model (docs/physics.md): the floor of each level
+        info["physics"] = physics
     info["sim"] = {
         "hardware": model.hw.description,
         "time_scale": args.time_scale,

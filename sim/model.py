@@ -216,6 +216,43 @@ class Model:
             t += self.hw.g_ms * (1 + self.steps) * self.factor("eager")
         return t
 
+    # ---------------------------------------------------------------- physics
+    @property
+    def physics(self) -> dict[str, float | int | str] | None:
+        """The bandwidth model the step model sits above, as /server_info's "physics" states it
+        (tools/domain/physics.py reads it), or None where the profile models no bandwidth. The
+        KV cache per token is per GPU (MLA's latent cache is replicated on every rank)."""
+        hw = self.hw
+        if hw.mem_bw_gb_s <= 0:
+            return None
+        return {
+            "device": hw.device,
+            "devices": self.args.tp,
+            "mem_bw_gb_s": hw.mem_bw_gb_s,
+            "weight_bytes": hw.weights_gb * 1e9,
+            "expert_bytes": hw.expert_weights_gb * 1e9,
+            "experts": hw.experts,
+            "active_experts": hw.active_experts,
+            "kv_bytes_per_token": hw.kv_kb_per_token * 1000 * self.factor("kv"),
+            "kv_split": 1,
+            "source": f"simulated box ({hw.description})",
+            "model_source": "the simulator's profile",
+        }
+
+    def floor_ms(self, batch: int, context: float) -> float:
+        """The shortest decode step the modelled bandwidth allows over `batch` sequences of
+        `context` tokens: the bytes one GPU reads (its share of the dense weights and of the
+        experts `batch` tokens touch, and its KV cache) over its bandwidth. No speculation."""
+        hw = self.hw
+        if hw.mem_bw_gb_s <= 0:
+            return 0.0
+        touched = 0.0
+        if hw.experts > 0:
+            touched = 1 - (1 - hw.active_experts / hw.experts) ** batch
+        weights = (hw.weights_gb - hw.expert_weights_gb * (1 - touched)) * 1e9 / self.args.tp
+        kv = batch * context * hw.kv_kb_per_token * 1000 * self.factor("kv")
+        return (weights + kv) / (hw.mem_bw_gb_s * 1e9) * 1000
+
     def prefill_ms(self, tokens: int) -> float:
         draft = 1.05 if self.args.spec else 1.0
         backend = self.profile.backends[self.args.attention_backend][2]

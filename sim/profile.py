@@ -156,6 +156,7 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
     if bad:
         raise ProfileError(f"{where}: constants.{bad[0]} is not a constant of the model")
     hw_over = {k: v for k, v in constants.items() if k in hw_fields}
+    hw_over |= _unstated_physics(PROFILES[base], hw_over)
     if "description" in raw:
         hw_over.setdefault("description", raw["description"])
     try:
@@ -193,6 +194,23 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
         source=source,
         **extra,
     )
+
+
+# the physics a profile inherits from its base box only while it keeps what they describe: a
+# profile that changes the box (or the model) and states no bandwidth (or experts) of its own
+# models none - /server_info then says nothing of a floor rather than the base box's figures
+_BOX, _BOX_PHYSICS = ("gpus", "gpu_mem_gb", "sm"), ("device", "mem_bw_gb_s")
+_MODEL, _MODEL_PHYSICS = ("model", "weights_gb"), ("expert_weights_gb", "experts", "active_experts")
+
+
+def _unstated_physics(base: Hardware, over: Mapping[str, Any]) -> dict[str, Any]:
+    """The base box's physics fields reset where `over` changes what they describe."""
+    out: dict[str, Any] = {}
+    for changes, physics in ((_BOX, _BOX_PHYSICS), (_MODEL, _MODEL_PHYSICS)):
+        changed = any(k in over and over[k] != getattr(base, k) for k in changes)
+        if changed and not any(k in over for k in physics):
+            out |= {k: type(getattr(base, k))() for k in physics}
+    return out
 
 
 def _table(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

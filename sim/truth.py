@@ -48,6 +48,17 @@ def level_throughput(
     return 1000.0 * batch * max_tokens / (steps * step + batch * prefill)
 
 
+def floor_share(model: Model, level: int, input_len: int = 512, max_tokens: int = 512) -> float:
+    """The modelled throughput's share of the bandwidth floor at `level` (level sequences in one
+    batch, each at the mean context input_len + max_tokens / 2: docs/physics.md); 0 where the
+    profile models no bandwidth or the server cannot start."""
+    step = model.floor_ms(max(1, level), input_len + max_tokens / 2)
+    if step <= 0:
+        return 0.0
+    floor_tok_s = 1000.0 * max(1, level) / step
+    return level_throughput(model, level, input_len, max_tokens) / floor_tok_s
+
+
 def throughput_of(
     model: Model, levels: Sequence[int], input_len: int = 512, max_tokens: int = 512
 ) -> dict[int, float]:

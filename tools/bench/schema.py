@@ -133,6 +133,10 @@ class Point(BaseModel):
     power_samples: int | None = None
     power_gpus: str | None = None  # nvidia-smi: the GPUs summed, "0,1" or "all"
     j_per_token: float | None = None  # power_w x duration / total_output_tokens (joules)
+    # against physics (tools/bench/floor.py): absent where no description of the box is known
+    floor_step_ms: float | None = None  # the shortest decode step the memory bandwidth allows
+    floor_tok_s: float | None = None  # the floor of the batch: C / floor step (output tok/s)
+    floor_share: float | None = None  # output_throughput / floor_tok_s (above 1: speculation)
 
     @property
     def rate(self) -> float | None:
@@ -166,6 +170,9 @@ class BenchResult(BaseModel):
     # how the prompts were made: seed, length ("tokenizer" | "words"), words, expected_tokens,
     # length_detail, extra_body (tools/bench/sweep.py); {} in results from before it existed
     prompts: dict[str, Any] = {}
+    # the description the floor of each point was computed from (tools/domain/physics.py's
+    # Physics.to_json), None where none was known
+    physics: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, float]:
         """{"<level>": output_throughput} - the `benchmark` event's summary; a failed level is 0

@@ -31,6 +31,7 @@ import httpx
 from tools.bench import datasets
 from tools.bench.deadlines import ABANDONED, LEVEL_DEADLINE, WAITED_OUT, Deadlines
 from tools.bench.energy import HostPower, LevelPower, joules_per_token, no_power_note
+from tools.bench.floor import describe, engine_physics, with_floor
 from tools.bench.http import BadURL, Target
 from tools.bench.level_traffic import (
     add_samples,
@@ -54,8 +55,9 @@ from tools.bench.schema import Point, Workload
 from tools.bench.server_metrics import Sampler
 from tools.bench.server_metrics import note as metrics_note
 from tools.bench.shard import ShardError, ShardPool, level_requests, run_plan
-from tools.bench.timescale import point_to_model_time, server_time_scale
+from tools.bench.timescale import point_to_model_time, server_info, time_scale_of
 from tools.domain.engines import Metrics
+from tools.domain.physics import Physics
 
 SATURATED_CPU_PERCENT = 50.0  # one client process above this share of a core: add processes
 # the parent's own backstop over a level's deadline (the level itself runs in a client process,
@@ -104,6 +106,11 @@ class SweepSpec:
     power: HostPower | None = None
     # why there is no host to read, said in the note where the server models no power either
     no_power: str = "the server's host is not known here (nvidia-smi is read on that host)"
+    # the box and the model as the caller knows them (agent.toml's [hardware], a CPU host's
+    # probe) for each level's floor (floor.py); an engine's own /server_info "physics" wins
+    physics: Physics | None = None
+    # the note where neither says anything (an unknown device's line); None: no note
+    no_physics: str | None = None
 
 
 @dataclass
@@ -115,6 +122,7 @@ class SweepOutcome:
     notes: list[str] = field(default_factory=list)
     prompts: dict[str, Any] = field(default_factory=dict)  # how the prompts were made
     dataset_digest: str = ""  # a file dataset's content hash, for the result's workload
+    physics: dict[str, Any] | None = None  # what each point's floor was computed from
 
 
 async def discover_model(url: str, model: str, timeout: float, total_s: float = 30.0) -> str:
@@ -180,6 +188,7 @@ class SweepState:
     metrics: bool = True  # False once the server showed it has no usable /metrics
     power: HostPower | None = None  # the spec's, None once its host showed it has no reading
     power_said: bool = False  # the note of no power reading given (once per sweep)
+    physics: Physics | None = None  # each level's floor (floor.py), None: no floor
 
 
 async def run_sweep(spec: SweepSpec, observer: Observer | None = None) -> SweepOutcome:
@@ -230,7 +239,8 @@ async def start_sweep(spec: SweepSpec, obs: Observer) -> SweepState:
         _check_multi_turn(spec, data)
     probe_s = spec.deadlines.probe_s
     model = await discover_model(spec.url, spec.workload.model, spec.connect_timeout_s, probe_s)
-    scale = await server_time_scale(spec.url, total_s=probe_s)
+    info = await server_info(spec.url, total_s=probe_s)
+    scale = time_scale_of(info)
     wl = spec.workload.model_copy(update={"model": model, "dataset_digest": data.digest})
     length = await _length(spec, wl, data)
     auto = spec.processes is None and not wl.multi_turn
@@ -255,6 +265,13 @@ async def start_sweep(spec: SweepSpec, obs: Observer) -> SweepState:
     reset = spec.cache_reset_path or wl.cache_reset
     sw = SweepState(spec, obs, outcome, wl, data, seed, length, prefix, reset, scale, slo)
     sw.power = spec.power
+    sw.physics = engine_physics(info) or spec.physics
+    if sw.physics is None:
+        if spec.no_physics:
+            outcome.notes.append(spec.no_physics)
+    else:
+        outcome.physics = sw.physics.to_json()
+        outcome.notes.append(describe(sw.physics))
     return sw
 
 
@@ -303,6 +320,7 @@ async def sweep_level(sw: SweepState, step: float, procs: int) -> Point:
         run.cpu_seconds,
     )
     point = _model_point(measured, rate, wl, run, sw.scale, processes=max(procs, 1))
+    point = with_floor(point, sw.physics, wl)
     if series is not None:
         point = point.model_copy(update={"server_metrics": series})
     if sampler is not None:

@@ -21,16 +21,30 @@ RATES = (
 KEEP = ("max_concurrency", "achieved_concurrency", "client_cpu_percent", "client_processes")
 
 
-async def server_time_scale(url: str, timeout: float = 5.0, total_s: float = 30.0) -> float:
-    """The simulator's time scale from GET /server_info; 1.0 for any other server, and for one
-    that does not answer whole within `total_s` (httpx's timeouts are per read)."""
+async def server_info(url: str, timeout: float = 5.0, total_s: float = 30.0) -> dict[str, Any]:
+    """GET /server_info as a JSON object; {} for a server without one, and for one that does not
+    answer whole within `total_s` (httpx's timeouts are per read)."""
     try:
         async with asyncio.timeout(total_s), httpx.AsyncClient(timeout=timeout) as client:
             resp = await client.get(f"{url.rstrip('/')}/server_info")
-        scale = float(resp.json()["sim"]["time_scale"]) if resp.status_code == 200 else 1.0
-    except (httpx.HTTPError, ValueError, KeyError, TypeError, TimeoutError):
+        info = resp.json() if resp.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError, TimeoutError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def time_scale_of(info: dict[str, Any]) -> float:
+    """The simulator's time scale from its /server_info; 1.0 for any other server."""
+    try:
+        scale = float(info["sim"]["time_scale"])
+    except (ValueError, KeyError, TypeError):
         return 1.0
     return scale if scale > 0 else 1.0
+
+
+async def server_time_scale(url: str, timeout: float = 5.0, total_s: float = 30.0) -> float:
+    """The simulator's time scale from GET /server_info; 1.0 for any other server."""
+    return time_scale_of(await server_info(url, timeout, total_s))
 
 
 def to_model_time(point: dict[str, Any], scale: float) -> dict[str, Any]:
