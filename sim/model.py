@@ -235,7 +235,7 @@ class Model:
             "active_experts": hw.active_experts,
             "kv_bytes_per_token": hw.kv_kb_per_token * 1000 * self.factor("kv"),
             "kv_split": 1,
-            "source": f"simulated box ({hw.description})",
+            "source": "the simulator's box",
             "model_source": "the simulator's profile",
         }
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agent.cli.bench import main as bench_main
 from sim import profile
 from sim.space import DEFAULT_LEVELS, default_space, flags_of
 from sim.truth import (
@@ -268,3 +269,31 @@ def test_a_simulator_in_ideal_mode_or_a_box_without_bandwidth_states_no_physics(
     restated = profile.parse({"constants": {"gpus": 1, "mem_bw_gb_s": 300.0}}).hardware
     assert restated.mem_bw_gb_s == 300.0
     assert profile.parse({"constants": {"gpus": 8}}).hardware.mem_bw_gb_s == 3900.0  # unchanged
+
+
+def test_agent_bench_shows_the_floor_and_each_point_s_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agent bench` against the simulator: the table's floor columns, and in --json each
+    point's floor and share (its own output tok/s over its floor) and the description used."""
+    sim = launch(tmp_path, "--time-scale", "50", "--load-seconds", "0")
+    out = tmp_path / "r.json"
+    try:
+        sim.wait_ready()
+        argv = ["--url", sim.url, "--concurrency", "1,4", "--max-tokens", "16"]
+        argv += ["--input-len", "32", "--requests-per-level", "8", "--json", str(out)]
+        assert bench_main(argv) == 0
+    finally:
+        sim.kill_group()
+    printed = capsys.readouterr().out
+    assert "floor tok/s" in printed and "of floor" in printed
+    assert "floor: 8 x H100 NVL at 3900 GB/s" in printed
+    result = json.loads(out.read_text())
+    physics = physics_from_json(result["physics"])
+    assert physics is not None and physics.mem_bw_gb_s == 3900.0
+    for p in result["points"]:
+        c, done = p["max_concurrency"], p["completed"]
+        floor = floor_of(physics, c, round(p["total_input_tokens"] / done), 16)
+        assert p["floor_tok_s"] == pytest.approx(floor.batch_tok_s, rel=1e-4)
+        assert p["floor_share"] == pytest.approx(p["output_throughput"] / p["floor_tok_s"], 1e-3)
+        assert 0 < p["floor_share"] < 1  # the simulated box decodes above its floor

@@ -421,6 +421,7 @@ def _report(
         label=args.label,
         interrupted=outcome.interrupted,
         notes=outcome.notes,
+        physics=outcome.physics,
     )
     result.request_rates = args.request_rate or []
     result.prompts = outcome.prompts

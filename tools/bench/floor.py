@@ -46,6 +46,6 @@ def describe(physics: Physics) -> str:
     moe = f", {m.active_experts} of {m.experts} experts per token" if m.experts else ""
     return (
         f"floor: {physics.devices} x {physics.device or 'device'} at {physics.mem_bw_gb_s:g} GB/s "
-        f"({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB{moe}, KV "
+        f"each ({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB{moe}, KV "
         f"{m.kv_bytes_per_token / 1e3:.3g} KB per token ({m.source or 'stated'})"
     )

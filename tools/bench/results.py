@@ -63,6 +63,7 @@ def build_result(
     run_id: str | None = None,
     interrupted: bool = False,
     notes: list[str] | None = None,
+    physics: dict[str, Any] | None = None,
 ) -> BenchResult:
     client = client.model_copy(
         update={
@@ -83,6 +84,7 @@ def build_result(
         points=[Point.model_validate(p) for p in points],
         interrupted=interrupted,
         notes=notes or [],
+        physics=physics,
     )
 
 

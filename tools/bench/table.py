@@ -82,6 +82,12 @@ def sweep_table(result: BenchResult) -> str:
         headers[3:3] = ["J/token"]
         for row, p in zip(rows, result.points, strict=True):
             row[3:3] = [p.j_per_token]
+    if any(p.floor_tok_s is not None for p in result.points):  # against physics: the floor
+        at = headers.index("out tok/s") + 1
+        headers[at:at] = ["floor tok/s", "of floor"]
+        for row, p in zip(rows, result.points, strict=True):
+            share = None if p.floor_share is None else f"{p.floor_share:.0%}"
+            row[at:at] = [p.floor_tok_s, share]
     if wl.slo_ms:
         headers[-1:-1] = ["goodput", "SLO met"]
         for row, p in zip(rows, result.points, strict=True):
