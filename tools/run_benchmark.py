@@ -38,6 +38,7 @@ from tools.bench.sweep import (
 )
 from tools.benchmark_outcome import BenchProgress, record
 from tools.hosts.base import HostError
+from tools.learned_deadline import served_ttft_s
 from tools.servers.profiles import ENGINES, Engine, ProfileError, engine_for
 
 MAX_LEVEL = 4096
@@ -181,7 +182,7 @@ class RunBenchmark(Tool):
                     tokenize_path=engine.tokenize_path if engine else "/tokenize",
                     metrics_path=engine.metrics_path if engine else "/metrics",
                     metrics=engine.profile.metrics if engine else None,
-                    deadlines=Deadlines.from_job(bench.deadlines.given()),  # [bench.deadlines]
+                    deadlines=deadlines_for(ctx, server, workload, levels, rates),
                 )
                 spec.power, spec.no_power = _power(ctx, server, host_name)
                 client.connect_timeout_s, client.stall_timeout_s = (
@@ -356,6 +357,31 @@ def workload_of(ctx: ToolContext, inp: RunBenchmarkInput, rates: list[float] | N
         # the config's multi_turn goes with the config's dataset; a call naming a dataset decides
         multi_turn=inp.multi_turn or (bench.multi_turn and inp.dataset is None and not rates),
     )
+
+
+def deadlines_for(
+    ctx: ToolContext,
+    server: ServerRef,
+    workload: Workload,
+    levels: list[int],
+    rates: list[float] | None,
+) -> Deadlines:
+    """[bench.deadlines], the first-token deadline tightened where this server or the baseline
+    served every level before (tools/learned_deadline.py); an open loop's levels: as given."""
+    deadlines = Deadlines.from_job(ctx.config.bench.deadlines.given())
+    baseline = ctx.config.search.get("baseline")
+    ttft_s = (
+        None
+        if rates
+        else served_ttft_s(
+            ctx.run.state.results,
+            server,
+            workload,
+            levels,
+            baseline if isinstance(baseline, dict) else None,
+        )
+    )
+    return deadlines if ttft_s is None else deadlines.served(ttft_s)
 
 
 def min_level_s(configured: float | None, engine: Engine | None) -> float | None:

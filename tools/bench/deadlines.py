@@ -12,7 +12,10 @@ deadlines besides the stall, and every level one of its own:
   where pace_tok_s is the slowest pace a stream is expected to keep. Once LEARN_AFTER requests of
   the level have succeeded, the level's own pace tightens it for the requests still running:
       max(floor_s, slack x max_tokens x median(e2el / output_tokens of the successes))
-  (never above the first formula): the level's expected pace, with room for a slow tail;
+  (never above the first formula): the level's expected pace, with room for a slow tail; and
+  once this server or the run's baseline has served every level of a sweep (the same workload),
+  the sweep's first-token deadline is max(floor_s, slack x the slowest p99 TTFT measured there),
+  never above first_token_s (`served`, tools/learned_deadline.py);
 - level: `level_s`, or derived - the connect timeout plus one warm-up round plus
   ceil(requests / streams) rounds of the total deadline (an open level: its last send time plus
   one warm-up round and one total deadline) - a backstop that holds even if a request's own
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tools.bench.request_record import RequestRecord
@@ -72,6 +75,13 @@ class Deadlines:
     def request_s(self, max_tokens: int) -> float:
         """A request's total deadline before the level has a pace of its own."""
         return max(self.floor_s, self.first_token_s + max(max_tokens, 1) / self.pace_tok_s)
+
+    def served(self, ttft_s: float) -> Deadlines:
+        """The deadlines of a sweep at levels already served, whose slowest p99 TTFT was
+        `ttft_s` (tools/learned_deadline.py): the first token within slack x that, at least
+        floor_s, never later than first_token_s."""
+        tight = min(self.first_token_s, max(self.floor_s, self.slack * ttft_s))
+        return replace(self, first_token_s=tight)
 
     def learned_request_s(self, max_tokens: int, s_per_token: float | None) -> float:
         """The total deadline once the level's pace is known (never above request_s)."""

@@ -1,0 +1,115 @@
+"""The first-token deadline learned from what the run measured (issue 49, item 8): once this
+server or the run's baseline has served every level of a sweep with the same workload, a server
+that then answers with keep-alive comments only is cut at max(floor_s, slack x the slowest p99
+TTFT measured there), not at the static first_token_s. Against the hostile server on 127.0.0.1
+(tests/hostile_server.py) through the run_benchmark tool; outcomes and the deadlines recorded
+are asserted, never durations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from state.run import Run
+from tests.hostile_server import HostileServer
+from tools.base import ToolBox, ToolContext
+from tools.bench.deadlines import Deadlines
+from tools.bench.schema import ServerRef, Workload
+from tools.domain.config import load_config
+from tools.learned_deadline import served_ttft_s
+from tools.run_benchmark import RunBenchmark
+
+STATIC_S = 20.0  # the configured first-token deadline; the learned one is the floor, 1 s
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[HostileServer]:
+    srv = HostileServer()
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.stop()
+
+
+def context(tmp_path: Path, concurrency: str = "[1]") -> ToolContext:
+    path = tmp_path / "agent.toml"
+    path.write_text(
+        f"[bench]\nconcurrency = {concurrency}\ninput_len = 8\nmax_tokens = 8\n"
+        "requests_per_level = 2\nwarmup_requests = 0\n\n"
+        f"[bench.deadlines]\nfirst_token_s = {STATIC_S}\nfloor_s = 1\nslack = 4\n"
+    )
+    return ToolContext(run=Run.create(tmp_path / "runs", "r1"), config=load_config(path))
+
+
+async def bench(ctx: ToolContext, url: str, **more: Any) -> dict[str, Any]:
+    """One run_benchmark call; the result file it wrote."""
+    before = set((ctx.run.path / "results").glob("*.json"))
+    await ToolBox([RunBenchmark()]).call(ctx, "run_benchmark", {"url": url, **more})
+    (path,) = set((ctx.run.path / "results").glob("*.json")) - before
+    return dict(json.loads(path.read_text()))
+
+
+async def test_keepalives_after_the_first_successes_are_cut_at_the_learned_deadline(
+    server: HostileServer, tmp_path: Path
+) -> None:
+    ctx = context(tmp_path)
+    first = await bench(ctx, server.url)  # served: the first token in milliseconds
+    assert first["points"][0]["completed"] == 2
+    assert first["client"]["deadlines"]["first_token_s"] == STATIC_S  # nothing served before
+    server.mode = "keepalive"  # `: keepalive` comments forever, never a token
+    second = await bench(ctx, server.url)
+    point = second["points"][0]
+    assert point["level_failed"] and point["errors"].get("ttft_timeout"), point["errors"]
+    assert "no token within 1 s" in point["error_samples"]["ttft_timeout"]
+    assert second["client"]["deadlines"]["first_token_s"] == 1.0
+
+
+async def test_a_level_never_served_keeps_the_static_deadline(
+    server: HostileServer, tmp_path: Path
+) -> None:
+    ctx = context(tmp_path)
+    await bench(ctx, server.url)  # C=1 served
+    result = await bench(ctx, server.url, concurrency=[1, 2])  # C=2 never was: its queue unknown
+    assert result["client"]["deadlines"]["first_token_s"] == STATIC_S
+
+
+def event(
+    server: str | None, flags: dict[str, Any], ttft_ms: dict[int, float], **more: Any
+) -> dict[str, Any]:
+    points = {
+        str(lv): {"p99_ttft_ms": t, "completed": 10, "level_failed": False}
+        for lv, t in ttft_ms.items()
+    }
+    return {"server": server, "flags": flags, "url": "", "workload": Workload().model_dump(),
+            "points": points, **more}  # fmt: skip
+
+
+def test_the_slowest_ttft_of_this_server_or_the_baseline_decides() -> None:
+    wl = Workload()
+    cand = ServerRef(name="cand", flags={"--x": 1})
+    base = {"--x": 0}
+    seen = [
+        event("cand", {"--x": 1}, {1: 50.0, 10: 400.0}),
+        event("other", {"--x": 2}, {1: 9000.0, 10: 9000.0}),  # neither: not counted
+        event("b0", {"--x": 0}, {10: 700.0}),  # the baseline's flags
+    ]
+    assert served_ttft_s(seen, cand, wl, [1, 10], base) == pytest.approx(0.7)
+    assert served_ttft_s(seen, cand, wl, [1, 10], None) == pytest.approx(0.4)
+    assert served_ttft_s(seen, cand, wl, [1, 10, 100], base) is None  # C=100 never served
+    other_workload = wl.model_copy(update={"input_len": 4096})  # a longer prompt: not the same
+    assert served_ttft_s(seen, cand, other_workload, [1, 10], base) is None
+    failed = event("cand", {"--x": 1}, {100: 10.0})
+    failed["points"]["100"]["level_failed"] = True  # a failed level served nothing
+    assert served_ttft_s([*seen, failed], cand, wl, [100], base) is None
+
+
+def test_the_learned_deadline_is_bounded_by_the_floor_and_the_static_one() -> None:
+    dl = Deadlines(first_token_s=600.0, floor_s=120.0, slack=4.0)
+    assert dl.served(0.05).first_token_s == 120.0  # the floor
+    assert dl.served(60.0).first_token_s == 240.0  # slack x the slowest p99 TTFT
+    assert dl.served(1000.0).first_token_s == 600.0  # never above the static deadline
