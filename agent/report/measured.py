@@ -156,6 +156,12 @@ class Configuration:
         the mean over the sweeps that served it and carry it; None where no host reported power."""
         return self.latency(level, "j_per_token")
 
+    def floor_share(self, level: int) -> float | None:
+        """The level's output tok/s over its bandwidth floor (the point's `floor_share`,
+        tools/domain/physics.py), the mean over the sweeps that carry it; None where the box
+        was not known."""
+        return self.latency(level, "floor_share")
+
     @property
     def notes(self) -> list[str]:
         """Every note of its results, in order."""

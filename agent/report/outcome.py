@@ -11,6 +11,7 @@ from agent.report.figures import Figures
 from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Code, Heading, Image, Para, Table
 from tools.bench.energy import NO_POWER, NO_POWER_TAIL
+from tools.bench.floor import FLOOR_NOTE
 from tools.domain import stats
 from tools.recommend import ROUTING_RULE
 
@@ -325,6 +326,7 @@ def curves(f: Figures) -> list[Block]:
     ]
     levels = sorted({c for k in shown for c in k.levels})
     energy = any(c.energy(level) is not None for c in shown for level in c.levels)
+    floor = any(c.floor_share(level) is not None for c in shown for level in c.levels)
     for level in levels:
         here = [c for c in shown if level in c.levels]
         top = max(here, key=lambda c: c.sweep[level])
@@ -333,10 +335,12 @@ def curves(f: Figures) -> list[Block]:
             name = f"**{c.name}**" if c is top and len(here) > 1 else c.name
             row = [str(level), name, num(c.sweep[level])]
             row += [joules(c.energy(level))] if energy else []
+            row += [percent(c.floor_share(level))] if floor else []
             row += ["-" if vs is None else f"{vs:.3f}x"]
             row += [num(c.latency(level, k)) for k in LATENCIES]
             rows.append(row)
-    headers = ["C", "configuration", "tok/s"] + (["J/token"] if energy else []) + ["vs baseline"]
+    headers = ["C", "configuration", "tok/s"] + (["J/token"] if energy else [])
+    headers += (["of floor"] if floor else []) + ["vs baseline"]
     headers += ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]
     out.append(Table(headers, rows, right={0} | set(range(2, len(headers)))))
     if len(shown) > 1:
@@ -344,7 +348,25 @@ def curves(f: Figures) -> list[Block]:
     said = energy_words(shown, energy)
     if said:
         out.append(Para(said))
+    if floor:
+        out.append(Para(floor_words(shown)))
     return out
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def floor_words(shown: list[Configuration]) -> str:
+    """What "of floor" is, and the box it was computed for (the results' `floor:` note)."""
+    box = next((n for c in shown for n in c.notes if n.startswith(FLOOR_NOTE)), "")
+    text = (
+        "of floor: the level's output tok/s over its memory-bandwidth floor - C sequences "
+        "decoding together, each step reading the weights and their KV cache once "
+        "(docs/physics.md); far below 100 % the hardware allows more, near it only speculation "
+        "(which may pass it) or fewer bytes (quantization) can."
+    )
+    return text + (f" Computed for {box.removeprefix(FLOOR_NOTE)}." if box else "")
 
 
 def joules(value: float | None) -> str:

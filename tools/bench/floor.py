@@ -16,6 +16,8 @@ from typing import Any
 from tools.bench.schema import Point, Workload
 from tools.domain.physics import Physics, floor_of, physics_from_json, share_of
 
+FLOOR_NOTE = "floor: "  # the start of the note that says what a result's floors came from
+
 
 def engine_physics(info: dict[str, Any] | None) -> Physics | None:
     """The description an engine's /server_info states ("physics"), or None."""
@@ -44,8 +46,8 @@ def describe(physics: Physics) -> str:
     """One line for a result's notes: where the floor comes from."""
     m = physics.model
     moe = f", {m.active_experts} of {m.experts} experts per token" if m.experts else ""
+    box = f"{physics.devices} x {physics.device or 'device'} at {physics.mem_bw_gb_s:g} GB/s"
     return (
-        f"floor: {physics.devices} x {physics.device or 'device'} at {physics.mem_bw_gb_s:g} GB/s "
-        f"each ({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB{moe}, KV "
-        f"{m.kv_bytes_per_token / 1e3:.3g} KB per token ({m.source or 'stated'})"
+        f"{FLOOR_NOTE}{box} each ({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB"
+        f"{moe}, KV {m.kv_bytes_per_token / 1e3:.3g} KB per token ({m.source or 'stated'})"
     )
