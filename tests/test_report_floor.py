@@ -5,6 +5,8 @@ where no level has one (an unknown device)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 from agent.report import gather, render_files
@@ -13,11 +15,13 @@ from state.events import read_events
 from tests.conftest import plain_config
 from tests.report_session import bench_in_run
 from tests.test_report_energy import level_rows
+from tools.base import ToolBox, ToolContext
+from tools.recommend import Recommend
 
 BOX = "floor: 8 x H100 NVL at 3900 GB/s each (the simulator's box); weights 520 GB"
 
 
-def make_run(tmp: Path, floors: bool) -> tuple[str, Path]:
+def make_run(tmp: Path, floors: bool, recommend: bool = False) -> tuple[str, Path]:
     run = start("beat baseline", plain_config(), "autopilot", tmp, None, Limits())
     base, fa3 = {"--attention-backend": "flashinfer"}, {"--attention-backend": "fa3"}
     floor = {1: 900.0, 10: 3900.0}
@@ -31,6 +35,11 @@ def make_run(tmp: Path, floors: bool) -> tuple[str, Path]:
     sweep("baseline-L01", base, {1: 90.0, 10: 400.0})
     sweep("noise-L01", base, {1: 92.0, 10: 402.0})
     sweep("validate-L02-fa3", fa3, {1: 110.0, 10: 500.0})
+    if recommend:
+        ctx = ToolContext(run=run, config=plain_config())
+        result, _ = asyncio.run(ToolBox([Recommend()]).call(ctx, "recommend", {"config": fa3}))
+        assert not result.is_error, result.text
+        (run.path / "recommend.txt").write_text(result.text)
     run.close()
     f = gather(run.path, read_events(run.path / "events.jsonl").events)
     render_files(f, run.path)
@@ -54,3 +63,16 @@ def test_no_column_where_the_box_is_not_known(tmp_path: Path) -> None:
     md, _ = make_run(tmp_path, floors=False)
     header, *_ = level_rows(md)
     assert "of floor" not in header and "memory-bandwidth floor" not in md
+
+
+def test_recommendation_json_has_each_level_s_share_of_the_floor(tmp_path: Path) -> None:
+    """The deployed configuration's and the baseline's, as the report has them; and the line
+    the recommend tool gives the model."""
+    _, folder = make_run(tmp_path, floors=True, recommend=True)
+    rec = json.loads((folder / "recommendation.json").read_text())
+    assert rec["verdict"] == "win"
+    assert rec["floor_share"] == {"1": round(110 / 900, 4), "10": round(500 / 3900, 4)}
+    assert rec["baseline_floor_share"]["1"] == round((90 / 900 + 92 / 900) / 2, 4)
+    assert "of the bandwidth floor: C=1 12%, C=10 13%" in (folder / "recommend.txt").read_text()
+    _, bare = make_run(tmp_path / "bare", floors=False, recommend=True)
+    assert "floor_share" not in json.loads((bare / "recommendation.json").read_text())

@@ -13,7 +13,9 @@ typed record, tools/bench/schema.Recommendation, that the report and the views p
 
 With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({level: $ per million
 output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
-policy range of the levels of its range; without one, neither key. And "drift" when the
+policy range of the levels of its range; without one, neither key. Where the results carry
+the bandwidth floor (tools/bench/floor.py), "floor_share" and "baseline_floor_share" ({level: the
+share of the floor}) of the deployed configuration and of the baseline. And "drift" when the
 baseline's own sweeps moved more than the noise floor (results.drift: how much, between which
 sweeps, and that only paired comparisons should count). And "paired" when the configuration was
 measured against the baseline in launch pairs (results.pairs: `pair-` labels, baseline then
@@ -165,6 +167,8 @@ class Recommend(Tool):
         if config.cost is not None:  # what the deployed configuration costs to serve, per level
             served = (mine, ours) if verdict in ("win", "baseline") else (base, theirs)
             more |= _serving(config.cost, served[0], served[1], common)
+        served_results = mine if verdict in ("win", "baseline") else base
+        more |= _floor_shares(served_results, base, common)
         if paired is not None:
             more["paired"] = _paired_record(paired)
         if drifted is not None:
@@ -240,6 +244,28 @@ def _baseline_results(
     base = space.baseline if space else results[0].server.flags
     found = _matching(results, _norm(base, space), space)
     return [r for r in found if _workload(r) == workload]
+
+
+def _floor_shares(
+    deployed: list[BenchResult], base: list[BenchResult], levels: list[int]
+) -> dict[str, Any]:
+    """floor_share and baseline_floor_share ({level: the mean of its points' share of the
+    bandwidth floor}), where every level of both carries one; {} otherwise."""
+    out: dict[str, Any] = {}
+    for key, measured in (("floor_share", deployed), ("baseline_floor_share", base)):
+        shares: dict[str, float] = {}
+        for c in levels:
+            got = [
+                p.floor_share
+                for r in measured
+                if (p := r.point(c)) is not None and p.floor_share is not None
+            ]
+            if got:
+                shares[str(c)] = round(sum(got) / len(got), 4)
+        if len(shares) < len(levels):
+            return {}
+        out[key] = shares
+    return out
 
 
 def _per_level(results: list[BenchResult]) -> dict[int, float]:
@@ -479,6 +505,9 @@ def _text(rec: Recommendation, objective: Any) -> str:
         + ("" if ratio is None else f"; geomean ratio {ratio:.3f}")
         + f"; noise floor {stats.percent(rec.noise_floor)}"
     )
+    if rec.floor_share:  # against physics: how far the deployed one is from the hardware
+        shares = ", ".join(f"C={c} {v:.0%}" for c, v in rec.floor_share.items())
+        measured += f"\n  of the bandwidth floor: {shares}"
     paired = rec.paired
     if paired is not None:  # the figure the verdict reads
         measured += f"\n  paired: {paired.stated}" + (

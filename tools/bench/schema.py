@@ -322,5 +322,10 @@ class Recommendation(Record):
     notes: list[str] = []
     usd_per_hour: float | None = None
     usd_per_mtok: dict[str, float] | None = None
+    # against physics: {level: share of the level's bandwidth floor} of the deployed
+    # configuration and of the baseline (the points' floor_share, tools/domain/physics.py); set
+    # only where the results carry floors
+    floor_share: dict[str, float] | None = None
+    baseline_floor_share: dict[str, float] | None = None
     paired: PairedRecord | None = None
     drift: DriftRecord | None = None
