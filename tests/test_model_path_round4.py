@@ -364,3 +364,66 @@ def test_the_stall_deadline_is_a_bounded_setting() -> None:
     for bad in (float("inf"), 0, "90", True):
         with pytest.raises(ValidationError, match="stall_timeout_s"):
             ModelConfig(stall_timeout_s=bad)
+
+
+# --- item 6: the report, watch, the fleet's summary and replay say what happened ----------------
+
+
+async def test_the_report_says_how_long_the_run_waited_out_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three 529s (two SDK retries, then the loop's pause) and the reply: the report's Cost table
+    and its caveats say the run waited the API out, for how long and over how many retries - the
+    events stamped by a clock that moves 30 s an event, so the outage is 90 s by its events."""
+    from datetime import UTC, datetime
+
+    import state.events
+    from tests.fake_messages_api import Status
+
+    ticks = iter(range(10_000))
+
+    def stamp() -> str:
+        at = datetime(2026, 12, 1, 12, 0, tzinfo=UTC).timestamp() + 30 * next(ticks)
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+    monkeypatch.setattr(state.events, "utc_now", stamp)
+    api = FakeMessagesAPI([FINAL], faults=[Status(code=529, times=3)])
+    agent, _ = campaign(tmp_path, api)
+    assert await drive(agent, api) == 0
+    waits = of_type(agent, "model_wait")
+    assert [e["stage"] for e in waits] == ["retry", "retry", "pause"]
+    render_files(gather(agent.run.path, events_of(agent)), agent.run.path)
+    report = (agent.run.path / "report.md").read_text()
+    said = "1.5 minutes over 3 retries (HTTP 529 overloaded)"
+    assert f"| waiting on the model API | {said}, within the wall-clock |" in report, report
+    assert f"The model API was unavailable: the run waited out {said}." in report
+
+
+def test_the_api_wait_fits_an_80_column_watch_essentials_first() -> None:
+    """A 429 paused on, with the API's own long words: on an 80-column terminal the status line
+    says when the next try is and why (status first), wrapped, not cut; the plain line too."""
+    from datetime import UTC, datetime
+
+    reason = (
+        "the Anthropic API is unavailable: HTTP 429 rate limited: This request would exceed the "
+        "rate limit for your organization of 40,000 input tokens per minute"
+    )
+    board = Board()
+    events: list[dict[str, Any]] = [
+        {"type": "run_started", "run_id": "r", "goal": "beat baseline", "brain": "anthropic"},
+        {"type": "message", "role": "user", "content": [text("brief")]},
+        {"type": "model_wait", "stage": "pause", "reason": reason, "pause_s": 60.0,
+         "retry_at": "2026-12-03T10:01:00.000Z", "waited_s": 95.0},
+    ]  # fmt: skip
+    for seq, event in enumerate(events, 1):
+        board.apply({"seq": seq, "ts": "2026-12-03T10:00:00.000Z", **event})
+    console = Console(record=True, width=80, file=io.StringIO())
+    console.print(render(board, now=datetime(2026, 12, 3, 10, 0, 20, tzinfo=UTC)))
+    shown = console.export_text()
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    flat = " ".join(line.strip(" │") for line in shown.splitlines())
+    assert "API unavailable · next try 10:01:00 (in 0:40) · HTTP 429 rate limited" in flat, shown
+    assert "input tokens per" in flat and "…" not in flat, shown  # wrapped, not cut
+    line = event_line(board.log[-1])
+    assert line is not None
+    assert line.plain.startswith("[10:00:00] model API unavailable · next try 10:01:00 · HTTP 429")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from agent.report.measured import Configuration, Measured, parse_ts
 from state.events import Event
+from state.sweeps import count
 from tools.bench import results
 from tools.domain import cost as serving
 from tools.domain import stats
@@ -218,6 +219,64 @@ def wall_minutes(events: list[Event]) -> float:
     if start and last:
         wall += _seconds(start, last)
     return wall / 60
+
+
+# what ends a wait on the model API: its answer (the exchange, the reply, a compaction's), or the
+# session's end (a stop, a budget, the wait given up)
+API_ANSWERED = ("api_exchange", "message", "compaction", "run_finished", "run_resumed")
+
+
+@dataclass(frozen=True)
+class ApiWaits:
+    """The time the run spent waiting on the model API (model_wait events: the SDK's and the
+    brain's retries, the loop's pauses): each outage from its first wait to the API's next answer
+    (or the session's end), summed; the retries that took; the commonest reason."""
+
+    seconds: float
+    retries: int
+    outages: int
+    reason: str
+
+    def text(self) -> str:
+        """'10.2 minutes over 14 retries (HTTP 529 overloaded)'."""
+        tries = count(self.retries, "retry", "retries")
+        spans = f", {self.outages} outages" if self.outages > 1 else ""
+        return f"{self.seconds / 60:.1f} minutes over {tries}{spans} ({self.reason})"
+
+
+def api_waits(events: list[Event]) -> ApiWaits | None:
+    """The run's waits on the model API (None: it never waited)."""
+    seconds, retries, outages = 0.0, 0, 0
+    reasons: dict[str, int] = {}
+    since: str | None = None
+    for e in events:
+        if e["type"] == "model_wait":
+            retries += 1
+            why = _api_words(str(e.get("reason") or ""))
+            reasons[why] = reasons.get(why, 0) + 1
+            if since is None:
+                since, outages = e["ts"], outages + 1
+        elif since is not None and _answered(e):
+            seconds += _seconds(since, e["ts"])
+            since = None
+    if since is not None and events:  # the log ends inside a wait (a crash, or still waiting)
+        seconds += _seconds(since, events[-1]["ts"])
+    if not retries:
+        return None
+    return ApiWaits(seconds, retries, outages, max(reasons, key=lambda k: reasons[k]))
+
+
+def _answered(e: Event) -> bool:
+    """The API answered (a user message is the loop's own note, not an answer), or the session
+    ended."""
+    return e["type"] in API_ANSWERED and (e["type"] != "message" or e.get("role") == "assistant")
+
+
+def _api_words(reason: str) -> str:
+    """'HTTP 529 overloaded' of 'the Anthropic API is unavailable: HTTP 529 overloaded: ...'."""
+    why = reason.removeprefix("the Anthropic API: ")
+    why = why.removeprefix("the Anthropic API is unavailable: ")
+    return why.split(": ")[0].split(" (")[0][:80] or "no reason given"
 
 
 def _seconds(a: str, b: str) -> float:

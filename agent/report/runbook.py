@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from agent.report.figures import Figures, cost
+from agent.report.figures import Figures, api_waits, cost
 from agent.report.measured import Configuration
 from agent.report.outcome import policy_servers
 from agent.report.render import Block, Bullets, Code, Heading, Para, Table
@@ -88,6 +88,11 @@ def cost_section(f: Figures) -> list[Block]:
             f"{c['benchmark_minutes']:.1f} benchmark minutes)",
         ],
         ["wall-clock", f"{c['wall_minutes']:.1f} minutes"],
+    ]
+    waits = api_waits(f.m.events)
+    if waits is not None:  # an outage the run waited out is part of its wall-clock
+        rows.append(["waiting on the model API", f"{waits.text()}, within the wall-clock"])
+    rows += [
         ["model turns", f"{c['steps']:g}"],
         [
             "model tokens" if f.m.state.brain != "autopilot" else "model tokens (autopilot: none)",

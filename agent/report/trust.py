@@ -3,7 +3,7 @@ floor (tools/domain/stats.py; docs/statistics.md), and the caveats."""
 
 from __future__ import annotations
 
-from agent.report.figures import NOISY_LEVEL, Figures
+from agent.report.figures import NOISY_LEVEL, Figures, api_waits
 from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Bullets, Heading, Para, Table
 from tools.bench import results
@@ -130,6 +130,13 @@ def caveats(f: Figures) -> list[Block]:
         items.append(
             f"The machine drifted ({100 * size:.1f} % between the baseline's own sweeps, above "
             "the noise floor): only paired comparisons should count (see the warning at the top)."
+        )
+    waits = api_waits(f.m.events)
+    if waits is not None:
+        gave_up = f.m.status == "model_unavailable"
+        items.append(
+            f"The model API was unavailable: the run {'waited' if gave_up else 'waited out'} "
+            f"{waits.text()}" + (", then gave up (`agent resume` goes on)." if gave_up else ".")
         )
     items += _noise_caveats(f)
     if any(not ok for c in f.m.configs for ok in c.from_file):

@@ -152,6 +152,7 @@ def _status(board: Board, now: datetime) -> RenderableType:
             Text(f"{f['status']} (exit {f['exit_code']}): {short(f.get('reason') or '', 300)}")
         )
     else:
+        waiting = False
         if s.current_tool:
             tool = s.current_tool
             args = short(json.dumps(tool["input"], separators=(",", ":")), 90)
@@ -159,12 +160,13 @@ def _status(board: Board, now: datetime) -> RenderableType:
         elif s.fleet is not None and s.fleet.running:  # the controller waits on its trials
             doing = f"{len(s.fleet.running)} trial(s) in flight on the fleet"
         elif board.api_wait is not None:
-            doing = api_unavailable(board.api_wait, now.timestamp())
+            doing, waiting = api_unavailable(board.api_wait, now.timestamp()), True
         else:
             doing = f"thinking · {clock(since(board.last_ts, now))}"
         if s.stop_requested:
             doing += " · stop requested"
-        lines.append(Text(f"step {s.steps} · {doing}", no_wrap=True, overflow="ellipsis"))
+        # one line, cut where the terminal ends; the API's wait wraps: its reason is the news
+        lines.append(Text(f"step {s.steps} · {doing}", no_wrap=not waiting, overflow="ellipsis"))
     for bar in board.bars:
         lines.append(_bar(bar))
     status = (s.finished or {}).get("status") or "running"

@@ -29,12 +29,13 @@ def named(kind: str, name: str) -> str:
 
 
 def api_unavailable(wait: dict[str, Any], now_s: float | None = None) -> str:
-    """The model API is unavailable: why, and when the next try is (from a model_wait event)."""
+    """The model API is unavailable: when the next try is, then why (from a model_wait event).
+    The essentials first: on a narrow terminal the API's own words are what wraps or is cut."""
     why = str(wait.get("reason") or "").removeprefix("the Anthropic API: ")
-    line = f"API unavailable: {short(why.removeprefix('the Anthropic API is unavailable: '), 90)}"
+    line = "API unavailable"
     at = epoch(wait.get("retry_at"))
     if at is not None:
         line += f" · next try {datetime.fromtimestamp(at, UTC).strftime('%H:%M:%S')}"
         if now_s is not None:
             line += f" (in {clock(at - now_s)})"
-    return line
+    return f"{line} · {short(why.removeprefix('the Anthropic API is unavailable: '), 160)}"
