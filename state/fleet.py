@@ -154,10 +154,16 @@ class FleetState:
 
     def _on_trial_ended(self, e: Event, at: float) -> None:
         name = str(e.get("trial", ""))
-        trial = self.running.pop(name, None) or self._unlost(name) or Trial(name=name, since=at)
+        known = self.running.pop(name, None) or self._unlost(name)
+        trial = known or Trial(name=name, since=at)
         box = str(e.get("box") or trial.box or "")
         seconds = e.get("seconds")
-        held = float(seconds) if isinstance(seconds, int | float) else max(at - trial.since, 0.0)
+        # the box-seconds it held while the fleet was up: a trial a killed session left, recorded
+        # as ended when the run was resumed an hour later, held its box to its session's end,
+        # not through the hour the fleet was down (which no session offers as capacity)
+        up = self.uptime(trial.since, at) if known is not None else None
+        held = float(seconds) if isinstance(seconds, int | float) else (up or 0.0)
+        held = max(min(held, up) if up is not None else held, 0.0)
         ok, ready = bool(e.get("ok")), e.get("ready_s")
         ready_s = float(ready) if isinstance(ready, int | float) and ready > 0 else None
         self.ended.append(Ended(trial, box, ok, str(e.get("reason") or ""), held, at, ready_s))
@@ -239,6 +245,13 @@ class FleetState:
         now = self._now(now)
         return sum(max((s.ended if s.ended is not None else now) - s.began, 0.0)
                    for s in self.sessions)  # fmt: skip
+
+    def uptime(self, since: float, until: float) -> float:
+        """Seconds of [since, until] the fleet was up (in one of its sessions)."""
+        return sum(
+            max(min(s.ended if s.ended is not None else until, until) - max(s.began, since), 0.0)
+            for s in self.sessions
+        )
 
     def capacity(self, now: float | None = None) -> float:
         """Box-seconds the fleet offered: its boxes times the time it was up, per session."""

@@ -301,3 +301,44 @@ def test_time_left_on_a_fleet_divides_the_experiments_by_the_trials_run_at_once(
     text = eta_text(eta, finished=False)
     assert "6 experiments to come × 16 s (a launch and a full sweep) ÷ 1.3 at once" in text
     assert estimate([todo], events) is None  # without the fleet, as on one box: nothing yet
+
+
+def test_a_fleet_resumed_an_hour_later_is_busy_at_most_all_of_its_time(
+    run: Run, clock: Callable[[float], None]
+) -> None:
+    # issue 49, item 6: a model's fleet run killed with 3 trials in flight, resumed an hour
+    # later; the resume records them as ended (interrupted, no seconds of their own: agent/fleet/
+    # model.settle). Each held its box to its session's end (60 s), not through the hour the
+    # fleet was down - the summary said "busy 729 % of 3 boxes' time, 21.9 trials at once"
+    three = {"n1": "box1", "n2": "box2", "n3": "box3"}
+    clock(0)
+    run.append("run_started", run_id=run.id, goal="beat baseline", brain="anthropic")
+    run.append("fleet_started", engine="ray", nodes=three, slots=3)
+    for i in range(3):
+        started(run, f"screen-L0{i}", "screen", FA3)
+    clock(60)  # the controller's last event; it is killed
+    run.append("todo", todos=[EXPLORE], changes={})
+    clock(3600)
+    run.append("run_resumed")
+    for i in range(3):
+        run.append("trial_ended", trial=f"screen-L0{i}", ok=False, end="interrupted",
+                   reason="interrupted", interrupted=True, cleanup="", attempt=1)  # fmt: skip
+    run.append("fleet_started", engine="ray", nodes=three, slots=3)
+    for i in range(3, 6):
+        started(run, f"screen-L0{i}", "screen", FA3)
+    clock(3700)
+    for i in range(3, 6):
+        run.append("trial_ended", trial=f"screen-L0{i}", node=f"n{i - 2}", box=f"box{i - 2}",
+                   ok=True, reason="", seconds=50.0, attempt=1)  # fmt: skip
+    run.append("run_finished", status="finished", exit_code=0, reason="done")
+    fleet = fold(read_events(run.events_path).events).fleet
+    assert fleet is not None
+    # busy: 3 x 60 s before the kill, 3 x 50 s after; offered: 3 boxes x (60 s + 100 s)
+    assert fleet.busy_seconds() == pytest.approx(330.0)
+    assert fleet.utilisation() == pytest.approx(330 / 480)
+    assert fleet.at_once() == pytest.approx(330 / 160)
+    out = io.StringIO()
+    printer = PlainPrinter(out, run.path)
+    for e in read_events(run.events_path).events:
+        printer(e)
+    assert "busy 69% of 3 boxes' time, 2.1 trials at once on average" in out.getvalue()
