@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent.cli.bench import main as bench_main
+from agent.session import Limits, start
 from sim import profile
 from sim.space import DEFAULT_LEVELS, default_space, flags_of
 from sim.truth import (
@@ -23,10 +25,14 @@ from sim.truth import (
     level_throughput,
     model_of,
 )
+from state.run import Run
+from tests.test_energy import fake_smi, prints
 from tests.test_sim_server import launch
-from tools.bench.floor import engine_physics, with_floor
+from tools.base import ToolBox, ToolContext
+from tools.bench.floor import engine_physics, stated_physics, with_floor
 from tools.bench.schema import Point, Workload
 from tools.domain import lab_truth
+from tools.domain.config import ConfigError, HostConfig, lab_config, load_config
 from tools.domain.physics import (
     DEVICES,
     HardwareConfig,
@@ -39,6 +45,8 @@ from tools.domain.physics import (
     share_of,
     unknown_device_line,
 )
+from tools.hosts.local import LocalHost
+from tools.run_benchmark import RunBenchmark
 
 # Llama-3.1-8B's config.json (the fields the KV cache is read from) and its parameter count
 LLAMA_8B = {
@@ -161,7 +169,6 @@ def test_hardware_in_agent_toml_is_bounded_and_coherent() -> None:
         {"devices": 0},
         {"device": "NVIDIA GeForce RTX 4090"},
         {"device": "L4", "mem_bw_gb_s": 300.0},
-        {"weights_gb": 10.0, "experts": 8},
         {"weights_gb": 10.0, "expert_weights_gb": 11.0, "experts": 8, "active_experts": 2},
         {"weights_gb": 10.0, "expert_weights_gb": 9.0, "experts": 8, "active_experts": 9},
         {"bandwidth": 3.0},
@@ -297,3 +304,77 @@ def test_agent_bench_shows_the_floor_and_each_point_s_share(
         assert p["floor_tok_s"] == pytest.approx(floor.batch_tok_s, rel=1e-4)
         assert p["floor_share"] == pytest.approx(p["output_throughput"] / p["floor_tok_s"], 1e-3)
         assert 0 < p["floor_share"] < 1  # the simulated box decodes above its floor
+
+
+# ------------------------------------ [hardware] with the device found by nvidia-smi on the host
+
+
+@pytest.fixture
+def gpubox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalHost:
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return LocalHost(HostConfig(name="gpubox", workdir=str(tmp_path)))
+
+
+async def test_the_device_is_found_by_nvidia_smi_s_name(gpubox: LocalHost, tmp_path: Path) -> None:
+    fake_smi(tmp_path, prints("NVIDIA H100 80GB HBM3\nNVIDIA H100 80GB HBM3\n"))
+    hardware = HardwareConfig(weights_gb=16.06, kv_kb_per_token=131.072)
+    physics, why = await stated_physics(hardware, 2, gpubox)
+    assert why is None and physics is not None
+    assert (physics.device, physics.devices, physics.mem_bw_gb_s) == ("H100 SXM", 2, 3350.0)
+    assert "H100 SXM column" in physics.source
+
+
+async def test_an_unknown_device_on_the_host_is_one_line_and_no_floor(
+    gpubox: LocalHost, tmp_path: Path
+) -> None:
+    fake_smi(tmp_path, prints("NVIDIA GeForce RTX 4090\n"))
+    physics, why = await stated_physics(HardwareConfig(weights_gb=16.0), 1, gpubox)
+    assert physics is None and why == unknown_device_line("NVIDIA GeForce RTX 4090")
+    fake_smi(tmp_path, prints("No devices were found\n", 6))
+    physics, why = await stated_physics(HardwareConfig(weights_gb=16.0), 1, gpubox)
+    assert physics is None and why is not None and "no nvidia-smi" in why
+    # stated: the host is not asked
+    physics, why = await stated_physics(HardwareConfig(weights_gb=16.0, device="L4"), 1, gpubox)
+    assert physics is not None and physics.mem_bw_gb_s == 300.0 and why is None
+    assert await stated_physics(None, 1, gpubox) == (None, None)
+    physics, why = await stated_physics(HardwareConfig(device="L4"), 1, gpubox)
+    assert physics is None and why is not None and "weights_gb" in why
+
+
+def test_hardware_in_agent_toml_loads(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[hardware]\ndevice = "H200"\nweights_gb = 16.06\nkv_kb_per_token = 131.072\n')
+    config = load_config(path)
+    hardware = config.hardware
+    assert hardware is not None and hardware.physics(1) is not None
+    run = start("beat baseline", config, "autopilot", tmp_path / "runs", None, Limits())
+    run.close()
+    assert load_config(run.path / "config.toml").hardware == hardware  # what resume reads
+    path.write_text('[hardware]\ndevice = "RTX 4090"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "\n" not in str(err.value) and "RTX 4090" in str(err.value)
+
+
+async def test_run_benchmark_reads_the_floor_agent_toml_states(tmp_path: Path) -> None:
+    """A server that states no physics (the simulator in ideal mode): the run's [hardware] gives
+    the floor, in the tool's text for the model and in the saved result."""
+    sim = launch(tmp_path, "--ideal-itl-ms", "5", "--load-seconds", "0", base=False)
+    try:
+        sim.wait_ready()
+        hardware = HardwareConfig(mem_bw_gb_s=100.0, weights_gb=1.0, devices=1)
+        ctx = ToolContext(
+            run=Run.create(tmp_path / "runs", "r1"),
+            config=lab_config().model_copy(update={"hardware": hardware}),
+        )
+        inp = {"url": sim.url, "concurrency": [2], "requests_per_level": 4, "max_tokens": 4}
+        res, _ = await ToolBox([RunBenchmark()]).call(ctx, "run_benchmark", inp)
+    finally:
+        sim.kill_group()
+    assert not res.is_error, res.text
+    assert "of floor" in res.text and "floor: 1 x stated at 100 GB/s each" in res.text
+    saved = json.loads((ctx.run.path / "results" / f"{res.data['id']}.json").read_text())
+    assert saved["physics"]["mem_bw_gb_s"] == 100.0
+    (point,) = saved["points"]
+    assert point["floor_step_ms"] == pytest.approx(10.0, rel=0.01)  # 1 GB at 100 GB/s
+    assert point["floor_tok_s"] == pytest.approx(200.0, rel=0.01)  # 2 streams at 10 ms

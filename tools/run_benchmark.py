@@ -14,6 +14,7 @@ request fields (llama.cpp: cache_prompt false) and names its tokenizer endpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -23,6 +24,7 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results, workload_options
 from tools.bench.deadlines import Deadlines
 from tools.bench.energy import HostPower, launch_gpus
+from tools.bench.floor import stated_physics
 from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
@@ -37,6 +39,8 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.benchmark_outcome import BenchProgress, record
+from tools.domain.gpus import gpus_of
+from tools.domain.physics import Physics
 from tools.hosts.base import HostError
 from tools.learned_deadline import served_ttft_s
 from tools.servers.profiles import ENGINES, Engine, ProfileError, engine_for
@@ -185,6 +189,7 @@ class RunBenchmark(Tool):
                     deadlines=deadlines_for(ctx, server, workload, levels, rates),
                 )
                 spec.power, spec.no_power = _power(ctx, server, host_name)
+                spec.physics, spec.no_physics = await _physics(ctx, server, host_name, engine)
                 client.connect_timeout_s, client.stall_timeout_s = (
                     spec.connect_timeout_s,
                     spec.stall_timeout_s,
@@ -215,6 +220,7 @@ class RunBenchmark(Tool):
             run_id=ctx.run.id,
             interrupted=outcome.interrupted,
             notes=outcome.notes,
+            physics=outcome.physics,
         )
         result.prompts = outcome.prompts
         result.request_rates = list(rates or [])
@@ -418,6 +424,22 @@ def _power(
     except HostError as err:
         return None, f"host {host_name!r}: {err}"
     return HostPower(host, launch_gpus(server.command)), ""
+
+
+async def _physics(
+    ctx: ToolContext, server: ServerRef, host_name: str | None, engine: Engine | None
+) -> tuple[Physics | None, str | None]:
+    """What agent.toml's [hardware] states of the server's box and model (tools/bench/floor.py;
+    an engine's own /server_info wins in the sweep), over the GPUs its flags ask for."""
+    hardware = ctx.config.hardware
+    if hardware is None:
+        return None, None
+    devices = gpus_of(server.flags, engine.name if engine else None)
+    host = None
+    if host_name is not None and ctx.hosts is not None:
+        with contextlib.suppress(HostError):
+            host = ctx.hosts.get(host_name)
+    return await stated_physics(hardware, devices, host)
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

@@ -11,10 +11,23 @@ says so in one note: tools/domain/physics.py's unknown_device_line).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tools.bench.schema import Point, Workload
-from tools.domain.physics import Physics, floor_of, physics_from_json, share_of
+from tools.domain.physics import (
+    HardwareConfig,
+    Physics,
+    device_for,
+    floor_of,
+    physics_from_json,
+    share_of,
+    unknown_device_line,
+)
+from tools.hosts.base import Host, HostError
+
+CALL_S = 10.0  # one nvidia-smi call for the device's name
+NAME_QUERY = "nvidia-smi --query-gpu=name --format=csv,noheader"
 
 FLOOR_NOTE = "floor: "  # the start of the note that says what a result's floors came from
 
@@ -22,6 +35,44 @@ FLOOR_NOTE = "floor: "  # the start of the note that says what a result's floors
 def engine_physics(info: dict[str, Any] | None) -> Physics | None:
     """The description an engine's /server_info states ("physics"), or None."""
     return physics_from_json(info.get("physics")) if info else None
+
+
+async def stated_physics(
+    hardware: HardwareConfig | None, devices: int, host: Host | None, call_s: float = CALL_S
+) -> tuple[Physics | None, str | None]:
+    """What agent.toml's [hardware] states for a server over `devices` GPUs, the device found by
+    nvidia-smi on its host where [hardware] names none: (the description, None), or (None, the
+    one line that says why there is no floor); (None, None) without [hardware]."""
+    if hardware is None:
+        return None, None
+    if hardware.weights_gb is None:
+        return None, "no floor: [hardware] in agent.toml states no weights_gb (docs/physics.md)"
+    if hardware.states_device:
+        return hardware.physics(devices), None
+    name = await host_device(host, call_s) if host is not None else None
+    if name is None:
+        return None, (
+            "no floor: [hardware] names no device and the server's host has no nvidia-smi to "
+            "ask: state device or mem_bw_gb_s (docs/physics.md)"
+        )
+    found = device_for(name)
+    if found is None:
+        return None, unknown_device_line(name)
+    return hardware.physics(devices, found), None
+
+
+async def host_device(host: Host, call_s: float = CALL_S) -> str | None:
+    """The first GPU's name by nvidia-smi on `host`; None without one (or past `call_s`)."""
+    command = f"command -v nvidia-smi >/dev/null || exit 127; {NAME_QUERY}"
+    try:  # the host's own deadline kills the command; ours bounds the call (an SSH channel)
+        async with asyncio.timeout(call_s + 2.0):
+            res = await host.run(command, timeout=call_s, cwd="/")
+    except (TimeoutError, HostError):
+        return None
+    lines = res.stdout.strip().splitlines()
+    if res.timed_out or res.exit_code != 0 or not lines:
+        return None
+    return lines[0].strip()
 
 
 def with_floor(point: Point, physics: Physics | None, workload: Workload) -> Point:

@@ -45,6 +45,7 @@ from tools.domain import engines
 from tools.domain.cost import CostConfig
 from tools.domain.fleet_config import FleetConfig
 from tools.domain.permission_rules import RuleError, parse_rule
+from tools.domain.physics import HardwareConfig
 from tools.domain.pipeline import PipelineConfig
 
 Scalar = bool | int | float | str
@@ -270,6 +271,8 @@ class Config(Strict):
     pipeline: PipelineConfig | None = None  # long jobs before the campaign (docs/pipeline.md)
     fleet: FleetConfig | None = None  # trials in parallel on a Ray cluster (docs/fleet.md)
     cost: CostConfig | None = None  # the hardware's price: $ per million tokens in the report
+    # the box and the model where nothing else tells (docs/physics.md): each level's floor
+    hardware: HardwareConfig | None = None
     source: str = "built-in lab"  # where this config came from (not a TOML key users set)
     # the built-in lab, alone or under a file's sections (no server.command of the file's own):
     # `agent run --fleet ray` starts its simulated boxes (not a TOML key users set)

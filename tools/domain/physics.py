@@ -353,7 +353,8 @@ def gguf_model_bytes(
 class HardwareConfig(BaseModel):
     """[hardware]: what nothing else can tell - the device (a name of the known devices' table)
     or its bandwidth, and the model's bytes. Each figure bounded, as every number of the config
-    (state/numbers.py)."""
+    (state/numbers.py). A mixture of experts needs expert_weights_gb, experts and active_experts
+    together; with any of them missing the model is read as dense (every weight each step)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -372,25 +373,25 @@ class HardwareConfig(BaseModel):
             raise ValueError(unknown_device_line(self.device))
         if self.device is not None and self.mem_bw_gb_s is not None:
             raise ValueError("set device or mem_bw_gb_s, not both")
-        moe = (self.expert_weights_gb, self.experts, self.active_experts)
-        if any(v is not None for v in moe) and any(v is None for v in moe):
-            raise ValueError("a mixture of experts: expert_weights_gb, experts, active_experts")
-        if (self.active_experts or 0) > (self.experts or 0):
+        if (self.active_experts or 0) > (self.experts or self.active_experts or 0):
             raise ValueError("active_experts is more than experts")
-        if self.expert_weights_gb is not None and (
-            self.weights_gb is None or self.expert_weights_gb > self.weights_gb
-        ):
-            raise ValueError("expert_weights_gb needs weights_gb, and is at most it")
+        if (self.expert_weights_gb or 0) > (self.weights_gb or self.expert_weights_gb or 0):
+            raise ValueError("expert_weights_gb is more than weights_gb")
         return self
 
-    def physics(self, devices: int) -> Physics | None:
+    @property
+    def states_device(self) -> bool:
+        """It names the device or its bandwidth (else the host's nvidia-smi is asked)."""
+        return self.device is not None or self.mem_bw_gb_s is not None
+
+    def physics(self, devices: int, found: Device | None = None) -> Physics | None:
         """The description it states for a configuration over `devices` GPUs (its own `devices`
-        wins), or None when it leaves the bandwidth or the weights out."""
+        wins), with the device `found` on the host where it names none; None when the bandwidth
+        or the weights are left out."""
         if self.weights_gb is None:
             return None
-        if self.device is not None:
-            known = device_for(self.device)
-            assert known is not None  # checked above
+        known = device_for(self.device) if self.device is not None else found
+        if known is not None:
             bw, name, source = known.mem_bw_gb_s, known.name, known.source
         elif self.mem_bw_gb_s is not None:
             bw, name, source = self.mem_bw_gb_s, "stated", "agent.toml [hardware] mem_bw_gb_s"
