@@ -45,6 +45,15 @@ def test_lab_setup_writes_models_and_a_config_that_loads(tmp_path: Path) -> None
 
     config = load_config(lab.config)
     assert config.server.engine == "llama.cpp" and str(lab.target) in config.server.command
+    # [hardware]: this machine's copy bandwidth, measured; the bytes a step reads, from the GGUF
+    # file: every f32 tensor but the token embeddings (a row looked up); f16 K and V per token
+    hardware = config.hardware
+    assert hardware is not None and lab.probe is not None
+    assert hardware.mem_bw_gb_s == lab.probe.gb_s > 0 and hardware.devices == 1
+    read = sum(int(t.n_elements) * 4 for n, t in tensors.items() if n != "token_embd.weight")
+    assert hardware.weights_gb == pytest.approx(read / 1e9)
+    assert hardware.kv_kb_per_token == 2 * 4 * 4 * (256 // 4) * 2 / 1e3  # layers, heads, dim
+    assert "copy probe at lab setup" in lab.config.read_text()
     assert "--metrics" in config.server.command.split()  # /metrics sampled during each level
     assert config.bench.concurrency == [1, 2, 4, 8]
     space = SearchSpace.parse(config.search)

@@ -47,6 +47,7 @@ from tools.domain.physics import (
 )
 from tools.hosts.local import LocalHost
 from tools.run_benchmark import RunBenchmark
+from tools.servers.memory_probe import copy_bandwidth
 
 # Llama-3.1-8B's config.json (the fields the KV cache is read from) and its parameter count
 LLAMA_8B = {
@@ -378,3 +379,9 @@ async def test_run_benchmark_reads_the_floor_agent_toml_states(tmp_path: Path) -
     (point,) = saved["points"]
     assert point["floor_step_ms"] == pytest.approx(10.0, rel=0.01)  # 1 GB at 100 GB/s
     assert point["floor_tok_s"] == pytest.approx(200.0, rel=0.01)  # 2 streams at 10 ms
+
+
+def test_the_copy_probe_measures_something_and_says_how() -> None:
+    probe = copy_bandwidth(seconds=0.05, buffer_bytes=8 << 20, threads=1)
+    assert probe.gb_s > 0 and probe.threads == 1 and probe.rounds >= 2
+    assert probe.buffer_bytes == 8 << 20 and "1 threads, 8 MiB each" in probe.describe()

@@ -68,6 +68,8 @@ def main(argv: list[str]) -> int:
         return 2
     print(f"llama-server: {lab.binary}")
     print(f"models: {lab.target}, {lab.draft}")
+    if lab.probe is not None:  # this machine's bandwidth, for each level's floor
+        print(f"memory: {lab.probe.describe()}")
     print(f"config: {lab.config}")
     quoted = shlex.quote(str(lab.config))
     print(f'next: agent run --config {quoted} --goal "beat baseline" --model autopilot')

@@ -339,12 +339,13 @@ def hf_model_bytes(config: Mapping[str, Any], dtype_bytes: float, params: float)
 
 
 def gguf_model_bytes(
-    file_bytes: int, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float = 2.0
+    weight_bytes: float, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float = 2.0
 ) -> ModelBytes:
-    """A GGUF model: its file is its weights (the header and the vocabulary are a sliver of it),
-    the KV cache per token from the header's layers, KV heads and head dim (f16 by default)."""
+    """A GGUF model: the bytes of the tensors a step reads (every tensor but the token
+    embeddings, of which a step looks up one row - unless they are the output head too), the KV
+    cache per token from the header's layers, KV heads and head dim (f16 by default)."""
     kv = 2 * layers * kv_heads * head_dim * kv_dtype_bytes
-    return ModelBytes(float(file_bytes), kv, source="GGUF file size and header")
+    return ModelBytes(float(weight_bytes), kv, source="GGUF tensors and header")
 
 
 # ------------------------------------------------------------------ agent.toml's [hardware]

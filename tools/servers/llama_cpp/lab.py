@@ -12,7 +12,9 @@ from typing import Any
 
 from tools.domain.config import _free_port
 from tools.domain.config_toml import to_toml
+from tools.domain.physics import ModelBytes, gguf_model_bytes
 from tools.servers.llama_cpp.tiny_model import make_models
+from tools.servers.memory_probe import CopyProbe, copy_bandwidth
 
 HEADER = """\
 # Written by `agent lab setup llama.cpp`: a real llama.cpp server on this machine, serving a tiny
@@ -30,6 +32,7 @@ class Lab:
     binary: Path
     target: Path
     draft: Path
+    probe: CopyProbe | None = None  # this machine's copy bandwidth ([hardware] mem_bw_gb_s)
 
 
 def search_space(draft: Path, cpus: int) -> dict[str, Any]:
@@ -86,14 +89,51 @@ def lab_toml(binary: Path, target: Path, draft: Path, port: int, cpus: int) -> d
     }
 
 
-def setup(folder: Path, binary: Path, seed: int = 0) -> Lab:
-    """Models and agent.toml in `folder` for the llama-server at `binary`."""
+def gguf_bytes(path: Path) -> ModelBytes:
+    """What one decode step of the GGUF model at `path` reads (tools/domain/physics.py): its
+    tensors but the token embeddings (one row looked up, unless no separate output head exists),
+    and the f16 KV cache per token from its header."""
+    import gguf  # the lab's dependency, as tiny_model imports it
+
+    reader = gguf.GGUFReader(str(path))
+    names = {t.name: int(t.n_bytes) for t in reader.tensors}
+    looked_up = names.get("token_embd.weight", 0) if "output.weight" in names else 0
+    arch = str(reader.fields["general.architecture"].contents())
+
+    def header(key: str) -> int:
+        return int(reader.fields[f"{arch}.{key}"].contents())
+
+    heads = header("attention.head_count")
+    has_kv = f"{arch}.attention.head_count_kv" in reader.fields
+    kv_heads = header("attention.head_count_kv") if has_kv else heads
+    head_dim = header("embedding_length") // heads
+    weights = sum(names.values()) - looked_up
+    return gguf_model_bytes(weights, header("block_count"), kv_heads, head_dim)
+
+
+def hardware_table(model: ModelBytes, probe: CopyProbe) -> dict[str, Any]:
+    """agent.toml's [hardware] for this machine: the probe's bandwidth, the model's bytes."""
+    return {
+        "mem_bw_gb_s": probe.gb_s,
+        "devices": 1,
+        "weights_gb": model.weight_bytes / 1e9,
+        "kv_kb_per_token": model.kv_bytes_per_token / 1e3,
+    }
+
+
+def setup(folder: Path, binary: Path, seed: int = 0, probe: bool = True) -> Lab:
+    """Models and agent.toml in `folder` for the llama-server at `binary`; with `probe`, this
+    machine's copy bandwidth measured for [hardware] (each level's floor, docs/physics.md)."""
     folder = folder.expanduser().resolve()
     target, draft = make_models(folder / "models", seed)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     body = lab_toml(binary, target, draft, _free_port(8080), cpus or 1)
-    config = folder / "agent.toml"
-    tmp = config.with_suffix(".toml.tmp")
-    tmp.write_text(HEADER.format(config=shlex.quote(str(config))) + "\n" + to_toml(body))
-    tmp.replace(config)
-    return Lab(folder, config, binary, target, draft)
+    measured = copy_bandwidth() if probe else None
+    header = HEADER.format(config=shlex.quote(str(config_path := folder / "agent.toml")))
+    if measured is not None:
+        body["hardware"] = hardware_table(gguf_bytes(target), measured)
+        header += f"# [hardware]: the {measured.describe()}; the model's bytes from its GGUF file\n"
+    tmp = config_path.with_suffix(".toml.tmp")
+    tmp.write_text(header + "\n" + to_toml(body))
+    tmp.replace(config_path)
+    return Lab(folder, config_path, binary, target, draft, measured)
