@@ -385,3 +385,29 @@ def test_the_copy_probe_measures_something_and_says_how() -> None:
     probe = copy_bandwidth(seconds=0.05, buffer_bytes=8 << 20, threads=1)
     assert probe.gb_s > 0 and probe.threads == 1 and probe.rounds >= 2
     assert probe.buffer_bytes == 8 << 20 and "1 threads, 8 MiB each" in probe.describe()
+
+
+def test_agent_bench_reads_the_floor_from_an_agent_toml_s_hardware(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    toml = tmp_path / "agent.toml"
+    toml.write_text("[hardware]\nmem_bw_gb_s = 100.0\nweights_gb = 1.0\n")
+    bare = tmp_path / "bare.toml"
+    bare.write_text("[budget]\nmax_steps = 5\n")
+    sim = launch(tmp_path, "--ideal-itl-ms", "5", "--load-seconds", "0", base=False)
+    try:
+        sim.wait_ready()
+        argv = ["--url", sim.url, "--concurrency", "1", "--max-tokens", "4"]
+        argv += ["--requests-per-level", "3", "--json", str(tmp_path / "r.json")]
+        assert bench_main([*argv, "--hardware", str(toml)]) == 0
+        assert "of floor" in capsys.readouterr().out
+        (point,) = json.loads((tmp_path / "r.json").read_text())["points"]
+        assert point["floor_tok_s"] == pytest.approx(100.0)  # 1 GB at 100 GB/s: 10 ms a step
+        assert bench_main([*argv, "--hardware", str(bare)]) == 0
+        printed = capsys.readouterr().out
+        assert "of floor" not in printed and "has no [hardware]" in printed
+    finally:
+        sim.kill_group()
+    toml.write_text('[hardware]\ndevice = "RTX 4090"\n')
+    assert bench_main(["--url", "http://127.0.0.1:1", "--hardware", str(toml)]) == 2
+    assert "RTX 4090" in capsys.readouterr().err

@@ -6,7 +6,7 @@
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
                 [--min-level-seconds S] [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
                 [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
-                [--gpu-power all|0,1,..]
+                [--gpu-power all|0,1,..] [--hardware AGENT_TOML]
                 [--deadline-head S] [--deadline-first-token S] [--deadline-pace TOK_S]
                 [--deadline-floor S] [--deadline-slack X] [--deadline-level S]
                 [--deadline-probe S]
@@ -34,6 +34,7 @@ from state.atomic import write_json_atomic
 from tools.bench import results, workload_options
 from tools.bench.deadlines import DeadlineError, Deadlines
 from tools.bench.energy import HostPower
+from tools.bench.floor import stated_physics
 from tools.bench.level_traffic import level_name, requests_at_rate
 from tools.bench.rate_search import START_RATE, find_max_rate
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
@@ -45,7 +46,7 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.bench.table import sweep_table
-from tools.domain.config import HostConfig
+from tools.domain.config import ConfigError, HostConfig, load_config
 from tools.hosts.local import LocalHost
 
 DEFAULT_LEVELS = "1,2,5,10,30,70,100,250"
@@ -247,6 +248,14 @@ def parser() -> argparse.ArgumentParser:
         help="the server runs on this machine: read its GPUs' power with nvidia-smi here (all, "
         "or these indices) for joules per output token; a simulator reports its own",
     )
+    ap.add_argument(
+        "--hardware",
+        type=Path,
+        default=None,
+        metavar="AGENT_TOML",
+        help="each level's bandwidth floor from this agent.toml's [hardware] (docs/physics.md) "
+        "where the server states none; its device found by nvidia-smi here if it names none",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     return ap
 
@@ -367,6 +376,17 @@ def main(argv: list[str]) -> int:
     if args.gpu_power is not None:
         here = LocalHost(HostConfig(name="local"))
         spec.power = HostPower(here, args.gpu_power or None)
+    if args.hardware is not None:
+        try:
+            hardware = load_config(args.hardware).hardware
+        except ConfigError as err:
+            print(f"agent bench: --hardware: {err}", file=sys.stderr)
+            return 2
+        here = LocalHost(HostConfig(name="local"))
+        stated = stated_physics(hardware, args.gpus, here)
+        spec.physics, spec.no_physics = asyncio.run(stated)
+        if hardware is None:
+            spec.no_physics = f"no floor: {args.hardware} has no [hardware] (docs/physics.md)"
     columns = (
         TextColumn("{task.description:<22}"),
         BarColumn(),
