@@ -87,6 +87,13 @@ class HostileServer:
         self.port = self.server.sockets[0].getsockname()[1]
         return self.url
 
+    async def __aenter__(self) -> HostileServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     async def stop(self) -> None:
         """Stop listening and drop every connection (what a dying engine does)."""
         if self.server is not None:

@@ -8,7 +8,6 @@ are asserted, never durations."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,6 @@ from tools.learned_deadline import served_ttft_s
 from tools.run_benchmark import RunBenchmark
 
 STATIC_S = 20.0  # the configured first-token deadline; the learned one is the floor, 1 s
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[HostileServer]:
-    srv = HostileServer()
-    await srv.start()
-    try:
-        yield srv
-    finally:
-        await srv.stop()
 
 
 def context(tmp_path: Path, concurrency: str = "[1]") -> ToolContext:
@@ -55,26 +44,26 @@ async def bench(ctx: ToolContext, url: str, **more: Any) -> dict[str, Any]:
 
 
 async def test_keepalives_after_the_first_successes_are_cut_at_the_learned_deadline(
-    server: HostileServer, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     ctx = context(tmp_path)
-    first = await bench(ctx, server.url)  # served: the first token in milliseconds
+    # the first 2 completions served whole, then `: keepalive` comments forever, never a token
+    async with HostileServer(mode="keepalive", healthy_first=2) as server:
+        first = await bench(ctx, server.url)  # served: the first token in milliseconds
+        second = await bench(ctx, server.url)
     assert first["points"][0]["completed"] == 2
     assert first["client"]["deadlines"]["first_token_s"] == STATIC_S  # nothing served before
-    server.mode = "keepalive"  # `: keepalive` comments forever, never a token
-    second = await bench(ctx, server.url)
     point = second["points"][0]
     assert point["level_failed"] and point["errors"].get("ttft_timeout"), point["errors"]
     assert "no token within 1 s" in point["error_samples"]["ttft_timeout"]
     assert second["client"]["deadlines"]["first_token_s"] == 1.0
 
 
-async def test_a_level_never_served_keeps_the_static_deadline(
-    server: HostileServer, tmp_path: Path
-) -> None:
+async def test_a_level_never_served_keeps_the_static_deadline(tmp_path: Path) -> None:
     ctx = context(tmp_path)
-    await bench(ctx, server.url)  # C=1 served
-    result = await bench(ctx, server.url, concurrency=[1, 2])  # C=2 never was: its queue unknown
+    async with HostileServer() as server:
+        await bench(ctx, server.url)  # C=1 served
+        result = await bench(ctx, server.url, concurrency=[1, 2])  # C=2: never served
     assert result["client"]["deadlines"]["first_token_s"] == STATIC_S
 
 
