@@ -14,7 +14,9 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,12 +119,14 @@ async def test_a_model_command_can_change_none_of_the_runs_control_files(
 async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_logged(
     tmp_path: Path,
 ) -> None:
-    """A supervisor's rule that lets a one-liner run outright lets its code write anywhere the
-    user can - the inbox too. What it writes there is not the supervisor's: refused, kept, told."""
+    """On a host without a sandbox, a supervisor's rule that lets a one-liner run outright lets
+    its code write anywhere the user can - the inbox too. What it writes there is not the
+    supervisor's: refused, kept, told. (With a sandbox, the same rule runs it in the mask:
+    test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_control_files.)"""
     work = tmp_path / "w"
     work.mkdir()
     ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
-    ctx.config.guard = GuardConfig(allow=["Bash(python3 -c:*)"])
+    ctx.config.guard = GuardConfig(allow=["Bash(python3 -c:*)"], sandbox=False)
     run = ctx.run
     try:
         run.append("run_started", goal="g", brain="autopilot", model="autopilot", limits={})
@@ -159,6 +163,68 @@ async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_l
         assert not (run.path / "inbox/x.json").exists()
     finally:
         await close_context(ctx)
+
+
+async def test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_control_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agent allow RUN 'Bash(python3 -c:*)'` on a host with a sandbox: the one-liner runs with
+    the machine as the user has it (it writes outside the workdir, sees the agent's environment
+    and the host's network) but cannot read the run's inbox key - by its name, through a link or
+    through /proc/PID/root of a process outside - nor write the inbox or the log. A rule for a
+    program that only acts on processes (kill) still reaches the host's processes."""
+    state = Path(tempfile.mkdtemp(prefix="guard-state-", dir="/var/tmp"))
+    outside = Path(tempfile.mkdtemp(prefix="guard-out-", dir="/var/tmp"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.setenv("CANARY_VAR", "visible-outright")
+    work = tmp_path / "w"
+    work.mkdir()
+    ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
+    ctx.config.guard = GuardConfig(allow=["Bash(python3 -c:*)", "Bash(kill -TERM:*)"])
+    run = ctx.run
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        run_key(run.path)
+        path = key_path(run.path)
+        stored = path.read_bytes()  # what a reader of the file would get
+        assert len(stored) >= 32
+        before = control_state(run.path)
+        probe = (
+            "import os, glob, sys\n"
+            "def get(p):\n try:\n  return open(p, 'rb').read().hex()\n"
+            " except OSError as e:\n  return 'ERR%d' % e.errno\n"
+            "k = bytes.fromhex(sys.argv[2]).decode()\n"  # a name the rules cannot read
+            "print('NAMED', get(k))\n"
+            "print('GLOB', [get(p) for p in glob.glob(os.path.dirname(k) + '/*')])\n"
+            "print('PROC', sum(not get('/proc/%s/root%s' % (d, k)).startswith('ERR') "
+            "for d in os.listdir('/proc') if d.isdigit()))\n"
+            f"open({str(outside)!r} + '/made', 'w').write('x')\n"
+            "print('ENV', os.environ.get('CANARY_VAR'))\n"
+            "for n in ('inbox/x.json', 'events.jsonl'):\n"
+            " try:\n  open(sys.argv[1] + '/' + n, 'a').write('{}')\n  print('WROTE', n)\n"
+            " except OSError as e:\n  print('REFUSED', n, e.errno)\n"
+        )
+        hidden = str(path).encode().hex()
+        text, err, data = await call(ctx, f"python3 -c {shlex.quote(probe)} {run.path} {hidden}")
+        assert data["guard"]["action"] == "allow", text
+        assert data["guard"]["rule"] == "Bash(python3 -c:*)", text
+        assert stored.hex() not in text and stored.decode(errors="replace") not in text, text
+        assert "NAMED ERR2" in text or "NAMED ERR13" in text, text
+        assert "GLOB []" in text and "PROC 0" in text, text
+        assert (outside / "made").read_text() == "x"  # outright: outside the workdir too
+        assert "ENV visible-outright" in text and "WROTE" not in text, text
+        assert "REFUSED inbox/x.json 30" in text and "REFUSED events.jsonl 30" in text
+        assert control_state(run.path) == before
+        # a rule for kill alone: the host's processes, as outright
+        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
+        assert data["guard"]["rule"] == "Bash(kill -TERM:*)" and not err, text
+        assert sleeper.wait(30) == -15
+    finally:
+        sleeper.kill()
+        sleeper.wait(5)
+        await close_context(ctx)
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 @pytest.fixture

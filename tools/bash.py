@@ -88,11 +88,19 @@ class Bash(Tool):
             head += (
                 f"; ran in the sandbox ({decision.reason}): the root is read-only beyond the "
                 f"workdir and the run's outputs/ and logs/, /tmp is private, secrets and "
-                f"processes outside are not visible; to run it outside, the supervisor can "
+                f"processes outside are not visible{_NO_NET if not decision.network else ''}; "
+                f"to run it outside, the supervisor can "
                 f"`agent allow {ctx.run.path.name} {decision.rule!r}`"
             )
         text = head + ("\n" + shown if shown.strip() else "\n(no output)")
         return ToolResult(text=text.rstrip("\n"), is_error=res.timed_out, data=data)
+
+
+# a sandboxed line that names no network has a namespace of its own (tools/guard/network.py)
+_NO_NET = (
+    ", and it had no network (its own loopback only: name the URL or host:port it needs on the "
+    "line, e.g. an argument http://127.0.0.1:PORT, and it gets the host's)"
+)
 
 
 async def _describe(host: Host, pids: list[int]) -> str:

@@ -5,9 +5,11 @@ all (the refusal names the rule that would allow it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import posixpath
+import re
 from itertools import islice
 from typing import Any
 
@@ -15,7 +17,12 @@ from state.inbox import key_dir
 from tools.base import ToolContext, ToolError
 from tools.guard import Context, Decision, RuleError, Rules, boundary, decide, paths
 from tools.guard.context import RUN_WRITABLE
+from tools.guard.network import needs_network
+from tools.guard.prepare import prepare
+from tools.guard.unwrap import name_of, unwrap
+from tools.guard.walk import simple_commands
 from tools.hosts import Host
+from tools.hosts.sandbox import Sandbox
 
 
 def rules_of(ctx: ToolContext) -> Rules:
@@ -31,7 +38,9 @@ def rules_of(ctx: ToolContext) -> Rules:
 async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision, str]:
     """The decision on `command` for this host, and the command line to run (in the sandbox
     when the decision says so)."""
-    sandbox = await host.sandbox() if ctx.config.guard.sandbox else None
+    probed = await host.probed() if ctx.config.guard.sandbox else None
+    sandbox = probed.sandbox if probed else None
+    why = probed.why if probed else "[guard] sandbox = false in the config"
     workdir = await host.workdir()
     run_dir = str(ctx.run.path.resolve()) if host.is_local else None
     context = Context(
@@ -46,18 +55,18 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         search_path=_search_path() if host.is_local else None,
         busy=bool(ctx.run.state.jobs),
     )
-    decision = decide(command, rules_of(ctx), sandbox is not None, context)
+    decision = decide(command, rules_of(ctx), sandbox is not None, context, why)
     if decision.action == "allow" and decision.writes and not decision.rule:
         escape = await _escapes(host, context, list(decision.writes))
         if escape:
-            why = f"{escape} leads out of the workdir and the run folder (a symlink)"
-            decision = _not_outright(decision, why, sandbox is not None)
+            why_not = f"{escape} leads out of the workdir and the run folder (a symlink)"
+            decision = _not_outright(decision, why_not, sandbox, why)
     if decision.action == "allow":  # a link the sandbox let the model make: `k -> ~/.ssh/id_rsa`
         leak = await _reads_secret(host, context, command)
         if leak:
-            why = f"{leak} leads to a credential or a key (a symlink)"
-            decision = _not_outright(decision, why, sandbox is not None)
-    if decision.action != "sandbox" or sandbox is None:
+            why_not = f"{leak} leads to a credential or a key (a symlink)"
+            decision = _not_outright(decision, why_not, sandbox, why)
+    if sandbox is None or decision.action == "refuse":
         return decision, command
     # the run folder read-only but for its outputs/ and logs/ (real folders, not links): its
     # control files - events, todos, inbox, results, config, the lock - cannot be written inside
@@ -68,12 +77,46 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
     hide += [f"{k}.pub" for k in hide]
     if host.is_local:
         hide.append(str(key_dir()))  # the runs' inbox keys (state/inbox.py): an empty folder
-    return decision, sandbox.wrap(command, workdir, [workdir], readonly, hide, inner)
+    if decision.action == "allow":
+        if decision.rule and host.is_local and _runs_code(command, decision.rule):
+            # a supervisor's rule may name a program that runs any code (`python3 -c:*`): it
+            # runs with the machine as the user has it, but the kernel hides the inbox keys
+            # and keeps the run's control files read-only (issue 47)
+            return decision, sandbox.mask(command, hide, readonly, inner)
+        return decision, command
+    # its own network namespace unless the line names the network (tools/guard/network.py)
+    network = not sandbox.net or needs_network(command) is not None
+    decision = dataclasses.replace(decision, network=network)
+    return decision, sandbox.wrap(command, workdir, [workdir], readonly, hide, inner, network)
 
 
-def _not_outright(decision: Decision, why: str, sandbox: bool) -> Decision:
-    if not sandbox:
-        return Decision("refuse", why + "; this host has no sandbox to run it in", decision.rule)
+# programs that run no code of the line's and act on the host's processes (a pid namespace of
+# their own would hide them): a supervisor's rule for these alone runs them as it would outright
+PROCESS_PROGRAMS = {"kill", "pkill", "killall", "fuser", "pgrep", "ps", "nvidia-smi", "renice"}
+PROCESS_PROGRAMS |= {"ionice", "taskset", "lsof", "ss", "true", "echo", "sleep"}
+# a rule that makes the line root: the supervisor gave it the machine (bwrap's no_new_privs
+# would stop sudo)
+PRIVILEGED = re.compile(r"(?:Bash\()?(?:sudo|doas|pkexec|run0)\b")
+
+
+def _runs_code(command: str, rule: str) -> bool:
+    """Whether a line a supervisor's rule allows runs in the mask (Sandbox.mask): unless the
+    rule makes it root, or every program of the line acts on processes and runs no code."""
+    if PRIVILEGED.match(rule):
+        return False
+    try:
+        source, literal = prepare(command)
+        commands = simple_commands(source, literal)
+    except Exception:  # not read: masked
+        return True
+    heads = [unwrap(list(c.argv), []) for c in commands]
+    return not heads or any(not h or name_of(h[0]) not in PROCESS_PROGRAMS for h in heads)
+
+
+def _not_outright(decision: Decision, why: str, sandbox: Sandbox | None, no: str) -> Decision:
+    if sandbox is None:
+        where = f"this host has no sandbox to run it in ({no})"
+        return Decision("refuse", f"{why}; {where}", decision.rule)
     return Decision("sandbox", why, decision.rule)
 
 

@@ -23,6 +23,7 @@ from state.atomic import is_disk_full
 from state.run import Run, RunError
 from tools.domain.config import Config
 from tools.domain.goal_slo import with_goal_slo
+from tools.hosts.base import HostError
 
 
 def run_campaign(
@@ -102,10 +103,42 @@ async def _main(agent: Agent, recovering: bool = False) -> int:
 
             for line in await recover(agent.ctx):
                 print(f"run {agent.run.id}: {line}", file=sys.stderr)
+        for line in await sandbox_lines(agent):
+            print(f"run {agent.run.id}: {line}", file=sys.stderr)
         return await agent.run_loop()
     finally:
         if agent.ctx.hosts is not None:
             await agent.ctx.hosts.close()
+
+
+PROBE_DEADLINE = 20.0  # seconds for each host to say what its sandbox can do, at the start
+
+
+async def sandbox_lines(agent: Agent) -> list[str]:
+    """Each host's sandbox in one line (issue 47): what it bounds there, or that it has none and
+    that what the rules do not allow outright is refused there - probed once per host, here at
+    the start (a host that does not answer in time is probed when first used)."""
+    ctx = agent.ctx
+    if ctx.hosts is None:
+        return []
+    if not ctx.config.guard.sandbox:
+        return [
+            "no sandbox ([guard] sandbox = false): what the rules do not allow outright is refused"
+        ]
+    pool = ctx.hosts
+
+    async def one(name: str) -> str:
+        try:
+            probed = await asyncio.wait_for(pool.get(name).probed(), PROBE_DEADLINE)
+        except TimeoutError:
+            why = f"no answer in {PROBE_DEADLINE:g} s"
+        except HostError as err:
+            why = str(err)
+        else:
+            return probed.line
+        return f"host {name}: its sandbox is not probed yet ({why}); it is when first used"
+
+    return list(await asyncio.gather(*(one(n) for n in pool.names())))
 
 
 def terminal_view(run: Run, progress: Progress | None = None) -> Any:

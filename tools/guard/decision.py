@@ -64,6 +64,8 @@ class Decision:
     # allow: the supervisor's rule that allowed it, if one did
     rule: str | None = None
     writes: tuple[str, ...] = ()  # paths an allowed line writes: checked against symlinks
+    # sandbox: whether the line ran with the host's network (False: a namespace of its own)
+    network: bool = True
 
 
 @dataclass
@@ -94,9 +96,11 @@ def decide(
     rules: Rules | None = None,
     sandbox: bool = True,
     context: Context | None = None,
+    no_sandbox: str | None = None,
 ) -> Decision:
     """What the bash tool would do with `command` on a host with (sandbox=True) or without a
-    sandbox. A destructive command is never "allow" (unless a supervisor's rule names it)."""
+    sandbox (`no_sandbox`: why not, in words). A destructive command is never "allow" (unless a
+    supervisor's rule names it)."""
     v = _verdict(command, rules or Rules(), context or Context(), 0)
     if v.kind == "allow":
         used = max(v.used, key=lambda r: r.specificity).text if v.used else None
@@ -107,7 +111,8 @@ def decide(
         return Decision("sandbox", v.reason, v.rule)
     return Decision(
         "refuse",
-        f"not allowed outright ({v.reason}) and this host has no sandbox to run it in: {INSTEAD}",
+        f"not allowed outright ({v.reason}) and this host has no sandbox to run it in"
+        f"{f' ({no_sandbox})' if no_sandbox else ''}: {INSTEAD}",
         v.rule,
     )
 

@@ -128,16 +128,18 @@ class Host(ABC):
         self.name = config.name
         self._probe: Probe | None = None  # the sandbox and home, asked once
 
-    async def sandbox(self) -> Sandbox | None:
-        """bubblewrap on this host (tools/hosts/sandbox.py), asked once; None: there is none."""
+    async def probed(self) -> Probe:
+        """What this host's sandbox can do (tools/hosts/sandbox.py), asked once."""
         if self._probe is None:
             self._probe = await probe(self)
-        return self._probe.sandbox
+        return self._probe
+
+    async def sandbox(self) -> Sandbox | None:
+        """bubblewrap on this host, asked once; None: there is none."""
+        return (await self.probed()).sandbox
 
     async def home(self) -> str | None:
-        if self._probe is None:
-            self._probe = await probe(self)
-        return self._probe.home
+        return (await self.probed()).home
 
     is_local: bool = False
 

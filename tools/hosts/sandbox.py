@@ -4,12 +4,21 @@
 bwrap with the root read-only, the given folders (the workdir) and a private /tmp writable, then
 `readonly` on top (the run folder: its control files - events, todos, inbox, results, config, the
 lock - cannot be written inside), then `inner` writable again (the run's outputs/ and logs/), /dev
-minimal with the GPU devices (/dev/nvidia*, /dev/dri) and /dev/shm passed through, /proc of its own
+minimal with the GPU devices (/dev/nvidia*, /dev/dri) passed through, /proc of its own
 pid namespace with /proc/sys read-only (root may write sysctls without a capability), /run hidden
 (systemd's, dbus's and docker's sockets answer root), every capability dropped, and the whole
 process tree killed when the call ends (--unshare-pid --die-with-parent: the namespace's init dies
-with bwrap, and every process in it). The network is shared: commands reach the servers on
-loopback.
+with bwrap, and every process in it). The network: a namespace of its own (--unshare-net: its own
+loopback, no other interface, no other host) unless the line names the network (`network=True`,
+tools/guard/network.py: a URL, a host:port, pip, curl, git clone...), which then shares the host's:
+it reaches the run's servers on loopback and the package index.
+
+Limits of a call (issue 47): at most MAX_TASKS processes and threads (a pids cgroup where the host
+lets one be made - root, cgroup v1 - else RLIMIT_NPROC over the user's own count for a user that
+is not root; root without a writable pids cgroup has none, and the probe says so); no file larger
+than the workdir's free space less a reserve (RLIMIT_FSIZE: one file cannot fill the disk); /tmp,
+/dev/shm and /run private tmpfs capped at SCRATCH_MB (a quarter of the memory at most, where bwrap
+takes --size): /dev/shm is the line's own, the engines' IPC segments outside are not there.
 
 Secrets (issue 47): the environment is an allow-list (bwrap runs under `env -i` with only the
 variables tools/guard/boundary.py ENV_ALLOWED names and that do not look like a secret's:
@@ -20,7 +29,9 @@ empties more (the agent's own SSH keys, the runs' inbox keys). A folder that hol
 or the run is never emptied.
 
 `probe(host)` asks the host once whether bwrap works there (a real run, not only `command -v`:
-bwrap can be installed yet refused by the kernel) and which environment variable names it has.
+bwrap can be installed yet refused by the kernel), whether it can give a line a network namespace
+of its own (a container may refuse it), and which environment variable names it has; `Probe.line`
+says what it found in one line.
 """
 
 from __future__ import annotations
@@ -39,11 +50,27 @@ PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/driver"
 BWRAP_BASE = (
     "--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL --new-session"
 )
+PIDS = "/sys/fs/cgroup/pids"  # cgroup v1's pids hierarchy: writable for root
+_TRY = "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-pid --die-with-parent --cap-drop ALL"
 PROBE = (
-    "command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --dev /dev --proc /proc "
-    "--unshare-pid --die-with-parent --cap-drop ALL true >/dev/null 2>&1 && echo BWRAP_OK; "
-    'echo "HOME=$HOME"; compgen -e'
+    "command -v bwrap >/dev/null 2>&1 && echo BWRAP_FOUND && "
+    f"{_TRY} true >/dev/null 2>&1 && echo BWRAP_OK && "
+    f"{{ {_TRY} --unshare-net true >/dev/null 2>&1 && echo NET_OK; }}; "
+    f"{{ {_TRY} --size 1048576 --tmpfs /tmp true >/dev/null 2>&1 && echo SIZE_OK; }}; "
+    f"[ -w {PIDS}/cgroup.procs ] && echo PIDS_CGROUP; "
+    # why bwrap may not run for a user that is not root: user namespaces off or restricted
+    "for f in /proc/sys/user/max_user_namespaces /proc/sys/kernel/unprivileged_userns_clone "
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns; do "
+    '[ -r "$f" ] && echo "USERNS ${f##*/}=$(cat "$f")"; done; '
+    'echo "UID=$(id -u)"; echo "HOME=$HOME"; compgen -e'
 )
+MARKS = ("BWRAP_FOUND", "BWRAP_OK", "NET_OK", "SIZE_OK", "PIDS_CGROUP")
+# the limits of a call (read when a line is wrapped)
+MAX_TASKS = 4096  # processes and threads in the sandbox
+SCRATCH_MB = 8192  # each of /tmp and /dev/shm, and at most a quarter of the memory
+RUN_MB = 64  # /run
+FILE_RESERVE = 20  # RLIMIT_FSIZE: the free space less 1/20 of the disk (at least 1 GiB)
+NO_SANDBOX = "what the rules do not allow outright is refused there"
 
 
 # the variables every sandbox keeps when the host has them (the probe adds the host's names that
@@ -57,6 +84,28 @@ ENV_BASE += ("CAMPAIGN_AGENT_CALL",)
 @dataclass(frozen=True)
 class Sandbox:
     keep_env: tuple[str, ...] = ENV_BASE  # the environment inside: these names only
+    net: bool = True  # the host gives a line a network namespace of its own
+    sized: bool = True  # its bwrap caps a tmpfs (--size)
+    pids: str = "cgroup"  # how processes are bounded: "cgroup", "rlimit" or "none" (root)
+
+    def describe(self) -> str:
+        """What this sandbox bounds, in words (the probe's line)."""
+        net = (
+            "a network namespace of its own unless a line names the network"
+            if self.net
+            else "the host's network shared (no network namespace there)"
+        )
+        pids = {
+            "cgroup": f"at most {MAX_TASKS} processes (a pids cgroup)",
+            "rlimit": f"at most {MAX_TASKS} processes more than the user has (RLIMIT_NPROC)",
+            "none": "no process limit (root without a writable pids cgroup)",
+        }[self.pids]
+        scratch = (
+            f"/tmp and /dev/shm private, {SCRATCH_MB} MiB at most"
+            if self.sized
+            else "/tmp and /dev/shm private, not capped (bwrap without --size)"
+        )
+        return f"bubblewrap; {net}; {pids}; {scratch}; no file past the disk's reserve"
 
     def wrap(
         self,
@@ -66,11 +115,13 @@ class Sandbox:
         readonly: list[str] | None = None,
         hide: list[str] | None = None,
         inner: list[str] | None = None,
+        network: bool = True,
     ) -> str:
         """Shell text that runs `bash -c command` in the sandbox (cwd must be writable or
         visible). `readonly`: folders inside a writable one kept read-only (the run folder);
         `inner`: folders inside those writable again (its outputs/ and logs/); `hide`: more
-        files or folders to empty (key files; `~/` is the host's home)."""
+        files or folders to empty (key files; `~/` is the host's home); `network`: the host's
+        network shared (else a namespace of its own, where the host gives one)."""
         q = shlex.quote
         secrets = " ".join(f'"$HOME"/{q(p)}' for p in SECRET_PATHS)
         hidden = " ".join(_home_word(p) for p in hide or [])
@@ -80,6 +131,8 @@ class Sandbox:
         held = " ".join(q(p.rstrip("/")) for p in [cwd, *writable, *(readonly or [])] if p)
         kept = "|".join(HOME_KEPT)
         names = " ".join(q(n) for n in dict.fromkeys([*ENV_BASE, *self.keep_env]))
+        own_net = " --unshare-net" if self.net and not network else ""
+        run_size = f"--size {RUN_MB << 20} " if self.sized else ""
         return (
             # a path to empty, unless it holds the workdir or the run (a link: its target)
             's=(); h() { local p=$1 w; [ -L "$p" ] && p=$(readlink -f -- "$p"); '
@@ -99,20 +152,81 @@ class Sandbox:
             # too (it is pid 1 inside: its /proc/1/environ must hold no secret either)
             f"e=(); for n in {names}; do "
             '[ -n "${!n+x}" ] && e+=("$n=${!n}"); done; b=$(command -v bwrap); '
-            "g=(); for p in /dev/nvidia* /dev/dri /dev/shm; do "
+            "g=(); for p in /dev/nvidia* /dev/dri; do "
             '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
             "r=(); for p in " + " ".join(PROC_READ_ONLY) + (" " + keep if keep else "") + "; do "
             '[ -e "$p" ] && r+=(--ro-bind "$p" "$p"); done; '
-            'exec env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
-            f'--tmpfs /tmp --tmpfs /run {binds} "${{r[@]}}" {reopened} "${{s[@]}}" {BWRAP_BASE} '
+            + self._limits(cwd)
+            + 'exec env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
+            f'"${{t[@]}}" --tmpfs /tmp "${{t[@]}}" --tmpfs /dev/shm {run_size}--tmpfs /run '
+            f'{binds} "${{r[@]}}" {reopened} "${{s[@]}}" '
+            f"{BWRAP_BASE}{own_net} "
             f"--chdir {q(cwd)} -- bash --norc --noprofile -c {q(command)}"
         )
+
+    def mask(self, command: str, hide: list[str], readonly: list[str], inner: list[str]) -> str:
+        """Shell text that runs `bash -c command` as a supervisor's rule lets it run: the whole
+        root writable as the user has it, the agent's environment, the host's network - but in a
+        pid namespace and /proc of its own, with no capability, /dev minimal (GPUs passed), `hide`
+        emptied and `readonly` (the run folder) read-only but `inner` (its outputs/ and logs/).
+        A rule may name a program that runs any code (`python3 -c:*`): the kernel keeps the
+        run's inbox keys and control files from it - not only their names, as the rules do -
+        and /proc/PID/root of the processes outside (the same files, unmasked) is not there."""
+        q = shlex.quote
+        hidden = " ".join(q(p) for p in dict.fromkeys(hide)) or "''"
+        keep = " ".join(f"--ro-bind {q(p)} {q(p)}" for p in dict.fromkeys(readonly))
+        reopen = " ".join(f"--bind {q(p)} {q(p)}" for p in dict.fromkeys(inner))
+        return (
+            f"a=(); for p in {hidden}; do "
+            'if [ -d "$p" ]; then a+=(--tmpfs "$p"); '
+            'elif [ -e "$p" ]; then a+=(--ro-bind /dev/null "$p"); fi; done; '
+            "g=(); for p in /dev/nvidia* /dev/dri /dev/shm; do "
+            '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
+            'exec bwrap --bind / / --dev /dev "${g[@]}" --proc /proc "${a[@]}" '
+            f"{keep} {reopen} --unshare-pid --die-with-parent --cap-drop ALL "
+            f'--chdir "$PWD" -- bash -c {q(command)}'
+        )
+
+    def _limits(self, cwd: str) -> str:
+        """Shell text that sets the call's limits on the wrapper (bwrap and the line inherit
+        them) and `t`, the --size of /tmp and /dev/shm."""
+        q = shlex.quote
+        text = (
+            # no file past the free space of the workdir's disk less a reserve (KiB: ulimit -f)
+            f"f=$(df -Pk -- {q(cwd)} 2>/dev/null | awk 'NR == 2 {{ r = int($2 / {FILE_RESERVE}); "
+            "if (r < 1048576) r = 1048576; print int($4 - r) }'); "
+            '[ "${f:-0}" -ge 1024 ] 2>/dev/null || f=1024; ulimit -f "$f"; '
+            # /tmp and /dev/shm: SCRATCH_MB, at most a quarter of the memory
+            "t=(); "
+        )
+        if self.sized:
+            text += (
+                f"m=$(awk '/^MemTotal:/ {{ m = int($2 / 4096); print (m < {SCRATCH_MB} ? m : "
+                f"{SCRATCH_MB}) }}' /proc/meminfo 2>/dev/null); "
+                f"m=${{m:-{SCRATCH_MB}}}; t=(--size $((m << 20))); "
+            )
+        if self.pids == "cgroup":  # a cgroup of its own (empty ones of ended calls removed)
+            text += (
+                f"c={PIDS}; find $c -maxdepth 1 -name 'campaign-sandbox-*' -mmin +1 "
+                "-exec rmdir {} + 2>/dev/null; "
+                "d=$(mktemp -d $c/campaign-sandbox-XXXXXXXX 2>/dev/null) && "
+                f'echo {MAX_TASKS} > "$d/pids.max" && echo $$ > "$d/cgroup.procs" || '
+                "{ echo 'the sandbox could not make its pids cgroup' >&2; exit 126; }; "
+            )
+        elif self.pids == "rlimit":  # the user's own tasks now, and MAX_TASKS more
+            text += (
+                'u=$(ps -L -u "$(id -u)" --no-headers 2>/dev/null | wc -l); '
+                f"ulimit -u $((u + {MAX_TASKS})); "
+            )
+        return text
 
 
 @dataclass(frozen=True)
 class Probe:
     sandbox: Sandbox | None  # None: no working bwrap on the host
     home: str | None  # the home of the host's user (for `~/x` paths)
+    line: str = ""  # what the probe found, in one line (said when the run starts)
+    why: str = ""  # no sandbox: why not, in words (a refusal says it)
 
 
 async def probe(host: Host) -> Probe:
@@ -121,9 +235,34 @@ async def probe(host: Host) -> Probe:
     lines = res.stdout.splitlines()
     home = next((line[5:] for line in lines if line.startswith("HOME=/")), None)
     if "BWRAP_OK" not in lines:
-        return Probe(None, home)
-    names = sorted({n for n in lines if n != "BWRAP_OK" and env_allowed(n)})
-    return Probe(Sandbox(tuple(names)), home)
+        why = (
+            f"bubblewrap is installed but does not run there ({_userns(lines)})"
+            if "BWRAP_FOUND" in lines
+            else "bubblewrap is not installed (apt-get install -y bubblewrap)"
+        )
+        return Probe(None, home, f"no sandbox on {host.name}: {why}; {NO_SANDBOX}", why)
+    names = sorted({n for n in lines if n not in MARKS and env_allowed(n)})
+    uid = next((line[4:] for line in lines if line.startswith("UID=")), "")
+    pids = "cgroup" if "PIDS_CGROUP" in lines else "none" if uid == "0" else "rlimit"
+    sandbox = Sandbox(tuple(names), net="NET_OK" in lines, sized="SIZE_OK" in lines, pids=pids)
+    return Probe(sandbox, home, f"sandbox on {host.name}: {sandbox.describe()}")
+
+
+def _userns(lines: list[str]) -> str:
+    """Why bwrap may be refused: the user namespace settings the probe read."""
+    found = dict(
+        line[7:].split("=", 1) for line in lines if line.startswith("USERNS ") and "=" in line
+    )
+    if found.get("max_user_namespaces") == "0":
+        return "user namespaces are off: user.max_user_namespaces = 0"
+    if found.get("unprivileged_userns_clone") == "0":
+        return "user namespaces are off for users: kernel.unprivileged_userns_clone = 0"
+    if found.get("apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor restricts user namespaces: kernel.apparmor_restrict_unprivileged_userns = 1"
+            " (a profile for bwrap, or the setting off)"
+        )
+    return "the kernel or a container refused its namespaces"
 
 
 def _home_word(path: str) -> str:
