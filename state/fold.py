@@ -84,6 +84,9 @@ class RunState:
     last_seq: int = 0
     last_context_tokens: int = 0  # prompt size of the latest model call, for compaction
     last_results: list[dict[str, Any]] = field(default_factory=list)  # the latest turn's results
+    # each tool call's typed result (a tool_result event's `data`), by call id: what code reads,
+    # apart from the text the model reads (which compaction may prune)
+    tool_data: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: FleetState | None = None  # a fleet run's boxes and trials (state/fleet.py)
 
     def apply(self, event: Event) -> None:
@@ -188,6 +191,8 @@ class RunState:
         self._user_blocks().append(block)
         keep = ("id", "name", "text", "is_error", "data")
         self.last_results.append({k: e.get(k) for k in keep})
+        if isinstance(e.get("data"), dict) and e["data"]:
+            self.tool_data[str(e["id"])] = e["data"]
 
     def _user_blocks(self) -> list[dict[str, Any]]:
         """The open user message: tool results and notes gather there until the next model turn."""

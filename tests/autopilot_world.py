@@ -34,7 +34,8 @@ class FakeStart(Tool):
         if port in self.busy:
             raise ToolError(
                 f"port {port} on host local is in use by pid 1 (nc -l), not by a "
-                "server of this run; stop it (bash) if it is a leftover"
+                "server of this run; stop it (bash) if it is a leftover",
+                data={"name": inp.name, "port_busy": port},
             )
         command = " ".join([cfg.command, *render_flags(inp.flags), "--port", str(port)])
         pid = 1000 + len(ctx.run.state.results) + ctx.run.state.steps

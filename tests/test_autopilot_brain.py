@@ -273,6 +273,36 @@ async def test_a_port_taken_by_a_stranger_moves_the_server_not_the_verdict(tmp_p
     assert json.loads((run.path / "recommendation.json").read_text())["gain"] > 0
 
 
+async def test_what_the_autopilot_learned_does_not_depend_on_the_text_the_model_reads(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: launches, crashes, a port taken by a stranger and which benchmark each call made
+    are read from the tool_result events' typed `data`, never from their text: with every
+    result's text pruned (as compaction does) the History is the same."""
+    from agent.brains.autopilot.engine_limits import space_of
+    from agent.brains.autopilot.observe import observe, run_config, slo_of
+    from state.fold import STUB
+
+    config = lab()
+    run = new_run(tmp_path, config)
+    assert await drive(run, config, seed=6, busy=(30999, 31000)) == 0
+    state = run.state
+    cfg = run_config(state)
+
+    def learned(s: RunState) -> tuple[Any, ...]:
+        h = observe(s, space_of(cfg), cfg.server.name, run.path, slo_of(cfg))
+        launches = [(dict(x.config), x.ok, x.reason) for x in h.launches]
+        return launches, [(m.launch, m.label, m.per_level, m.ids) for m in h.measurements]
+
+    whole = learned(state)
+    for message in state.messages:
+        for block in message["content"]:
+            if block.get("type") == "tool_result":
+                block["content"] = STUB.format(path="x")
+    assert learned(state) == whole
+    assert all(ok for _, ok, _ in whole[0])  # the two busy ports were no failed launches
+
+
 async def test_a_failing_benchmark_is_retried_then_the_server_relaunched(tmp_path: Path) -> None:
     config = lab()
     run = new_run(tmp_path, config)

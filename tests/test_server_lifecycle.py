@@ -225,6 +225,7 @@ def test_port_in_use_is_diagnosed_from_the_real_log(tmp_path: Path) -> None:
         d.text == f"port {port} is already in use (a leftover server or another process holds it)"
     )
     assert "Address already in use" in d.excerpt
+    assert d.cause == "port_busy"  # typed: the autopilot moves the port, no verdict (issue 45)
 
 
 async def test_a_stranger_on_the_port_is_refused_by_name(local_ctx: ToolContext) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.narrate import conclusion
-from agent.brains.autopilot.observe import START_FAILED
+from agent.brains.autopilot.observe import start_failure
 from agent.brains.autopilot.offline import sim_truth, simulate
 from agent.brains.autopilot.planner import Finish, Planner, Settings
 from agent.brains.autopilot.reading import Reading
@@ -119,9 +119,13 @@ def test_a_failed_starts_reason_is_its_diagnosis_whatever_the_seconds() -> None:
     """The same broken command read from start_server's results on a real box (0.4 s, then 0.6 s
     to fail): one reason, so the rule above can see three identical failures; and no "server
     server" in what the autopilot says."""
-    texts = [
-        f"server server failed to start after {s} s: bash: ./llama-server: Permission denied"
+    why = "bash: ./llama-server: Permission denied"
+    blocks = [
+        {
+            "content": f"server server failed to start after {s} s: {why}\nlog x; the lines:",
+            "is_error": True,
+            "data": {"name": "server", "diagnosis": why, "seconds": float(s)},
+        }
         for s in ("0.4", "0.6", "12.0")
     ]
-    reasons = {START_FAILED.sub("", t) for t in texts}
-    assert reasons == {"bash: ./llama-server: Permission denied"}
+    assert {start_failure(b) for b in blocks} == {why}

@@ -169,7 +169,7 @@ class ToolBox:
         try:
             return await tool.run(ctx, inp)
         except ToolError as err:
-            return ToolResult(text=str(err), is_error=True)
+            return ToolResult(text=str(err), is_error=True, data=err.data)
         except Exception as err:  # a bug in a tool must not end the campaign
             where = traceback.extract_tb(err.__traceback__)[-1]
             return ToolResult(

@@ -176,7 +176,8 @@ class StartServer(Tool):
             who = ", ".join(holders) or "a process this user cannot see"
             raise ToolError(
                 f"port {port} on host {host.name} is in use by {who}, not by a server of this "
-                "run; stop it (bash) if it is a leftover, or start on another port"
+                "run; stop it (bash) if it is a leftover, or start on another port",
+                data={"name": name, "port_busy": port},
             )
         held = await gpu_holders(host, engine, command)
         if held:
@@ -208,8 +209,10 @@ class StartServer(Tool):
         log: str,
         err: Exception,
     ) -> ToolResult:
+        busy: dict[str, int] = {}
         if isinstance(err, StartFailure):
             diagnosis, excerpt, seconds = err.diagnosis.text, err.diagnosis.excerpt, err.seconds
+            busy = {"port_busy": port} if err.diagnosis.cause == "port_busy" else {}
         else:
             diagnosis, excerpt, seconds = f"lost the host while waiting: {err}", "", 0.0
         record = {"name": name, "pid": pid, "pgid": pid, "port": port, "command": command}
@@ -233,7 +236,13 @@ class StartServer(Tool):
         return ToolResult(
             text=text,
             is_error=True,
-            data={"name": name, "diagnosis": diagnosis, "log": log, "seconds": round(seconds, 2)},
+            data={
+                "name": name,
+                "diagnosis": diagnosis,
+                "log": log,
+                "seconds": round(seconds, 2),
+                **busy,
+            },
         )
 
 

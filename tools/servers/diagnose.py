@@ -15,16 +15,17 @@ EXCERPT_LINES = 40
 class Diagnosis:
     text: str  # one line
     excerpt: str  # the log lines that show it
+    cause: str = ""  # the profile failure's typed cause ("port_busy"), "" when none is named
 
 
 def failure_in(engine: Engine, line: str) -> bool:
-    return any(pattern.search(line) for pattern, _ in engine.failures)
+    return any(pattern.search(line) for pattern, _, _ in engine.failures)
 
 
 def diagnose(engine: Engine, log_text: str, port: int, exit_code: int | None) -> Diagnosis:
     lines = log_text.splitlines()
     exception = next((ln.strip() for ln in reversed(lines) if EXCEPTION.match(ln)), None)
-    for pattern, template in engine.failures:
+    for pattern, template, cause in engine.failures:
         for i, line in enumerate(lines):
             found = pattern.search(line)
             if found:
@@ -39,7 +40,7 @@ def diagnose(engine: Engine, log_text: str, port: int, exit_code: int | None) ->
                     exception=_short(exception or line),
                 )
                 start = max(0, i - 3)
-                return Diagnosis(text, "\n".join(lines[start : start + EXCERPT_LINES]))
+                return Diagnosis(text, "\n".join(lines[start : start + EXCERPT_LINES]), cause)
     tail = "\n".join(lines[-EXCERPT_LINES:])
     last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "(the log is empty)")
     how = f"exited with code {exit_code}" if exit_code is not None else "is gone"

@@ -197,7 +197,7 @@ class Campaign:
         crash = next(
             (r for r in last if r.get("name") == "start_server" and r.get("is_error")), None
         )
-        if crash is not None and not busy_port({"content": crash.get("text", "")}):
+        if crash is not None and not busy_port({"data": crash.get("data") or {}}):
             self.say(narrate.crash(crash))
         failed = next(
             (r for r in last if r.get("name") == "run_benchmark" and r.get("is_error")), None

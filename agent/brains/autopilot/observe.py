@@ -1,16 +1,16 @@
 """The History of a run, rebuilt from its fold: what the brain's own tool calls did.
 
-Launches and crashes come from the conversation (each start_server call and its result), the
-numbers from the `benchmark` events. A sweep the autopilot split into several run_benchmark calls
-(one per group of levels, so that each level runs about as many requests as it has streams) is one
-measurement again: the calls of one turn on one launch share a label. Whether a level met the SLO
-comes from the result files, read through tools/bench/results.py and judged by tools.domain.stats.
+Launches and crashes come from the conversation (each start_server call and the typed part of
+its result, the tool_result event's `data`: code never parses the text written for the model),
+the numbers from the `benchmark` events. A sweep the autopilot split into several run_benchmark
+calls (one per group of levels, so that each level runs about as many requests as it has
+streams) is one measurement again: the calls of one turn on one launch share a label. Whether a
+level met the SLO comes from the result files, read through tools/bench/results.py and judged by
+tools.domain.stats.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,22 +21,20 @@ from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import Duet, History
 from state.fold import RunState
 from state.run import read_state
-from tools.base import INTERRUPTED_PREFIX
 from tools.bench.results import ResultError, load, of_event
 from tools.domain import stats
 from tools.domain.config import Config
 from tools.domain.objective import SLO_KINDS
 from tools.domain.space import Flags, SearchSpace
 
-RESULT_ID = re.compile(r"\(id ([^,\s)]+)")
 SIDE = "duet-base"  # the baseline's server beside the campaign's, for a duet (brain.py)
-# a port someone else holds says nothing about the configuration: the brain moves to another port
-PORT_BUSY = re.compile(r"port \d+ .*\bin use\b|address already in use", re.IGNORECASE)
 
 
 def tool_exchanges(state: RunState) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(tool name, input, result block) for every answered tool call, in order. A call whose
-    input is not an object (the model's mistake) is left out: every tool refused it unrun."""
+    """(tool name, input, result block) for every answered tool call, in order; the block's
+    `data` is the call's typed result (RunState.tool_data), {} where the tool gave none. A call
+    whose input is not an object (the model's mistake) is left out: every tool refused it
+    unrun."""
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for message in state.messages:
         for block in message["content"]:
@@ -44,23 +42,26 @@ def tool_exchanges(state: RunState) -> Iterator[tuple[str, dict[str, Any], dict[
                 calls[block["id"]] = (block["name"], block["input"])
             elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
                 name, inp = calls.pop(block["tool_use_id"])
-                yield name, inp, block
+                data = state.tool_data.get(str(block["tool_use_id"]), {})
+                yield name, inp, {**block, "data": data}
 
 
 def busy_port(block: dict[str, Any]) -> bool:
-    content = block.get("content")
-    return bool(PORT_BUSY.search(content if isinstance(content, str) else json.dumps(content)))
+    """start_server found the port held by a process not of this run: that says nothing about
+    the configuration (the brain moves to another port)."""
+    return bool(block["data"].get("port_busy"))
 
 
 def interrupted(block: dict[str, Any]) -> bool:
     """A result that agent/recover.py wrote for a call a crash of the agent cut short."""
-    return bool(block.get("is_error")) and first_line(block).startswith(INTERRUPTED_PREFIX)
+    return bool(block.get("is_error")) and bool(block["data"].get("interrupted"))
 
 
-# start_server's "server NAME failed to start after X s: DIAGNOSIS": the diagnosis is the reason
-# (the seconds differ from one launch to the next, so equal failures would read as different, and
-# the autopilot's own server is named "server": not "server server")
-START_FAILED = re.compile(r"^server \S+ failed to start after [\d.]+ s: ")
+def start_failure(block: dict[str, Any]) -> str:
+    """Why start_server did not start the server: its diagnosis (not the text's line, whose
+    seconds differ from one launch to the next, so equal failures would read as different)."""
+    diagnosis = str(block["data"].get("diagnosis") or "").strip()
+    return diagnosis.splitlines()[0][:300] if diagnosis else first_line(block)
 
 
 def first_line(block: dict[str, Any]) -> str:
@@ -151,11 +152,11 @@ def observe(
                 h.serving_nothing()
                 continue
             flags = space.complete(inp.get("flags") or {})
-            reason = START_FAILED.sub("", first_line(block)) if error else ""
+            reason = start_failure(block) if error else ""
             h.launched(flags, ok=not error, reason=reason, serving=True)
         elif name == "start_server" and inp.get("name") == SIDE:
             flags = space.complete(inp.get("flags") or {})
-            h.side_launched(flags, ok=not error, reason=START_FAILED.sub("", first_line(block)))
+            h.side_launched(flags, ok=not error, reason=start_failure(block) if error else "")
         elif name == "kill_server" and inp.get("name") == SIDE:
             h.side_gone()
         elif name == "kill_server" and inp.get("name") in (None, server):
@@ -248,16 +249,14 @@ def _add(
 def _event_for(
     block: dict[str, Any], by_id: dict[str, dict[str, Any]], unmatched: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """The benchmark event a run_benchmark result announced (its id is in the text)."""
-    content = block.get("content")
-    text = content if isinstance(content, str) else json.dumps(content)
-    for found in RESULT_ID.findall(text):
-        if found in by_id:
-            event = by_id[found]
-            if event in unmatched:
-                unmatched.remove(event)
-            return event
-    return unmatched.pop(0) if unmatched else None  # pruned text: the events keep their order
+    """The benchmark event of a run_benchmark result: the one its typed result names, else the
+    next not yet taken (the events keep their order)."""
+    event = by_id.get(str(block["data"].get("id")))
+    if event is not None:
+        if event in unmatched:
+            unmatched.remove(event)
+        return event
+    return unmatched.pop(0) if unmatched else None
 
 
 def slo_ok_of(

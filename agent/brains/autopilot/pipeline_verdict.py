@@ -17,7 +17,6 @@ from tools.domain.config import Config
 
 ACCEPT = re.compile(r"acceptance length (\d+(?:\.\d+)?)")
 PROBE = "accept len"  # what an EAGLE server's decode log lines say (SGLang, the simulator)
-LOG = re.compile(r"; log (\S+)")  # in start_server's answer
 MEASURED = re.compile(rf"{PROBE}: (\d+(?:\.\d+)?)")
 
 
@@ -31,9 +30,9 @@ def acceptance_probe(state: RunState, config: Config) -> dict[str, Any] | None:
     for name, inp, block in tool_exchanges(state):
         if name == "bash" and PROBE in str(inp.get("command")):
             return None
-        log = LOG.search(str(block.get("content") or "")) if name == "start_server" else None
+        log = block["data"].get("log") if name == "start_server" else None
         if log and p.drafter in map(str, (inp.get("flags") or {}).values()):
-            logs.append(log.group(1))
+            logs.append(str(log))
     if not logs:
         return None
     return {"command": f"grep -ho '{PROBE}: [0-9.]*' {shlex.quote(logs[-1])} | tail -1"}

@@ -38,7 +38,7 @@ class Engine:
     source: str  # "built-in" or the profile file's path
     health_path: str
     ready_lines: tuple[re.Pattern[str], ...]
-    failures: tuple[tuple[re.Pattern[str], str], ...]
+    failures: tuple[tuple[re.Pattern[str], str, str], ...]  # pattern, diagnosis, cause
 
     @classmethod
     def of(cls, profile: Profile, source: str = "built-in") -> Engine:
@@ -47,7 +47,7 @@ class Engine:
             source=source,
             health_path=profile.readiness.health_path,
             ready_lines=tuple(re.compile(p) for p in profile.readiness.ready_lines),
-            failures=tuple((re.compile(f.pattern), f.diagnosis) for f in profile.failures),
+            failures=tuple((re.compile(f.pattern), f.diagnosis, f.cause) for f in profile.failures),
         )
 
     @property

@@ -111,6 +111,9 @@ class Speculation(Strict):
 class Failure(Strict):
     pattern: str
     diagnosis: str  # one line; {port} {line} {match} {exception} {after} are filled in
+    # what code reads of it (the words are the model's): "port_busy" - another process holds
+    # the port, which says nothing about the configuration
+    cause: Literal["", "port_busy"] = ""
 
     @field_validator("pattern")
     @classmethod
