@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,3 +294,40 @@ async def test_the_start_line_says_what_the_sandbox_bounds(tmp_path: Path) -> No
         assert "network namespace of its own" in line and "processes" in line, line
     finally:
         await close_context(ctx)
+
+
+def test_for_a_user_that_is_not_root_the_process_limit_is_rlimit_nproc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit where no pids cgroup can be made: RLIMIT_NPROC over the machine's task count
+    (root is exempt from it: the test runs the sandbox's own text as `nobody` when it is root)."""
+    flood = (
+        "import os, time\nn = 0\ntry:\n for _ in range(5000):\n  if os.fork() == 0:\n"
+        "   time.sleep(60); os._exit(0)\n  n += 1\nexcept OSError as e:\n"
+        " print('STOPPED', n, e.errno)\nelse:\n print('FORKED', n)"
+    )
+    monkeypatch.setattr(sandbox, "MAX_TASKS", 40)
+    work = Path(tempfile.mkdtemp(prefix="sandbox-nproc-", dir="/var/tmp"))
+    as_user: list[str] = []
+    if os.getuid() == 0:
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) runs the test as nobody"
+        os.chown(work, 65534, 65534)
+        as_user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        box = Sandbox(pids="rlimit", net=False)
+        text = box.wrap(f"python3 -c {shlex.quote(flood)}", str(work), [str(work)])
+        tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+        done = subprocess.run(
+            [*as_user, "env", "-i", f"HOME={work}", "PATH=/usr/bin:/bin", "bash", "-c", text],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        m = re.search(r"STOPPED (\d+) 11\b", done.stdout)
+        assert m, (done.stdout, done.stderr)
+        # the machine's tasks then, MAX_TASKS more, less the user's own (and what changed since)
+        assert int(m[1]) < tasks + 40 + 200, (m[1], tasks)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -87,7 +87,17 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
     # its own network namespace unless the line names the network (tools/guard/network.py)
     network = not sandbox.net or needs_network(command) is not None
     decision = dataclasses.replace(decision, network=network)
-    return decision, sandbox.wrap(command, workdir, [workdir], readonly, hide, inner, network)
+    free = _disk(workdir) if host.is_local else None  # the file limit, read here: no fork
+    return decision, sandbox.wrap(command, workdir, [workdir], readonly, hide, inner, network, free)
+
+
+def _disk(path: str) -> tuple[int, int] | None:
+    """The free and total bytes of the disk that holds `path` on this machine."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
 # programs that run no code of the line's and act on the host's processes (a pid namespace of

@@ -14,8 +14,10 @@ tools/guard/network.py: a URL, a host:port, pip, curl, git clone...), which then
 it reaches the run's servers on loopback and the package index.
 
 Limits of a call (issue 47): at most MAX_TASKS processes and threads (a pids cgroup where the host
-lets one be made - root, cgroup v1 - else RLIMIT_NPROC over the user's own count for a user that
-is not root; root without a writable pids cgroup has none, and the probe says so); no file larger
+lets one be made - root, cgroup v1 - else, for a user that is not root, RLIMIT_NPROC at the
+machine's task count plus MAX_TASKS: the kernel counts the user's tasks, so the line may add
+MAX_TASKS and the other users' count; root is exempt from RLIMIT_NPROC, even in a user namespace,
+so root without a writable pids cgroup has no limit, and the probe says so); no file larger
 than the workdir's free space less a reserve (RLIMIT_FSIZE: one file cannot fill the disk); /tmp,
 /dev/shm and /run private tmpfs capped at SCRATCH_MB (a quarter of the memory at most, where bwrap
 takes --size): /dev/shm is the line's own, the engines' IPC segments outside are not there.
@@ -116,12 +118,14 @@ class Sandbox:
         hide: list[str] | None = None,
         inner: list[str] | None = None,
         network: bool = True,
+        free: tuple[int, int] | None = None,
     ) -> str:
         """Shell text that runs `bash -c command` in the sandbox (cwd must be writable or
         visible). `readonly`: folders inside a writable one kept read-only (the run folder);
         `inner`: folders inside those writable again (its outputs/ and logs/); `hide`: more
         files or folders to empty (key files; `~/` is the host's home); `network`: the host's
-        network shared (else a namespace of its own, where the host gives one)."""
+        network shared (else a namespace of its own, where the host gives one); `free`: the
+        workdir disk's free and total bytes where the caller read them (else the shell does)."""
         q = shlex.quote
         secrets = " ".join(f'"$HOME"/{q(p)}' for p in SECRET_PATHS)
         hidden = " ".join(_home_word(p) for p in hide or [])
@@ -156,7 +160,7 @@ class Sandbox:
             '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
             "r=(); for p in " + " ".join(PROC_READ_ONLY) + (" " + keep if keep else "") + "; do "
             '[ -e "$p" ] && r+=(--ro-bind "$p" "$p"); done; '
-            + self._limits(cwd)
+            + self._limits(cwd, file_limit_kb(*free) if free else None)
             + 'exec env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
             f'"${{t[@]}}" --tmpfs /tmp "${{t[@]}}" --tmpfs /dev/shm {run_size}--tmpfs /run '
             f'{binds} "${{r[@]}}" {reopened} "${{s[@]}}" '
@@ -187,38 +191,49 @@ class Sandbox:
             f'--chdir "$PWD" -- bash -c {q(command)}'
         )
 
-    def _limits(self, cwd: str) -> str:
+    def _limits(self, cwd: str, free_kb: int | None) -> str:
         """Shell text that sets the call's limits on the wrapper (bwrap and the line inherit
-        them) and `t`, the --size of /tmp and /dev/shm."""
+        them) and `t`, the --size of /tmp and /dev/shm. Few programs started: a call pays each
+        (`free_kb`, the file limit, is given where the caller can read it itself)."""
         q = shlex.quote
-        text = (
-            # no file past the free space of the workdir's disk less a reserve (KiB: ulimit -f)
-            f"f=$(df -Pk -- {q(cwd)} 2>/dev/null | awk 'NR == 2 {{ r = int($2 / {FILE_RESERVE}); "
-            "if (r < 1048576) r = 1048576; print int($4 - r) }'); "
-            '[ "${f:-0}" -ge 1024 ] 2>/dev/null || f=1024; ulimit -f "$f"; '
-            # /tmp and /dev/shm: SCRATCH_MB, at most a quarter of the memory
-            "t=(); "
-        )
-        if self.sized:
-            text += (
-                f"m=$(awk '/^MemTotal:/ {{ m = int($2 / 4096); print (m < {SCRATCH_MB} ? m : "
-                f"{SCRATCH_MB}) }}' /proc/meminfo 2>/dev/null); "
-                f"m=${{m:-{SCRATCH_MB}}}; t=(--size $((m << 20))); "
+        if free_kb is not None:
+            text = f"ulimit -f {free_kb}; "
+        else:  # the workdir's disk, from here (KiB: ulimit -f)
+            text = (
+                f"f=$(df -Pk -- {q(cwd)} 2>/dev/null | awk 'NR == 2 {{ r = int($2 / "
+                f"{FILE_RESERVE}); if (r < 1048576) r = 1048576; print int($4 - r) }}'); "
+                '[ "${f:-0}" -ge 1024 ] 2>/dev/null || f=1024; ulimit -f "$f"; '
             )
-        if self.pids == "cgroup":  # a cgroup of its own (empty ones of ended calls removed)
+        text += "t=(); "
+        if self.sized:  # /tmp and /dev/shm: SCRATCH_MB, at most a quarter of the memory
             text += (
-                f"c={PIDS}; find $c -maxdepth 1 -name 'campaign-sandbox-*' -mmin +1 "
-                "-exec rmdir {} + 2>/dev/null; "
+                'm=0; while read -r k v _; do [ "$k" = MemTotal: ] && '
+                "{ m=$((v / 4096)); break; }; done < /proc/meminfo; "
+                f"[ $m -gt 0 ] && [ $m -lt {SCRATCH_MB} ] || m={SCRATCH_MB}; "
+                "t=(--size $((m << 20))); "
+            )
+        if self.pids == "cgroup":  # a cgroup of its own; now and then, empty ones removed
+            text += (
+                f"c={PIDS}; (( RANDOM % 16 )) || find $c -maxdepth 1 -name "
+                "'campaign-sandbox-*' -mmin +1 -exec rmdir {} + 2>/dev/null; "
                 "d=$(mktemp -d $c/campaign-sandbox-XXXXXXXX 2>/dev/null) && "
                 f'echo {MAX_TASKS} > "$d/pids.max" && echo $$ > "$d/cgroup.procs" || '
                 "{ echo 'the sandbox could not make its pids cgroup' >&2; exit 126; }; "
             )
-        elif self.pids == "rlimit":  # the user's own tasks now, and MAX_TASKS more
+        elif self.pids == "rlimit":  # every task of the machine now (the user's are fewer;
+            # RLIMIT_NPROC counts the user's), and MAX_TASKS more - read without a program
             text += (
-                'u=$(ps -L -u "$(id -u)" --no-headers 2>/dev/null | wc -l); '
-                f"ulimit -u $((u + {MAX_TASKS})); "
+                "read -r _ _ _ u _ < /proc/loadavg; u=${u#*/}; "
+                f"ulimit -u $((${{u:-0}} + {MAX_TASKS})); "
             )
         return text
+
+
+def file_limit_kb(free: int, total: int) -> int:
+    """RLIMIT_FSIZE in KiB (as `ulimit -f` takes it): the free space less a reserve of 1/20 of
+    the disk (at least 1 GiB), and 1 MiB at the least - the formula the shell above computes."""
+    reserve = max(total // FILE_RESERVE, 1 << 30)
+    return max((free - reserve) >> 10, 1024)
 
 
 @dataclass(frozen=True)
