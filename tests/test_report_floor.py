@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from agent.report import gather, render_files
+from agent.report.chart import plot
+from agent.report.outcome import chart_curves
 from agent.session import Limits, start
 from state.events import read_events
 from tests.conftest import plain_config
@@ -76,3 +78,23 @@ def test_recommendation_json_has_each_level_s_share_of_the_floor(tmp_path: Path)
     assert "of the bandwidth floor: C=1 12%, C=10 13%" in (folder / "recommend.txt").read_text()
     _, bare = make_run(tmp_path / "bare", floors=False, recommend=True)
     assert "floor_share" not in json.loads((bare / "recommendation.json").read_text())
+
+
+def test_the_chart_writes_the_winner_s_share_at_its_points(tmp_path: Path) -> None:
+    for floors, want in ((True, ["12%\nof floor", "13%"]), (False, [])):
+        run = start(
+            "beat baseline", plain_config(), "autopilot", tmp_path / str(floors), None, Limits()
+        )
+        extra = {1: {"floor_tok_s": 900.0, "floor_share": 110 / 900}}
+        extra[10] = {"floor_tok_s": 3900.0, "floor_share": 500 / 3900}
+        base = {"--attention-backend": "flashinfer"}
+        bench_in_run(run, "baseline-L01", base, {1: 90.0, 10: 400.0})
+        bench_in_run(run, "noise-L01", base, {1: 91.0, 10: 401.0})
+        fa3 = {"--attention-backend": "fa3"}
+        bench_in_run(
+            run, "validate-L02-fa3", fa3, {1: 110.0, 10: 500.0}, extra=extra if floors else None
+        )
+        run.close()
+        f = gather(run.path, read_events(run.path / "events.jsonl").events)
+        texts = [t.get_text() for t in plot(chart_curves(f), [], "t").axes[0].texts]
+        assert [t for t in texts if "%" in t] == want

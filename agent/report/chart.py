@@ -1,5 +1,6 @@
 """The report's chart: output throughput against concurrency (log x) for the baseline, the winner
-and the notable contenders, with the crossover marked. Agg backend, no pyplot global state."""
+and the notable contenders, with the crossover marked and the winner's share of the bandwidth
+floor written at its points (docs/physics.md). Agg backend, no pyplot global state."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from agent.report.measured import Configuration
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 5.2, 110
@@ -83,6 +85,8 @@ def plot(
             "screened": {"linestyle": "none", "marker": "D", "markersize": 6},
         }.get(role, {"linewidth": 1.4, "marker": ".", "alpha": 0.85})
         ax.plot(xs, [points[x] for x in xs], label=label, color=colour, **style)  # type: ignore[arg-type]
+        if role == "winner":
+            _shares(ax, config, points, colour)
     ax.set_xscale("log")
     if levels:
         ticks = sorted(levels)
@@ -110,3 +114,19 @@ def plot(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _shares(ax: Axes, config: Configuration, points: dict[int, float], colour: str) -> None:
+    """Each level's share of the bandwidth floor (docs/physics.md) written above the winner's
+    point; nothing where the box was not known."""
+    said = False
+    for level, tok_s in sorted(points.items()):
+        share = config.floor_share(level)
+        if share is None:
+            continue
+        text = f"{share:.0%}" + ("\nof floor" if not said else "")
+        ax.annotate(
+            text, xy=(level, tok_s), xytext=(0, 7), textcoords="offset points",
+            ha="center", va="bottom", fontsize=7, color=colour,
+        )  # fmt: skip
+        said = True
