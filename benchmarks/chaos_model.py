@@ -1,18 +1,19 @@
 """A faulty model API, for real (issue 23 items 3-6): `agent run` with the Claude brain on the
 built-in lab, against a loopback Messages API (tests/fake_messages_api.py) that cuts its stream
 at several points, drops and resets the connection, sends junk events, refuses the prompt as too
-long, and answers 413/429/500/529 in bursts and for minutes - while a simulated server of the run
-is up. Hostile engines are benchmarks/chaos.py's.
+long, answers 413/429/500/529 in bursts and for minutes, stalls a stream for ten minutes with the
+connection open, and stops a reply on max_tokens inside a tool call (issue 49) - while a
+simulated server of the run is up. Hostile engines are benchmarks/chaos.py's.
 
     .venv/bin/python -m benchmarks.chaos_model [--only NAME ...]
 
 Each scenario is a fresh `agent run` process (its own session: what it leaves running is found
 by its process group); the scripted model plans, starts the lab's server, reads its todos and
 concludes; the fault hits the calls after the server started. Printed per scenario: seconds to
-the outcome, the outcome (retried / compacted / paused / stopped / budget / gave up / refused)
-against the one expected, what was left running, and `agent replay --check`. Then the time for
-a stop or a budget to act during a wait (median, max), and the totals: hangs, false finishes,
-left running.
+the outcome, the outcome (retried / compacted / paused / stopped / budget / gave up / refused /
+not run) against the one expected, what was left running, and `agent replay --check`. Then the
+time for a stop or a budget to act during a wait (median, max), and the totals: hangs, false
+finishes, left running.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,9 @@ from tests.fake_messages_api import (
     Fault,
     Malformed,
     Reset,
+    Stall,
     Status,
+    cut_inside_input,
     message,
     text,
     tool_use,
@@ -58,13 +62,21 @@ PLAN = [
 ]
 
 
-def replies() -> list[dict[str, Any]]:
+def replies() -> list[dict[str, Any] | bytes]:
     return [
         message(1, "tool_use", text("Plan first."), tool_use(1, "todowrite", todos=PLAN)),
         message(2, "tool_use", tool_use(2, "start_server")),
         message(3, "tool_use", text("Up. What is left?"), tool_use(3, "todoread")),
         message(4, "end_turn", text(CONCLUSION)),
     ]
+
+
+def cut_kill() -> list[dict[str, Any] | bytes]:
+    """The third reply stops on max_tokens inside a kill_server call's name (the SDK's partial
+    parser would read `kill_server {}`: every server of the run), then the run goes on."""
+    cut = message(3, "max_tokens", text("Killing the draft."), tool_use(3, "kill_server"))
+    plain = replies()
+    return [*plain[:2], cut_inside_input(cut, '{"name": "cand-eag'), *plain[2:]]
 
 
 @dataclass
@@ -74,9 +86,12 @@ class Scenario:
     faults: list[Fault] = field(default_factory=list)
     outage: tuple[Fault, float] | None = None
     act: str = ""  # "stop": `agent stop` at the first wait of `act_on`; "budget": --max-minutes
-    act_on: str = "retry"  # the model_wait stage the stop is sent in
+    # the model_wait stage the stop is sent in; "stall": once the API began a stalled stream
+    act_on: str = "retry"
     max_minutes: float | None = None
     overload_wait_minutes: float | None = None
+    stall_timeout_s: float | None = None  # [model] stall_timeout_s (default 90 s)
+    script: Callable[[], list[dict[str, Any] | bytes]] | None = None  # the replies; None: replies
 
 
 STREAM_EVENTS = 9  # the third reply's stream: message_start ... message_stop
@@ -124,6 +139,20 @@ SCENARIOS = [
     ),
     Scenario("stop in a cut-stream retry", "stopped", [Cut(events=2, times=1000)], act="stop"),
     Scenario(
+        "stalled 10 min, stall_timeout 5 s",
+        "retried",
+        [Stall(events=3, seconds=600)],
+        stall_timeout_s=5,
+    ),
+    Scenario(
+        "stop in a 10-min stalled stream",
+        "stopped",
+        [Stall(events=3, seconds=600)],
+        act="stop",
+        act_on="stall",
+    ),
+    Scenario("kill_server cut at max_tokens", "not run", script=cut_kill),
+    Scenario(
         "--max-minutes 0.4 in a 300 s wait",
         "budget",
         outage=(Status(code=529, retry_after=300, times=1000), 3600),
@@ -158,6 +187,9 @@ def outcome_of(events: list[dict[str, Any]], served: list[str]) -> str:
         return "refused" if "refused the request" in end["reason"] else f"error: {end['reason']}"
     if status != "finished":
         return status
+    if any(e["type"] == "tool_call_cut" for e in events):  # answered as an error, never run
+        ran = any(e["type"] == "tool_call" and e["name"] == "kill_server" for e in events)
+        return "ran cut call" if ran else "not run"
     if any(e["type"] == "compaction" and e.get("cause") for e in events):
         return "compacted"
     if any(e["type"] == "model_wait" and e.get("stage") == "pause" for e in events):
@@ -187,7 +219,7 @@ def left_running(pgid: int, events: list[dict[str, Any]]) -> list[str]:
 
 def run_one(scenario: Scenario, root: Path) -> Outcome:
     out = Outcome(scenario.name, scenario.expect)
-    api = FakeMessagesAPI(replies(), scenario.faults, scenario.outage, after=2)
+    api = FakeMessagesAPI((scenario.script or replies)(), scenario.faults, scenario.outage, after=2)
     workdir = root / scenario.name.replace(" ", "_").replace("/", "_")
     workdir.mkdir(parents=True)
     env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
@@ -197,9 +229,17 @@ def run_one(scenario: Scenario, root: Path) -> Outcome:
     argv += ["--model", MODEL, "--runs-dir", "runs", "--run-id", "r"]
     if scenario.max_minutes is not None:
         argv += ["--max-minutes", f"{scenario.max_minutes:g}"]
-    if scenario.overload_wait_minutes is not None:
+    settings = {
+        k: v
+        for k, v in (
+            ("overload_wait_minutes", scenario.overload_wait_minutes),
+            ("stall_timeout_s", scenario.stall_timeout_s),
+        )
+        if v is not None
+    }
+    if settings:
         lab = lab_config()
-        model = ModelConfig(overload_wait_minutes=scenario.overload_wait_minutes)
+        model = ModelConfig.model_validate(settings)
         config = lab.model_copy(update={"model": model}).model_dump(mode="json")
         (workdir / "agent.toml").write_text(to_toml(config))
         argv += ["--config", "agent.toml"]
@@ -221,7 +261,12 @@ def run_one(scenario: Scenario, root: Path) -> Outcome:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(30)
                 break
-            if scenario.act == "stop" and stop_at is None and waiting(run_path, scenario.act_on):
+            stalled = scenario.act_on == "stall" and "stall" in api.served
+            if (
+                scenario.act == "stop"
+                and stop_at is None
+                and (stalled or waiting(run_path, scenario.act_on))
+            ):
                 send(run_path, "stop")
                 stop_at = time.time()
             time.sleep(0.1)
@@ -231,7 +276,7 @@ def run_one(scenario: Scenario, root: Path) -> Outcome:
     out.seconds = time.time() - started
     events = read_events(run_path / "events.jsonl").events if run_path.is_dir() else []
     out.outcome = outcome_of(events, api.served)
-    out.false_finish = out.outcome in ("clean", "retried", "compacted", "paused") and (
+    out.false_finish = out.outcome in ("clean", "retried", "compacted", "paused", "not run") and (
         events[-1].get("reason") != CONCLUSION
     )
     out.left = left_running(proc.pid, events)
