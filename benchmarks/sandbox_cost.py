@@ -3,10 +3,13 @@ allowed outright vs run in bubblewrap (issue 25).
 
     .venv/bin/python -m benchmarks.sandbox_cost --calls 200
 
-The same command, `awk 'BEGIN { }'` (a few ms of its own), is run both ways on the local host:
-with no rule it is a program the rules do not know, so it runs in the sandbox; with `[guard]
-allow = ["awk:*"]` it runs outside. Calls alternate, so that load on the machine hits both ways
-alike.
+The same command, `awk 'BEGIN { }'` (a few ms of its own), is run three ways on the local host:
+with no rule it is a program the rules do not know, so it runs in the sandbox (since issue 47's
+last round: with its own network namespace, a pids cgroup or RLIMIT_NPROC, RLIMIT_FSIZE and
+capped /tmp and /dev/shm); with `[guard] allow = ["awk:*"]` a supervisor's rule runs it in the
+mask (a program that runs code: the machine as the user has it, the inbox keys and the run's
+control files kept from it); with that rule and `[guard] sandbox = false` it runs outright.
+Calls alternate, so that load on the machine hits the ways alike.
 Printed: median and p90 per way, and the difference of the medians (the sandbox's cost). The
 decision itself (tools.guard.decide) is timed apart, per call, on the ordinary corpus.
 """
@@ -31,11 +34,11 @@ from tools.hosts import HostPool
 COMMAND = "awk 'BEGIN { }'"  # not allowed outright: sandboxed, unless a rule allows it
 
 
-def context(root: Path, allow: list[str]) -> ToolContext:
+def context(root: Path, allow: list[str], sandbox: bool = True) -> ToolContext:
     config = Config(
         hosts=[HostConfig(name="local", workdir=str(root / "work"))],
         server=ServerConfig(command="true"),
-        guard=GuardConfig(allow=allow),
+        guard=GuardConfig(allow=allow, sandbox=sandbox),
     )
     return ToolContext(run=Run.create(root / "runs"), config=config, hosts=HostPool(config))
 
@@ -44,7 +47,8 @@ async def measure(calls: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         ways = {
             "sandbox": context(Path(tmp) / "a", []),
-            "outside": context(Path(tmp) / "b", ["awk:*"]),
+            "mask": context(Path(tmp) / "c", ["awk:*"]),
+            "outside": context(Path(tmp) / "b", ["awk:*"], sandbox=False),
         }
         box = ToolBox([Bash()])
         times: dict[str, list[float]] = {k: [] for k in ways}
@@ -88,6 +92,8 @@ def main() -> None:
         print(f"{way:8s} median {rows[way][0] * 1000:7.1f} ms   p90 {rows[way][1] * 1000:7.1f} ms")
     cost = rows["sandbox"][0] - rows["outside"][0]
     print(f"sandbox cost per call (difference of the medians): {cost * 1000:.1f} ms")
+    cost = rows["mask"][0] - rows["outside"][0]
+    print(f"mask cost per call (a supervisor's rule for code): {cost * 1000:.1f} ms")
     print(f"decide() per command (mean over the ordinary corpus): {decide_cost() * 1000:.2f} ms")
 
 
