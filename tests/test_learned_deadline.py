@@ -102,3 +102,25 @@ def test_the_learned_deadline_is_bounded_by_the_floor_and_the_static_one() -> No
     assert dl.served(0.05).first_token_s == 120.0  # the floor
     assert dl.served(60.0).first_token_s == 240.0  # slack x the slowest p99 TTFT
     assert dl.served(1000.0).first_token_s == 600.0  # never above the static deadline
+
+
+async def test_a_duet_side_served_before_gets_the_learned_deadline(tmp_path: Path) -> None:
+    """The duet's sweep of each server is built as run_benchmark's (tools/duet.py `_spec`): the
+    side this run measured at the duet's levels gets the learned deadline, the other not."""
+    from tools.duet import Duet
+
+    ctx = context(tmp_path)
+    for name, port in (("base", 30001), ("cand", 30002)):
+        ctx.run.append("server_started", name=name, host="local", port=port, flags={"--x": name})
+    workload = Workload(input_len=8, max_tokens=8)
+    ctx.run.append(
+        "benchmark", **event("base", {"--x": "base"}, {1: 20.0}, workload=workload.model_dump())
+    )
+    specs = {
+        name: await Duet()._spec(
+            ctx, ServerRef(name=name, flags={"--x": name}, port=port), "local", workload, [1], 0
+        )
+        for name, port in (("base", 30001), ("cand", 30002))
+    }
+    assert specs["base"].deadlines.first_token_s == 1.0  # max(floor 1, 4 x 20 ms)
+    assert specs["cand"].deadlines.first_token_s == STATIC_S  # never served

@@ -18,7 +18,6 @@ from pydantic import Field
 
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
-from tools.bench.deadlines import Deadlines
 from tools.bench.duet import DuetOutcome, Side, decision_text, round_lines, run_duet
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.schema import ClientInfo, ServerRef, Workload
@@ -29,6 +28,7 @@ from tools.domain.objective import SLO_KINDS, objective_value
 from tools.run_benchmark import (
     MAX_LEVEL,
     RunBenchmarkInput,
+    deadlines_for,
     engine_of,
     locate_server,
     min_level_s,
@@ -136,7 +136,7 @@ class Duet(Tool):
             tokenize_path=engine.tokenize_path if engine else "/tokenize",
             metrics_path=engine.metrics_path if engine else "/metrics",
             metrics=engine.profile.metrics if engine else None,
-            deadlines=Deadlines.from_job(ctx.config.bench.deadlines.given()),
+            deadlines=deadlines_for(ctx, server, mine, levels, None),  # learned where served
             no_power="a duet reads no power",
         )
 
