@@ -373,7 +373,7 @@ async def test_run_benchmark_reads_the_floor_agent_toml_states(tmp_path: Path) -
     finally:
         sim.kill_group()
     assert not res.is_error, res.text
-    assert "of floor" in res.text and "floor: 1 x stated at 100 GB/s each" in res.text
+    assert "of floor" in res.text and "floor: 1 x device at 100 GB/s each" in res.text
     saved = json.loads((ctx.run.path / "results" / f"{res.data['id']}.json").read_text())
     assert saved["physics"]["mem_bw_gb_s"] == 100.0
     (point,) = saved["points"]

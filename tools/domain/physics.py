@@ -395,7 +395,7 @@ class HardwareConfig(BaseModel):
         if known is not None:
             bw, name, source = known.mem_bw_gb_s, known.name, known.source
         elif self.mem_bw_gb_s is not None:
-            bw, name, source = self.mem_bw_gb_s, "stated", "agent.toml [hardware] mem_bw_gb_s"
+            bw, name, source = self.mem_bw_gb_s, "device", "agent.toml [hardware] mem_bw_gb_s"
         else:
             return None
         model = ModelBytes(
