@@ -94,6 +94,7 @@ class Agent:
 
     async def run_loop(self) -> int:
         """Step until the run ends; returns the exit code. The run_finished event says why."""
+        self.ctx.minutes_left = self.minutes_left
         try:
             while True:
                 await self.step()
@@ -381,6 +382,11 @@ class Agent:
 
     def minutes(self) -> float:
         return self.supervision.minutes()
+
+    def minutes_left(self) -> float | None:
+        """What the minutes budget leaves now (None: the run has none)."""
+        limit = self.run.state.limits.get("max_minutes")
+        return float(limit) - self.minutes() if limit else None
 
     def disk_full_reason(self, err: BaseException) -> str:
         return (

@@ -141,6 +141,36 @@ async def test_the_duet_tool_saves_its_rounds_and_recommend_decides_by_them(
     assert found["paired"]["ratio"] == pytest.approx(done.data["ratio"], rel=1e-3)
 
 
+async def test_a_duet_starts_no_round_the_minutes_budget_cannot_end(ctx: ToolContext) -> None:
+    """The run's minutes budget nearly spent (a llama.cpp lab campaign's duet ran 3.7 minutes
+    into a wrap-up of 3.2 and the run ended on its budget, unconcluded): after its first round
+    the duet starts no other and says why; with time left it runs on to its decision."""
+    from tools.duet import Duet
+
+    start = time.time()
+    with (
+        served(BASE, "budget-a", "0:1", start, "0.02") as url_a,
+        served(FA3, "budget-b", "0:1", start, "0.02") as url_b,
+    ):
+        for name, url, flags in (("base", url_a, BASE), ("cand", url_b, FA3)):
+            port = int(url.rsplit(":", 1)[1])
+            command = " ".join(["python -m sim", *render_flags(flags)])
+            ctx.run.append(
+                "server_started", name=name, host="local", port=port, flags=flags, command=command
+            )
+        box = ToolBox([Duet()])
+        inp = {"a": "base", "b": "cand", "concurrency": [1, 10], "requests_per_level": 16}
+        ctx.minutes_left = lambda: 0.25  # 15 s: under the margin kept for what follows
+        cut, _ = await box.call(ctx, "duet", inp)
+        ctx.minutes_left = lambda: 600.0
+        whole, _ = await box.call(ctx, "duet", inp)
+    assert not cut.is_error, cut.text
+    assert cut.data["stopped"] == "budget" and cut.data["verdict"] == "not established"
+    assert len(cut.data["results"]) == 2  # one round: a result per server
+    assert "the minutes budget held no more rounds" in cut.text
+    assert whole.data["stopped"] == "decided" and len(whole.data["results"]) >= 4, whole.text
+
+
 async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolContext) -> None:
     from tools.duet import Duet
 

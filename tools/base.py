@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -72,6 +73,9 @@ class ToolContext:
     progress: Progress | None = None  # terminal progress bars (agent/view/bars.py), or None
     extras: dict[str, Any] = field(default_factory=dict)
     fleet: Fleet | None = None  # a run on a fleet (agent run --fleet): run_trial places trials
+    # the minutes the run's minutes budget leaves now (None: no such budget), as the loop counts
+    # them (agent/supervision.py): a tool that measures in rounds starts none it cannot end
+    minutes_left: Callable[[], float | None] = lambda: None
 
 
 def host_for(ctx: ToolContext, name: str | None) -> Host:

@@ -11,7 +11,7 @@ as the evidence of its verdict (the `paired` of recommendation.json, unit "duet 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import Field
@@ -92,7 +92,9 @@ class Duet(Tool):
             return objective_value(per_level, objective.kind, objective.level)
 
         try:
-            outcome = await run_duet(specs["a"], specs["b"], inp.max_rounds, seed, value)
+            outcome = await run_duet(
+                specs["a"], specs["b"], inp.max_rounds, seed, value, seconds_left=seconds_left(ctx)
+            )
         except BenchError as err:
             raise ToolError(str(err)) from None
         ids = self._save(ctx, outcome, duet_id, refs, workload, levels)
@@ -179,3 +181,13 @@ class Duet(Tool):
                 record(ctx, result, results_dir)
                 ids.append(result.id)
         return ids
+
+
+def seconds_left(ctx: ToolContext) -> Callable[[], float | None]:
+    """The run's minutes budget left, in seconds (None: no such budget)."""
+
+    def left() -> float | None:
+        minutes = ctx.minutes_left()
+        return None if minutes is None else minutes * 60
+
+    return left

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,7 +39,11 @@ from tools.bench.sweep import (
 from tools.domain import stats
 
 Side = Literal["a", "b"]
-Stopped = Literal["decided", "rounds", "failed", "interrupted"]
+Stopped = Literal["decided", "rounds", "failed", "interrupted", "budget"]
+# a round is started only where the time left holds the longest round so far this much over, and
+# this many seconds beside for what follows the duet (its results saved, a recommendation)
+ROUND_MARGIN = 1.25
+AFTER_S = 20.0
 
 
 def geomean_value(per_level: Mapping[int, float]) -> float:
@@ -92,11 +97,15 @@ async def run_duet(
     seed: int = 0,
     value: Callable[[Mapping[int, float]], float] = geomean_value,
     observer: Observer | None = None,
+    seconds_left: Callable[[], float | None] | None = None,
 ) -> DuetOutcome:
     """Rounds until the interval decides or `max_rounds` are measured; a round in which either
     server failed a level ends the duet (`failed`: a configuration that fails is no winner), and
-    Ctrl-C ends it with the rounds finished (`interrupted`). `a.levels` are the levels (b's are
-    not read). Both servers are checked before the first block, so a wrong URL is one error."""
+    Ctrl-C ends it with the rounds finished (`interrupted`). `seconds_left`: the run's minutes
+    budget, in seconds (None: no budget) - a round it would not end in is not started
+    (`budget`), so the duet ends with what it measured and the run can still conclude, where a
+    round cut by the budget ends the run unconcluded. `a.levels` are the levels (b's are not
+    read). Both servers are checked before the first block, so a wrong URL is one error."""
     if max_rounds < 2:
         raise ValueError("a duet needs two rounds at least: one round gives no interval")
     obs = observer or Observer()
@@ -106,9 +115,16 @@ async def run_duet(
         states["b"] = await start_sweep(b, obs)
         outcome = DuetOutcome(states["a"].outcome, states["b"].outcome, max_rounds)
         order = random.Random(f"duet/{seed}")
+        longest = 0.0
         try:
             for _ in range(max_rounds):
+                left = seconds_left() if seconds_left is not None else None
+                if left is not None and outcome.rounds and left < longest * ROUND_MARGIN + AFTER_S:
+                    outcome.stopped = "budget"
+                    break
+                began = time.monotonic()
                 done = await _round(states, a.levels, order, value)
+                longest = max(longest, time.monotonic() - began)
                 outcome.rounds.append(done)
                 p = outcome.paired
                 if done.ratio <= 0 or min(done.a.values(), default=0.0) <= 0:
@@ -155,7 +171,10 @@ def decision_text(outcome: DuetOutcome) -> str:
         return f"B wins: {p.stated()}"
     if p.no_gain:
         return f"no gain worth deploying ({stats.MIN_GAIN:.0%} or more excluded): {p.stated()}"
-    return f"not established: {p.stated()} ({p.unestablished()})"
+    why = p.unestablished()
+    if outcome.stopped == "budget":
+        why = f"the minutes budget held no more rounds; {why}"
+    return f"not established: {p.stated()} ({why})"
 
 
 def round_lines(outcome: DuetOutcome) -> list[str]:
