@@ -141,7 +141,7 @@ class Recommend(Tool):
             ours, theirs, result_files.repeats(results), objective.kind, objective.level
         )
         is_base = {r.id for r in mine} == {r.id for r in base}
-        paired = None if is_base else _paired(base, mine, common, objective)
+        paired = None if is_base else paired_evidence(base, mine, common, objective)
         # the baseline's own sweeps as a drift series: said only when they moved beyond the floor
         seen = result_files.drift(base, objective.kind, objective.level)
         ratio = value / base_value if base_value > 0 else None
@@ -170,7 +170,7 @@ class Recommend(Tool):
         served_results = mine if verdict in ("win", "baseline") else base
         more |= _floor_shares(served_results, base, common)
         if paired is not None:
-            more["paired"] = _paired_record(paired)
+            more["paired"] = paired_record(paired)
         if drifted is not None:
             more["drift"] = drifted.record(vs.floor)
         rec = Recommendation(
@@ -287,7 +287,7 @@ def _value(
     return objective_value(subset, objective.kind, objective.level, slo_ok)
 
 
-def _paired(
+def paired_evidence(
     base: list[BenchResult],
     mine: list[BenchResult],
     common: list[int],
@@ -316,7 +316,7 @@ def _paired(
     return stats.Paired(tuple(ratios))
 
 
-def _paired_record(p: stats.Paired) -> PairedRecord:
+def paired_record(p: stats.Paired) -> PairedRecord:
     found = p.interval()
     return PairedRecord(
         ratio=round(p.ratio, 5),
@@ -325,6 +325,7 @@ def _paired_record(p: stats.Paired) -> PairedRecord:
         ratios=[round(x, 5) for x in p.ratios],
         verdict=p.verdict,
         stated=p.stated(),
+        unit=p.unit,
         **({} if p.wins else {"needs": p.unestablished()}),
     )
 

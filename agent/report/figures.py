@@ -19,13 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.report.measured import Configuration, Measured, parse_ts
+from agent.report.measured import Configuration, Measured, norm_flags, parse_ts
 from state.events import Event
 from state.sweeps import count
 from tools.bench import results
+from tools.bench.schema import PairedRecord
 from tools.domain import cost as serving
 from tools.domain import stats
+from tools.domain.config import ObjectiveConfig
 from tools.domain.decision import decide
+from tools.errors import ToolError
+from tools.recommend import paired_evidence, paired_record
 
 NOISY_LEVEL = 0.10  # a per-level floor above this makes that level's ratios meaningless
 
@@ -44,6 +48,9 @@ class Figures:
     level: int | None
     price: serving.CostConfig | None = None  # [cost] as the run recorded it; None: not priced
     drift: results.SeenDrift | None = None  # the baseline's largest move between its sweeps
+    # the candidate against the baseline measured so a drift cancels (a duet's rounds, else
+    # launch pairs): recommendation.json's, else read from the results as recommend reads them
+    paired: PairedRecord | None = None
 
     @property
     def drifted(self) -> results.SeenDrift | None:
@@ -131,12 +138,16 @@ def compute(m: Measured) -> Figures:
     else:  # nothing to compare with: the floor over the baseline's own levels
         floor = stats.objective_floor(repeats, base.levels if base else [], kind)
     drift = results.drift(base.runs, kind, level) if base is not None else None
+    paired = m.recommendation.paired if m.recommendation is not None else None
     if m.recommendation is not None:  # recommend's decision (decision.decide), as it stated it
         wins = m.recommendation.verdict == "win" and vs is not None
-    else:  # no recommendation: the same rule on what the report has (no launch pairs read)
-        wins = (
-            vs is not None and decide(vs.ratio, vs.floor, None, drift.drift if drift else None).wins
-        )
+    else:  # no recommendation (a run the budget ended first): the same rule, on the same facts
+        found = None
+        if vs is not None and base is not None and candidate is not None:
+            found = _paired(m, base, candidate)
+        paired = paired_record(found) if found is not None else None
+        seen = drift.drift if drift else None
+        wins = vs is not None and decide(vs.ratio, vs.floor, found, seen).wins
     winner = candidate if wins else base
     if winner is not None and not winner.levels:  # every level failed: not measured, no winner
         winner = None
@@ -153,7 +164,26 @@ def compute(m: Measured) -> Figures:
         level=level,
         price=serving.price_of(m.state.config.get("cost")),
         drift=drift,
+        paired=paired,
     )
+
+
+def _paired(m: Measured, base: Configuration, candidate: Configuration) -> stats.Paired | None:
+    """The candidate against the baseline in a duet or launch pairs, as recommend reads them
+    (tools/recommend.paired_evidence) over the levels both have, on the run's objective - from
+    every result of either configuration's flags, whatever its workload or command (a duet's
+    rounds may be measured with fewer requests than the sweeps)."""
+    try:
+        objective = ObjectiveConfig.model_validate(m.state.config.get("objective") or {})
+        common = sorted(set(base.levels) & set(candidate.levels))
+        if not common:
+            return None
+        ours, theirs = norm_flags(candidate.flags), norm_flags(base.flags)
+        mine = [r for r in m.results if norm_flags(r.server.flags) == ours]
+        base_runs = [r for r in m.results if norm_flags(r.server.flags) == theirs]
+        return paired_evidence(base_runs, mine, common, objective)
+    except (ToolError, ValueError):  # an objective the results cannot give: no paired figure
+        return None
 
 
 def pick_baseline(m: Measured) -> Configuration | None:

@@ -12,6 +12,7 @@ from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Code, Heading, Image, Para, Table
 from tools.bench.energy import NO_POWER, NO_POWER_TAIL
 from tools.bench.floor import FLOOR_NOTE
+from tools.bench.schema import PairedRecord
 from tools.domain import stats
 from tools.recommend import ROUTING_RULE
 
@@ -52,10 +53,19 @@ def unmeasured_text(f: Figures, why: bool = True) -> str:
     return f"the baseline could not be measured{reasons}, so nothing can be compared with it"
 
 
+def design(paired: PairedRecord, how: bool = True) -> str:
+    """How the paired figure was measured, and why a drift of the box does not move it."""
+    if paired.unit == "duet round":
+        why = "both servers up, blocks alternated at each level, so a drift of the box hits both"
+        return f"in a duet ({why})" if how else why
+    why = "launched alternately, so a drift of the box common to both cancels"
+    return f"in launch pairs ({why})" if how else why
+
+
 def conclusion(f: Figures) -> list[Block]:
     out: list[Block] = [Heading(2, "Conclusion")]
     base, win, cand, rec = f.baseline, f.winner, f.candidate, f.m.recommendation
-    paired = rec.paired if rec is not None else None  # the launch pairs: the verdict's figure
+    paired = f.paired  # a duet's rounds or launch pairs: the verdict's figure
     if base is None:
         return [*out, Para("No benchmark finished, so there is nothing to recommend yet.")]
     if win is None:
@@ -82,11 +92,10 @@ def conclusion(f: Figures) -> list[Block]:
                 f"No configuration is established as better on the objective ({objective_text(f)})."
             )
             unpaired = pct(f.versus.ratio if f.versus else None)  # the ratio of the sweeps' means
-            if paired is not None:  # the launch pairs, which the verdict reads, do not say win
+            if paired is not None:  # the pairs or rounds, which the verdict reads, do not say win
                 tried = (
                     f" The best candidate, {cand.name}, measured {unpaired} "
-                    f"by the sweeps' means, but against the baseline in launch pairs (launched "
-                    f"alternately, so a drift of the box common to both cancels) it is "
+                    f"by the sweeps' means, but against the baseline {design(paired)} it is "
                     f"{paired.stated}: not established ({paired.needs})."
                 )
             elif rec.drift:  # the means span a drift of the baseline that no pair cancels
@@ -113,7 +122,7 @@ def conclusion(f: Figures) -> list[Block]:
         if paired is not None:  # the claim is the pairs', never larger
             gain = (
                 f"{paired.stated} on {objective_text(f)} - the figure the verdict reads "
-                f"(launched alternately, so a drift of the box common to both cancels); the "
+                f"({design(paired, how=False)}); the "
                 f"sweeps' means: {pct(f.versus.ratio)} geometric-mean ratio{measured}"
             )
         else:

@@ -268,6 +268,7 @@ class PairedRecord(Record):
     verdict: PairedVerdict | None = None
     stated: str = ""
     needs: str | None = None
+    unit: str = "launch pair"  # what one ratio is: "launch pair", or "duet round" (a duet's)
 
 
 class DriftSide(Record):
