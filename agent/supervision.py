@@ -8,14 +8,46 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 
 from agent.ends import BudgetExhausted, Stopped
+from state.fold import RunState
 from state.inbox import drain
 from state.run import Run
 from tools.domain.config import BUDGET_WARN_AT
 from tools.domain.permission_rules import RuleError, parse_rule
 
 WARN_AT = BUDGET_WARN_AT  # share of a budget at which the run is told to wrap up
+# the proof of a winner, as this box measured its launches and sweeps: a duet's two launches and
+# this many rounds (both servers sweep once a round; the lab's and the simulator's duets decided
+# in 4), else this many launch pairs (the least that gives an interval); and what follows it
+PROOF_ROUNDS = 4
+PROOF_PAIRS = 2
+PROOF_AFTER_S = 20.0
+RESERVE_AT_MOST = 0.5  # never more of the minutes budget than this: exploring needs the rest
+
+
+def proof_reserve_minutes(state: RunState) -> float:
+    """The minutes the proof of a winner takes on this box, from the run's own launches (the
+    median seconds to ready) and sweeps (the median seconds at each level measured): a duet's
+    where the host runs two servers at once ([server] side_by_side), else launch pairs'. 0
+    before the run has measured a launch and a sweep. Reserved from the minutes budget: the
+    wrap-up warning comes when the minutes left are down to it, if before WARN_AT - a
+    real-vLLM campaign whose wrap-up came at 80 % of 30 minutes had time for one duet round."""
+    starts = [s for s in state.ready_seconds if s > 0]
+    durations: dict[int, list[float]] = {}
+    for result in state.results:
+        if result.get("duet"):
+            continue  # a duet's blocks are not sweeps of one server
+        for level, point in (result.get("points") or {}).items():
+            if isinstance(point, dict) and point.get("duration"):
+                durations.setdefault(int(level), []).append(float(point["duration"]))
+    if not starts or not durations:
+        return 0.0
+    start, sweep = median(starts), sum(median(d) for d in durations.values())
+    side = bool((state.config.get("server") or {}).get("side_by_side"))
+    seconds = 2 * start + PROOF_ROUNDS * 2 * sweep if side else PROOF_PAIRS * 2 * (start + sweep)
+    return (seconds + PROOF_AFTER_S) / 60
 
 
 def drain_inbox(run: Run) -> int:
@@ -71,12 +103,21 @@ class Supervision:
             if share >= 1:
                 value, unit = used[key]
                 raise BudgetExhausted(f"budget exhausted: {value:g} of {limits[key]:g} {unit}")
-        if shares and max(shares.values()) >= WARN_AT and not state.warned_budget:
-            key = max(shares, key=lambda k: shares[k])
-            value, unit = used[key]
-            self.run.append("budget_warning", limit=key, used=value, of=limits[key])
-            return (
-                f"Budget: {value:.4g} of {limits[key]:g} {unit} used. Wrap up now: finish or "
-                "cancel the open todos, kill the servers you started and write your conclusion."
-            )
-        return None
+        if not shares or state.warned_budget:
+            return None
+        key = max(shares, key=lambda k: shares[k])
+        reserve, why = 0.0, ""
+        if limits.get("max_minutes"):
+            reserve = min(proof_reserve_minutes(state), RESERVE_AT_MOST * limits["max_minutes"])
+            if limits["max_minutes"] - used["max_minutes"][0] <= reserve and shares[key] < WARN_AT:
+                key = "max_minutes"
+                why = f" (the {reserve:.1f} minutes a proof of the winner takes on this box)"
+        if shares[key] < WARN_AT and not why:
+            return None
+        value, unit = used[key]
+        more = {"reserve": round(reserve, 2)} if why else {}
+        self.run.append("budget_warning", limit=key, used=value, of=limits[key], **more)
+        return (
+            f"Budget: {value:.4g} of {limits[key]:g} {unit} used{why}. Wrap up now: finish or "
+            "cancel the open todos, kill the servers you started and write your conclusion."
+        )
