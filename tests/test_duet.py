@@ -4,10 +4,11 @@ two real simulator processes on a box that slows down 60 % while they are measur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,24 @@ def served(
 ) -> AbstractContextManager[str]:
     argv = [*SIM, *render_flags(flags), "--noise", noise, "--drift", drift]
     return served_sim([*argv, "--drift-start", f"{start:.3f}"], name)
+
+
+@contextlib.contextmanager
+def both_started(ctx: ToolContext, drift: str) -> Iterator[None]:
+    """The baseline (server `base`) and FA3 (`cand`) served under `drift`, each recorded as
+    started by the run, as start_server records a launch."""
+    start = time.time()
+    with (
+        served(BASE, "base", drift, start, "0.02") as url_a,
+        served(FA3, "cand", drift, start, "0.02") as url_b,
+    ):
+        for name, url, flags in (("base", url_a, BASE), ("cand", url_b, FA3)):
+            port = int(url.rsplit(":", 1)[1])
+            command = " ".join(["python -m sim", *render_flags(flags)])
+            ctx.run.append(
+                "server_started", name=name, host="local", port=port, flags=flags, command=command
+            )
+        yield
 
 
 def duet(a: str, b: str, out: Path) -> dict[str, Any]:
@@ -112,17 +131,7 @@ async def test_the_duet_tool_saves_its_rounds_and_recommend_decides_by_them(
     from tools.duet import Duet
     from tools.recommend import Recommend
 
-    start = time.time()
-    with (
-        served(BASE, "tool-a", "0:1,30~0.4", start, "0.02") as url_a,
-        served(FA3, "tool-b", "0:1,30~0.4", start, "0.02") as url_b,
-    ):
-        for name, url, flags in (("base", url_a, BASE), ("cand", url_b, FA3)):
-            port = int(url.rsplit(":", 1)[1])
-            command = " ".join(["python -m sim", *render_flags(flags)])
-            ctx.run.append(
-                "server_started", name=name, host="local", port=port, flags=flags, command=command
-            )
+    with both_started(ctx, "0:1,30~0.4"):
         box = ToolBox([Duet(), Recommend()])
         inp = {"a": "base", "b": "cand", "concurrency": [1, 10], "requests_per_level": 16}
         done, _ = await box.call(ctx, "duet", inp)
@@ -159,17 +168,7 @@ async def test_a_duet_starts_no_round_the_minutes_budget_cannot_end(ctx: ToolCon
     the duet starts no other and says why; with time left it runs on to its decision."""
     from tools.duet import Duet
 
-    start = time.time()
-    with (
-        served(BASE, "budget-a", "0:1", start, "0.02") as url_a,
-        served(FA3, "budget-b", "0:1", start, "0.02") as url_b,
-    ):
-        for name, url, flags in (("base", url_a, BASE), ("cand", url_b, FA3)):
-            port = int(url.rsplit(":", 1)[1])
-            command = " ".join(["python -m sim", *render_flags(flags)])
-            ctx.run.append(
-                "server_started", name=name, host="local", port=port, flags=flags, command=command
-            )
+    with both_started(ctx, "0:1"):
         box = ToolBox([Duet()])
         inp = {"a": "base", "b": "cand", "concurrency": [1, 10], "requests_per_level": 16}
         ctx.minutes_left = lambda: 0.25  # 15 s: under the margin kept for what follows
