@@ -162,12 +162,28 @@ async def test_the_duet_tool_saves_its_rounds_and_recommend_decides_by_them(
     assert found["paired"]["ratio"] == pytest.approx(done.data["ratio"], rel=1e-3)
 
 
-async def test_a_duet_starts_no_round_the_minutes_budget_cannot_end(ctx: ToolContext) -> None:
+async def test_a_duet_starts_no_round_the_minutes_budget_cannot_end(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The run's minutes budget nearly spent (a llama.cpp lab campaign's duet ran 3.7 minutes
     into a wrap-up of 3.2 and the run ended on its budget, unconcluded): after its first round
-    the duet starts no other and says why; with time left it runs on to its decision."""
+    the duet starts no other and says why; with time left it runs on to its decision. Each
+    round's results are in the log as the round ends (a kill mid-duet loses no round ended)."""
+    import tools.duet
     from tools.duet import Duet
 
+    logged: list[tuple[int, int]] = []  # (rounds ended, duet results in the log) at each round
+    measure = tools.duet.run_duet
+
+    async def watched(*args: Any, on_round: Any, **kw: Any) -> Any:
+        def seen(outcome: Any) -> None:
+            on_round(outcome)
+            duets = [e for e in ctx.run.state.results if e.get("duet")]
+            logged.append((len(outcome.rounds), len(duets)))
+
+        return await measure(*args, on_round=seen, **kw)
+
+    monkeypatch.setattr(tools.duet, "run_duet", watched)
     with both_started(ctx, "0:1"):
         box = ToolBox([Duet()])
         inp = {"a": "base", "b": "cand", "concurrency": [1, 10], "requests_per_level": 16}
@@ -180,6 +196,8 @@ async def test_a_duet_starts_no_round_the_minutes_budget_cannot_end(ctx: ToolCon
     assert len(cut.data["results"]) == 2  # one round: a result per server
     assert "the minutes budget held no more rounds" in cut.text
     assert whole.data["stopped"] in ("decided", "rounds") and len(whole.data["results"]) >= 4
+    # the cut duet's one round, then the whole one's: two results more in the log each round
+    assert logged == [(1, 2), *((k, 2 + 2 * k) for k in range(1, len(logged)))]
 
 
 async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolContext) -> None:

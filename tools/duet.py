@@ -91,13 +91,23 @@ class Duet(Tool):
         def value(per_level: Mapping[int, float]) -> float:
             return objective_value(per_level, objective.kind, objective.level)
 
+        ids: list[str] = []
+
+        def save(outcome: DuetOutcome) -> None:  # each round as it ends: a crash loses none
+            ids.extend(self._save(ctx, outcome, duet_id, refs, workload, levels))
+
         try:
             outcome = await run_duet(
-                specs["a"], specs["b"], inp.max_rounds, seed, value, seconds_left=seconds_left(ctx)
+                specs["a"],
+                specs["b"],
+                inp.max_rounds,
+                seed,
+                value,
+                seconds_left=seconds_left(ctx),
+                on_round=save,
             )
         except BenchError as err:
             raise ToolError(str(err)) from None
-        ids = self._save(ctx, outcome, duet_id, refs, workload, levels)
         lines = [*round_lines(outcome), decision_text(outcome)]
         saved = f"saved {len(ids)} results, {ids[0]} to {ids[-1]}" if ids else "nothing saved"
         lines.append(saved)
@@ -151,35 +161,36 @@ class Duet(Tool):
         workload: Workload,
         levels: list[int],
     ) -> list[str]:
-        """Each round's blocks of each server as one result, through run_benchmark's record."""
+        """The latest round's blocks of each server as one result each, through run_benchmark's
+        record; their ids."""
         results_dir = ctx.run.path / "results"
         names = {"a": refs["a"][0].name, "b": refs["b"][0].name}
         ids: list[str] = []
         sides: tuple[Side, Side] = ("a", "b")
-        for k, done in enumerate(outcome.rounds, 1):
-            for side in sides:
-                sweep = outcome.a if side == "a" else outcome.b
-                mine = workload.model_copy(
-                    update={"model": sweep.model, "dataset_digest": sweep.dataset_digest}
-                )
-                label = f"duet-{duet_id}-r{k:02d}"
-                result = results.build_result(
-                    result_id=results.new_id(results_dir, f"{label}-{side}"),
-                    server=refs[side][0],
-                    workload=mine,
-                    client=ClientInfo(where="controller", processes=sweep.processes),
-                    levels=levels,
-                    points=done.rows[side],
-                    label=label,
-                    run_id=ctx.run.id,
-                )
-                result.prompts = sweep.prompts
-                part: dict[str, Any] = {"id": duet_id, "round": k, "side": side}
-                part |= {"rounds": outcome.max_rounds, **names}
-                assert result.__pydantic_extra__ is not None
-                result.__pydantic_extra__["duet"] = part
-                record(ctx, result, results_dir)
-                ids.append(result.id)
+        k, done = len(outcome.rounds), outcome.rounds[-1]
+        for side in sides:
+            sweep = outcome.a if side == "a" else outcome.b
+            mine = workload.model_copy(
+                update={"model": sweep.model, "dataset_digest": sweep.dataset_digest}
+            )
+            label = f"duet-{duet_id}-r{k:02d}"
+            result = results.build_result(
+                result_id=results.new_id(results_dir, f"{label}-{side}"),
+                server=refs[side][0],
+                workload=mine,
+                client=ClientInfo(where="controller", processes=sweep.processes),
+                levels=levels,
+                points=done.rows[side],
+                label=label,
+                run_id=ctx.run.id,
+            )
+            result.prompts = sweep.prompts
+            part: dict[str, Any] = {"id": duet_id, "round": k, "side": side}
+            part |= {"rounds": outcome.max_rounds, **names}
+            assert result.__pydantic_extra__ is not None
+            result.__pydantic_extra__["duet"] = part
+            record(ctx, result, results_dir)
+            ids.append(result.id)
         return ids
 
 

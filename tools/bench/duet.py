@@ -98,14 +98,17 @@ async def run_duet(
     value: Callable[[Mapping[int, float]], float] = geomean_value,
     observer: Observer | None = None,
     seconds_left: Callable[[], float | None] | None = None,
+    on_round: Callable[[DuetOutcome], None] | None = None,
 ) -> DuetOutcome:
     """Rounds until the interval decides or `max_rounds` are measured; a round in which either
     server failed a level ends the duet (`failed`: a configuration that fails is no winner), and
     Ctrl-C ends it with the rounds finished (`interrupted`). `seconds_left`: the run's minutes
     budget, in seconds (None: no budget) - a round it would not end in is not started
     (`budget`), so the duet ends with what it measured and the run can still conclude, where a
-    round cut by the budget ends the run unconcluded. `a.levels` are the levels (b's are not
-    read). Both servers are checked before the first block, so a wrong URL is one error."""
+    round cut by the budget ends the run unconcluded. `on_round`: called with the outcome as
+    each round ends (its last round the new one), so a caller saves it then. `a.levels` are the
+    levels (b's are not read). Both servers are checked before the first block, so a wrong URL
+    is one error."""
     if max_rounds < 2:
         raise ValueError("a duet needs two rounds at least: one round gives no interval")
     obs = observer or Observer()
@@ -126,6 +129,8 @@ async def run_duet(
                 done = await _round(states, a.levels, order, value)
                 longest = max(longest, time.monotonic() - began)
                 outcome.rounds.append(done)
+                if on_round is not None:
+                    on_round(outcome)
                 p = outcome.paired
                 if done.ratio <= 0 or min(done.a.values(), default=0.0) <= 0:
                     outcome.stopped = "failed"
