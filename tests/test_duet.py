@@ -264,3 +264,46 @@ def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
     fallback = side.next_step(h2)
     assert isinstance(fallback, Experiment) and fallback.purpose == "pair"
     assert conclude.launches_left(side.read(h2), x, 8) >= 4  # the pairs' launches, counted
+
+
+def test_a_duet_a_crash_cut_short_is_not_read_as_the_next_one() -> None:
+    """Its rounds are saved as they end, so a duet a crash cut short leaves rounds in the log;
+    agent resume answers its call as interrupted. The autopilot reads the next duet call's
+    rounds by the id its typed result names - not the first rounds in the log."""
+    from agent.brains.autopilot.observe import SIDE, observe
+    from state.fold import RunState
+    from tests.test_paired import BASE as SIM_BASE
+    from tests.test_paired import SPACE
+
+    x = SPACE.repair({**SIM_BASE, "--attention-backend": "fa3"})
+
+    def rounds(duet: str, ratios: list[float]) -> list[dict[str, Any]]:
+        events = []
+        for k, ratio in enumerate(ratios, 1):
+            for side, flags, value in (("a", SIM_BASE, 100.0), ("b", x, 100.0 * ratio)):
+                part = {"id": duet, "round": k, "side": side, "rounds": 12}
+                summary = {"1": value, "8": value}
+                events.append({"id": f"{duet}-{k}{side}", "flags": flags, "summary": summary})
+                events[-1]["duet"] = part
+        return events
+
+    def call(n: int, name: str, inp: dict[str, Any]) -> list[dict[str, Any]]:
+        use = {"type": "tool_use", "id": f"t{n}", "name": name, "input": inp}
+        result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": "..."}
+        return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+
+    state = RunState()
+    duet = {"a": SIDE, "b": "server"}
+    state.messages = [
+        *call(1, "start_server", {"flags": x}),
+        *call(2, "start_server", {"name": SIDE, "flags": SIM_BASE}),
+        *call(3, "duet", duet),  # cut by a crash after two rounds, far from the truth
+        *call(4, "duet", duet),
+    ]
+    state.messages[5]["content"][0]["is_error"] = True
+    state.tool_data = {"t3": {"interrupted": True}, "t4": {"duet": "d02"}}
+    state.results = [*rounds("d01", [0.5, 0.6]), *rounds("d02", [1.3, 1.31, 1.29])]
+    state.servers = {"server": {}, SIDE: {}}
+    h = observe(state, SPACE, "server")
+    assert len(h.duets) == 1
+    assert [round(b[1] / a[1], 2) for a, b in h.duets[0].rounds] == [1.3, 1.31, 1.29]

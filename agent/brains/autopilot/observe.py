@@ -136,7 +136,7 @@ def observe(
     h = History(space)
     by_id = {str(r.get("id")): r for r in state.results if not r.get("duet")}
     unmatched = [r for r in state.results if not r.get("duet")]
-    duets = _duets(state.results)  # each duet's events, in the order the duets ran
+    duets = _duets(state.results)  # each duet's events, by its id
     failures: dict[int, int] = {}  # launch -> failed run_benchmark calls
     for name, inp, block in tool_exchanges(state):
         error = bool(block.get("is_error"))
@@ -162,8 +162,9 @@ def observe(
         elif name == "kill_server" and inp.get("name") in (None, server):
             h.serving_nothing()
             h.side_gone()
-        elif name == "duet":
-            _duet(h, inp, duets.pop(0) if duets else [], server, block)
+        elif name == "duet":  # its rounds by the id its typed result names (a duet a crash cut
+            # short has saved rounds too, under its own id: never read as a later call's)
+            _duet(h, inp, duets.get(str(block["data"].get("duet")), []), server, block)
         elif name == "run_benchmark" and h.running is not None:
             if error:  # twice on one launch: that server is no good, the next try relaunches
                 failures[h.running] = failures.get(h.running, 0) + 1
@@ -181,15 +182,14 @@ def observe(
     return h
 
 
-def _duets(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The `benchmark` events of the duet tool's rounds (their typed `duet` part), one list per
-    duet in the order the duets ran."""
+def _duets(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The `benchmark` events of the duet tool's rounds (their typed `duet` part), by duet id."""
     found: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         part = e.get("duet")
         if isinstance(part, dict):
             found.setdefault(str(part.get("id")), []).append(e)
-    return list(found.values())
+    return found
 
 
 def _duet(
