@@ -2,7 +2,6 @@
 tools/ so that what sits below the tool protocol (a server's command line, tools/servers/command.py;
 a fleet's trial, tools/fleet/) raises the same error without importing tools/base.py."""
 
-
 from typing import Any
 
 
