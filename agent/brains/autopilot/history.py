@@ -43,7 +43,6 @@ Purpose = Literal[
     "challenger",
     "surrogate",
     "bundle",
-    "contrary",
     "repeat",
     "validate",
     "pair",
