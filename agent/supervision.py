@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from agent.ends import BudgetExhausted, Stopped
-from state.fold import RunState
+from state.fold import RunState, measured_pace
 from state.inbox import drain
 from state.run import Run
 from tools.domain.config import BUDGET_WARN_AT
@@ -34,14 +34,7 @@ def proof_reserve_minutes(state: RunState) -> float:
     before the run has measured a launch and a sweep. Reserved from the minutes budget: the
     wrap-up warning comes when the minutes left are down to it, if before WARN_AT - a
     real-vLLM campaign whose wrap-up came at 80 % of 30 minutes had time for one duet round."""
-    starts = [s for s in state.ready_seconds if s > 0]
-    durations: dict[int, list[float]] = {}
-    for result in state.results:
-        if result.get("duet"):
-            continue  # a duet's blocks are not sweeps of one server
-        for level, point in (result.get("points") or {}).items():
-            if isinstance(point, dict) and point.get("duration"):
-                durations.setdefault(int(level), []).append(float(point["duration"]))
+    starts, durations = measured_pace(state)
     if not starts or not durations:
         return 0.0
     start, sweep = median(starts), sum(median(d) for d in durations.values())

@@ -46,6 +46,21 @@ class MinutesWarning(NamedTuple):
     readies: int
 
 
+def measured_pace(
+    state: RunState, results: int | None = None, readies: int | None = None
+) -> tuple[list[float], dict[int, list[float]]]:
+    """What the run's launches and sweeps took, from its first `results` benchmarks and `readies`
+    server starts (None: all): each start's seconds to ready (those measured) and, per level, each
+    benchmark's seconds there - what the wrap-up sizes its launches by and the proof's reserve is
+    estimated from."""
+    durations: dict[int, list[float]] = {}
+    for result in state.results[:results]:
+        for level, point in (result.get("points") or {}).items():
+            if point.get("duration"):
+                durations.setdefault(int(level), []).append(float(point["duration"]))
+    return [s for s in state.ready_seconds[:readies] if s > 0], durations
+
+
 @dataclass
 class RunState:
     run_id: str = ""

@@ -32,7 +32,7 @@ from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
-from state.fold import RunState
+from state.fold import RunState, measured_pace
 from state.run import read_state
 from tools.domain.config import Config
 from tools.domain.space import SearchError
@@ -89,12 +89,7 @@ def wrap_up_share(state: RunState, levels: Sequence[int]) -> float:
     run's events do not carry them (recorded before they carried the durations)."""
     w = state.minutes_warning
     assert w is not None
-    durations: dict[int, list[float]] = {}
-    for result in state.results[: w.results]:
-        for level, point in (result.get("points") or {}).items():
-            if point.get("duration"):
-                durations.setdefault(int(level), []).append(float(point["duration"]))
-    starts = [s for s in state.ready_seconds[: w.readies] if s > 0]
+    starts, durations = measured_pace(state, w.results, w.readies)
     if not starts or any(level not in durations for level in levels):
         return 1.0
     measured = sum(starts) + sum(sum(d) for d in durations.values())
