@@ -12,6 +12,7 @@ from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Launch, Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+from agent.brains.autopilot.steps import PARTIAL
 from sim import truth
 from sim.space import DEFAULT_LEVELS, default_space
 from tools.domain import lab_truth
@@ -122,7 +123,7 @@ def test_baseline_that_does_not_start_ends_the_campaign() -> None:
 def test_screens_are_cheap_and_confirmations_full() -> None:
     h, _ = simulate(planner(), sim_truth(), seed=6, noise=Noise(level=0.005, screen=0.01))
     for m in h.measurements:
-        if m.label in ("screen", "challenger"):
+        if m.purpose in PARTIAL:
             assert len(m.per_level) <= 3
         else:
             assert tuple(m.per_level) == LEVELS

@@ -2,7 +2,8 @@
 plants what it says it plants, and the autopilot, offline on the simulator's truth, deploys the
 planted combination of issue 50's two shapes - a deceptive pair (each part below the baseline
 beyond the noise alone, +20 % together) and a sparse triple - among decoys that win a little
-alone and block them."""
+alone and block them: the contrary bundle (agent/brains/autopilot/contrary.py) launches the
+changes that did not win alone together on the baseline."""
 
 from __future__ import annotations
 
@@ -71,12 +72,6 @@ def _deploys(space: gen.Space, folder: Path, seeds: range) -> list[bool]:
     "space",
     [gen.deceptive_pair(), gen.sparse_triple()],
     ids=["deceptive-pair", "sparse-triple"],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 50: every stage builds on what won alone, so the decoy adopted first (a small "
-    "win alone that spoils the planted combination) keeps the combination from ever being "
-    "launched without it - today 0 of 10 seeds deploy it",
 )
 def test_deploys_a_combination_that_pays_only_together(space: gen.Space, tmp_path: Path) -> None:
     lab = Lab(128, 0.02, str(space.write(tmp_path)))

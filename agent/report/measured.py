@@ -55,7 +55,7 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
 # the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
 # words a reader uses; any other label (Claude's, a person's) is shown as it is
 AUTOPILOT_LABEL = re.compile(
-    r"^(baseline|noise|screen|surrogate|bundle|confirm|repeat|challenger|validate|pair|duet)"
+    r"^(baseline|noise|screen|surrogate|bundle|contrary|confirm|repeat|challenger|validate|pair|duet)"
     r"-L\d+(?:-(.+))?$"
 )
 LABEL_WORDS = {
@@ -64,6 +64,7 @@ LABEL_WORDS = {
     "screen": "screened",
     "surrogate": "screened",
     "bundle": "screened",
+    "contrary": "screened",
     "confirm": "candidate",
     "validate": "candidate",
     "repeat": "repeat",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 
 from agent.brains.autopilot.combine import changes
+from agent.brains.autopilot.history import Purpose
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment
 from tools.domain.space import Flags, same
@@ -73,44 +74,61 @@ def bundle(r: Reading, inc: Flags) -> Experiment | None:
     found = parts(r, inc)
     if len(found) < 2:
         return None
-    floor = r.objective_noise
-    full = _apply(r, inc, [change for _, change, _ in found])
+    full = apply_changes(r, inc, [change for _, change, _ in found])
     if full is None:
         return None
+    first = (
+        f"combine the {len(found)} changes that were each within the noise alone "
+        f"({'; '.join(w for _, _, w in found)}): one launch tests every interaction among them"
+    )
+    what = f"the bundle of {len(found)} within-noise changes"
+    floor = math.log(1 + r.objective_noise)  # no interaction above the floor: nothing to win
+    return next_of(r, inc, full, found, floor, floor, "bundle", (first, what))
+
+
+def next_of(
+    r: Reading,
+    ref: Flags,
+    full: Flags,
+    found: list[tuple[float, Flags, str]],
+    stop: float,
+    target: float,
+    purpose: Purpose,
+    words: tuple[str, str],
+) -> Experiment | None:
+    """`full`, the bundle of `found` on `ref`, until it is launched (words[0] says why); then None
+    when its residual against the additive model is at most `stop` (a log), else the bundle
+    without each part, the worst first - the interaction is kept, what is in its way is not -
+    while the residual times the parts kept is expected to beat `ref` by more than `target` (a
+    log); a bundle that failed to start, without each part, to find which. words[1] names the
+    bundle in the reason."""
+    h = r.h
     if not h.tried(full):
-        why = (
-            f"combine the {len(found)} changes that were each within the noise alone "
-            f"({'; '.join(w for _, _, w in found)}): one launch tests every interaction among them"
-        )
-        return Experiment(full, r.settings.screens(), "bundle", why, fresh=True, base=inc)
+        return Experiment(full, r.settings.screens(), purpose, words[0], fresh=True, base=ref)
     crashed = h.key(full) in h.crashed()
-    residual = None if crashed else _residual(r, full, inc, found)
-    if residual is not None and residual <= math.log(1 + floor):
-        return None  # no interaction among them above the floor: nothing expected to win
-    # without each part, the worst first: the interaction is kept, what is in its way is not
+    extra = None if crashed else residual(r, full, ref, found)
+    if extra is not None and extra <= stop:
+        return None
     for ratio, change, what in sorted(found, key=lambda x: x[0]):
         keep = [c for _, c, _ in found if c is not change]
-        if residual is not None:
-            gain = residual + sum(math.log(x) for x, c, _ in found if c is not change)
-            if gain <= math.log(1 + floor):
+        if extra is not None:
+            gain = extra + sum(math.log(x) for x, c, _ in found if c is not change)
+            if gain <= target:
                 continue
-        cand = _apply(r, inc, keep)
+        cand = apply_changes(r, ref, keep)
         if cand is None or h.tried(cand):
             continue
-        why = (
-            f"the bundle of {len(found)} within-noise changes "
-            + (
-                "failed to start"
-                if crashed
-                else f"beat the additive model by {math.exp(residual or 0):.3f}x"
-            )
-            + f": without {what} ({ratio:.3f}x alone)"
+        seen = (
+            "failed to start"
+            if crashed
+            else f"beat the additive model by {math.exp(extra or 0):.3f}x"
         )
-        return Experiment(cand, r.settings.screens(), "bundle", why, fresh=True, base=inc)
+        why = f"{words[1]} {seen}: without {what} ({ratio:.3f}x alone)"
+        return Experiment(cand, r.settings.screens(), purpose, why, fresh=True, base=ref)
     return None
 
 
-def _apply(r: Reading, inc: Flags, chosen: list[Flags]) -> Flags | None:
+def apply_changes(r: Reading, inc: Flags, chosen: list[Flags]) -> Flags | None:
     cand = dict(inc)
     for change in chosen:
         cand.update(change)
@@ -120,7 +138,7 @@ def _apply(r: Reading, inc: Flags, chosen: list[Flags]) -> Flags | None:
     return cand
 
 
-def _residual(
+def residual(
     r: Reading, cand: Flags, inc: Flags, found: list[tuple[float, Flags, str]]
 ) -> float | None:
     """log(measured ratio of the bundle to the best) - sum of its parts' log ratios."""

@@ -43,6 +43,7 @@ Purpose = Literal[
     "challenger",
     "surrogate",
     "bundle",
+    "contrary",
     "repeat",
     "validate",
     "pair",

@@ -21,6 +21,13 @@ plain function of what was measured (a Reading of the History), in a file cut by
    left, the changes that were each within the noise alone are launched together on the best,
    and read against the additive model (the stage stops when nothing is expected to beat the best
    by more than the floor);
+3g. the contrary bundle (contrary.contrary): the changes that did not win alone - of each flag
+   the value that lost the most, down to 12 % below its reference - launched together on the
+   baseline, not on the best (a small win adopted first may be what spoils them), read against
+   the additive model; then without each part that loses alone while the model expects the
+   rest to beat the best. Once a third of the budget is spent, ahead of the one-factor stage,
+   and again when the other stages are spent (at most 3 launches): the only stage that does
+   not build on what won alone;
 3f. a small space searched whole (remaining.rest): when every configuration never launched fits
    in the launches left for exploring, the next of them, instead of concluding with launches to
    spare (a combination whose parts lose alone is launched by no stage above);
@@ -43,6 +50,7 @@ from agent.brains.autopilot import (
     bundles,
     combine,
     conclude,
+    contrary,
     families,
     precision,
     remaining,
@@ -106,14 +114,18 @@ class Planner:
             # 2-3. else the next one-factor change from the best that nothing learned rules out;
             # 4. else the family that comes close is tuned (one launch is kept to re-validate)
             # 3b. else pairs of changes that did well, then 4., then the surrogate's proposal
+            # 3g. a contrary bundle once a third of the budget is spent, ahead of the one-factor
+            # stage, and again when every other stage is spent
             if step is None and left > conclude.reserved(s.max_launches):
                 step = (
-                    screening.explore(r, inc)
+                    contrary.early(r, inc)
+                    or screening.explore(r, inc)
                     or retry.crashed_move(r, inc)
                     or combine.pairs(r, inc)
                     or families.tune(r, inc)
                     or combine.surrogate(r, inc)
                     or bundles.bundle(r, inc)
+                    or contrary.contrary(r, inc)
                     or remaining.rest(r, inc)
                 )
             if step is not None:

@@ -48,7 +48,7 @@ FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them read
 # the leader may change with each one; a pair's two launches are one after the other, alone
 SERIAL: tuple[Purpose, ...] = ("validate", "pair", "duet")
 # a few levels, from the best
-PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle")
+PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle", "contrary")
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
 
 

@@ -20,6 +20,7 @@ STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of 
     "confirm": "explore",
     "surrogate": "explore",
     "bundle": "explore",
+    "contrary": "explore",
     "repeat": "explore",
     "challenger": "family",
     "validate": "validate",
@@ -77,7 +78,9 @@ def todos(
     would say it might); with done=True every stage is closed."""
     items = plan(planner)
     used = {STAGE.get(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
-    screened = any(m.purpose in ("screen", "surrogate", "bundle") for m in h.measurements)
+    screened = any(
+        m.purpose in ("screen", "surrogate", "bundle", "contrary") for m in h.measurements
+    )
     used |= {"explore"} if screened else set()
     at = len(ORDER) if done or current is None else ORDER.index(current)
     out = []

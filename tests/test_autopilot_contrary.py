@@ -1,0 +1,56 @@
+"""The contrary bundle (agent/brains/autopilot/contrary.py, issue 50): the changes that did not win
+alone - of each flag the value that lost the most, not a decoy that won a little - launched together
+on the baseline, once a third of the budget is spent."""
+
+from __future__ import annotations
+
+from agent.brains.autopilot import contrary
+from agent.brains.autopilot.history import History, Objective
+from agent.brains.autopilot.planner import Settings
+from agent.brains.autopilot.reading import Reading
+from benchmarks import space_generator as gen
+from tools.domain.space import Flags, SearchSpace
+
+SPACE = SearchSpace.parse(gen.deceptive_pair().profile["search"])
+BASE = SPACE.baseline
+LEVELS = (1, 4, 16, 64)
+SETTINGS = Settings(levels=LEVELS, objective=Objective(), max_launches=12)
+
+
+def measured(*configs: tuple[Flags, float]) -> History:
+    """The baseline swept twice (a floor of about 2 %), then each configuration launched and
+    screened at `value` per level, as the one-factor stage screens its changes."""
+    h = History(SPACE)
+    for value in (100.0, 101.5):
+        h.launched(BASE)
+        h.measured(BASE, len(h.launches) - 1, dict.fromkeys(LEVELS, value), "baseline")
+    for config, value in configs:
+        h.launched(config)
+        h.measured(config, len(h.launches) - 1, dict.fromkeys(SETTINGS.screens(), value), "screen")
+    return h
+
+
+def test_the_changes_that_lost_alone_go_together_on_the_baseline_not_the_decoys() -> None:
+    h = measured(
+        ({**BASE, "--part-a": "mid"}, 101.5),  # a decoy: a small win alone, inside the floor
+        ({**BASE, "--part-a": "high"}, 95.0),  # the parts: each loses beyond the noise
+        ({**BASE, "--part-b": True}, 95.0),
+        ({**BASE, "--knob-a": True}, 104.0),  # a winner: the other stages build on it
+    )
+    r = Reading(SPACE, SETTINGS, h)
+    inc = {**BASE, "--knob-a": True}
+    step = contrary.contrary(r, inc)
+    assert step is not None and step.purpose == "contrary" and step.base == BASE
+    assert SPACE.diff(BASE, step.config) == {"--part-a": "high", "--part-b": True}
+    assert step.levels == SETTINGS.screens()
+    assert contrary.early(r, inc) == step  # 6 launches of 12: a third is spent
+
+
+def test_not_before_a_third_of_the_budget_and_not_again_once_measured_flat() -> None:
+    h = measured(({**BASE, "--part-a": "high"}, 95.0), ({**BASE, "--part-b": True}, 95.0))
+    r = Reading(SPACE, Settings(levels=LEVELS, objective=Objective(), max_launches=40), h)
+    assert contrary.early(r, BASE) is None  # 3 launches of 40
+    both = {**BASE, "--part-a": "high", "--part-b": True}
+    h.launched(both)  # together as the additive model expects: no interaction, nothing more
+    h.measured(both, len(h.launches) - 1, dict.fromkeys(LEVELS, 90.25), "contrary")
+    assert contrary.contrary(Reading(SPACE, SETTINGS, h), BASE) is None
