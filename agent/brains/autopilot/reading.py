@@ -75,7 +75,7 @@ class Reading:
         base = self.space.baseline
 
         def cost(c: Flags) -> tuple[int, int]:
-            return gpus_of(c), len(self.space.diff(base, c))
+            return gpus_of(c, self.settings.parallelism), len(self.space.diff(base, c))
 
         return cost(a) < cost(b)
 

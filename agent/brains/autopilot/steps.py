@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from agent.brains.autopilot.history import Objective, Purpose
 from tools.domain import stats
+from tools.domain.engines import Parallelism
 from tools.domain.space import Flags
 
 
@@ -30,6 +31,9 @@ class Settings:
     # [server] side_by_side: the host runs two servers at once, so the winner is proven in a duet
     # with the baseline beside it (conclude.duet) rather than in launch pairs
     side_by_side: bool = False
+    # the run engine's [parallelism] (its profile's spellings of the GPU count, a user's profile
+    # file's too), for "fewer GPUs at the same value"; None: every built-in profile's spellings
+    parallelism: Parallelism | None = None
 
     def one_level(self) -> int | None:
         """The level the objective reads alone (kind 'level', an SLO at one level), or None: it
