@@ -17,6 +17,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,14 +120,15 @@ async def test_a_model_command_can_change_none_of_the_runs_control_files(
 async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_logged(
     tmp_path: Path,
 ) -> None:
-    """On a host without a sandbox, a supervisor's rule that lets a one-liner run outright lets
-    its code write anywhere the user can - the inbox too. What it writes there is not the
-    supervisor's: refused, kept, told. (With a sandbox, the same rule runs it in the mask:
-    test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_control_files.)"""
+    """What has the user's powers outside any sandbox - a server start_server launched runs
+    the model folder's code - can write anywhere the user can, the inbox too. What it writes
+    there is not the supervisor's: refused, kept, told. (A supervisor's rule for code runs it in
+    the mask, or is refused where there is no sandbox:
+    test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_control_files and
+    test_without_a_sandbox_a_supervisors_rule_for_code_is_refused.)"""
     work = tmp_path / "w"
     work.mkdir()
     ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
-    ctx.config.guard = GuardConfig(allow=["Bash(python3 -c:*)"], sandbox=False)
     run = ctx.run
     try:
         run.append("run_started", goal="g", brain="autopilot", model="autopilot", limits={})
@@ -135,13 +137,11 @@ async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_l
             {"kind": "budget", "limits": {"max_minutes": 100000}},
             {"kind": "stop"},
         ]
-        for i, body in enumerate(bodies):
+        for i, body in enumerate(bodies):  # dropped by a process of the user's, as a server's
             path = run.path / "inbox" / f"0000000000000000000{i}-1-abcdef.json"
-            text, _, data = await call(
-                ctx, f'python3 -c \'open("{path}", "w").write({json.dumps(json.dumps(body))})\''
-            )
-            assert data.get("guard", {}).get("rule") == "Bash(python3 -c:*)", text
-            assert path.exists(), text  # allowed outright: the file is there
+            code = f'open("{path}", "w").write({json.dumps(json.dumps(body))})'
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+            assert path.exists()
         send(run.path, "say", text="the supervisor's own")  # and a real one beside them
         assert drain_inbox(run) == 1
         assert run.state.guard_allow == [] and not run.state.stop_requested
@@ -155,7 +155,6 @@ async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_l
         kept = sorted(p.name for p in (run.path / "inbox/refused").iterdir())
         assert kept == [e["inbox_id"] for e in refused]
         # the same drop, sandboxed (no rule): the inbox is read-only inside
-        ctx.config.guard = GuardConfig()
         text, _, data = await call(
             ctx, f'python3 -c \'open("{run.path}/inbox/x.json", "w").write("{{}}")\''
         )
@@ -225,6 +224,60 @@ async def test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_contr
         await close_context(ctx)
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(outside, ignore_errors=True)
+
+
+@pytest.mark.parametrize("why", ["[guard] sandbox = false", "bubblewrap is not installed"])
+async def test_without_a_sandbox_a_supervisors_rule_for_code_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """With no sandbox to mask it in (the config turns it off, or the host has no bwrap), the
+    same `agent allow RUN 'Bash(python3 -c:*)'` would run the one-liner with the run's inbox key
+    and control files: the rule is refused for it, in one line, and the start line says so. A
+    rule for a program that only acts on processes (kill) still runs outright."""
+    from agent.cli.runner import sandbox_lines
+    from tests.test_sandbox_network_limits import _bin_without_bwrap
+
+    state = Path(tempfile.mkdtemp(prefix="guard-state-", dir="/var/tmp"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    if why.startswith("bubblewrap"):
+        folder = _bin_without_bwrap(tmp_path / "bin", None)
+        (tmp_path / "bin" / "python3").symlink_to(sys.executable)
+        monkeypatch.setenv("PATH", folder)
+    work = tmp_path / "w"
+    work.mkdir()
+    ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
+    sandbox = not why.startswith("[guard]")
+    ctx.config.guard = GuardConfig(
+        allow=["Bash(python3 -c:*)", "Bash(kill -TERM:*)"], sandbox=sandbox
+    )
+    run = ctx.run
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        (line,) = await sandbox_lines(type("A", (), {"ctx": ctx})())
+        assert why in line and "a supervisor's rule allows that runs code" in line, line
+        run_key(run.path)
+        stored = key_path(run.path).read_bytes()
+        before = control_state(run.path)
+        probe = (
+            "import sys\nk = bytes.fromhex(sys.argv[2]).decode()\n"
+            "print('KEY', open(k, 'rb').read().hex())\n"
+            "open(sys.argv[1] + '/inbox/x.json', 'w').write('{}')\n"
+        )
+        hidden = str(key_path(run.path)).encode().hex()
+        text, err, data = await call(ctx, f"python3 -c {shlex.quote(probe)} {run.path} {hidden}")
+        assert err and data["guard"]["action"] == "refuse", text
+        assert "Bash(python3 -c:*)" in text and "no sandbox to mask it in" in text, text
+        assert why in text and "\n" not in text.strip(), text
+        assert stored.hex() not in text and "KEY" not in text, text
+        assert control_state(run.path) == before
+        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
+        assert data["guard"]["rule"] == "Bash(kill -TERM:*)" and not err, text
+        assert sleeper.wait(30) == -15
+    finally:
+        sleeper.kill()
+        sleeper.wait(5)
+        await close_context(ctx)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture

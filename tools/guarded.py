@@ -66,6 +66,10 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         if leak:
             why_not = f"{leak} leads to a credential or a key (a symlink)"
             decision = _not_outright(decision, why_not, sandbox, why)
+    unmasked = sandbox is None and host.is_local and decision.action == "allow"
+    if unmasked and decision.rule and _runs_code(command, decision.rule):
+        # no mask here: the line would run with the run's inbox key and control files
+        return Decision("refuse", f"{UNMASKED.format(rule=decision.rule)} ({why})"), command
     if sandbox is None or decision.action == "refuse":
         return decision, command
     # the run folder read-only but for its outputs/ and logs/ (real folders, not links): its
@@ -104,6 +108,12 @@ def _disk(path: str) -> tuple[int, int] | None:
 # their own would hide them): a supervisor's rule for these alone runs them as it would outright
 PROCESS_PROGRAMS = {"kill", "pkill", "killall", "fuser", "pgrep", "ps", "nvidia-smi", "renice"}
 PROCESS_PROGRAMS |= {"ionice", "taskset", "lsof", "ss", "true", "echo", "sleep"}
+# a supervisor's rule for code on this machine without a sandbox: refused (issue 47)
+UNMASKED = (
+    "the supervisor's rule {rule!r} lets this line run code, and this host has no sandbox to "
+    "mask it in: it would run with the run's inbox key and control files (a rule for code "
+    "applies only where bubblewrap runs; the supervisor can run it at the terminal)"
+)
 # a rule that makes the line root: the supervisor gave it the machine (bwrap's no_new_privs
 # would stop sudo)
 PRIVILEGED = re.compile(r"(?:Bash\()?(?:sudo|doas|pkexec|run0)\b")

@@ -24,6 +24,7 @@ from state.run import Run, RunError
 from tools.domain.config import Config
 from tools.domain.goal_slo import with_goal_slo
 from tools.hosts.base import HostError
+from tools.hosts.sandbox import NO_MASK, NO_SANDBOX
 
 
 def run_campaign(
@@ -122,9 +123,7 @@ async def sandbox_lines(agent: Agent) -> list[str]:
     if ctx.hosts is None:
         return []
     if not ctx.config.guard.sandbox:
-        return [
-            "no sandbox ([guard] sandbox = false): what the rules do not allow outright is refused"
-        ]
+        return [f"no sandbox ([guard] sandbox = false): {NO_SANDBOX}; {NO_MASK}"]
     pool = ctx.hosts
 
     async def one(name: str) -> str:

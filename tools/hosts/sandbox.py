@@ -73,6 +73,8 @@ SCRATCH_MB = 8192  # each of /tmp and /dev/shm, and at most a quarter of the mem
 RUN_MB = 64  # /run
 FILE_RESERVE = 20  # RLIMIT_FSIZE: the free space less 1/20 of the disk (at least 1 GiB)
 NO_SANDBOX = "what the rules do not allow outright is refused there"
+# and on the machine of the run, what a supervisor's rule lets run code (tools/guarded.py)
+NO_MASK = "so is a line a supervisor's rule allows that runs code (it would hold the inbox key)"
 
 
 # the variables every sandbox keeps when the host has them (the probe adds the host's names that
@@ -255,7 +257,8 @@ async def probe(host: Host) -> Probe:
             if "BWRAP_FOUND" in lines
             else "bubblewrap is not installed (apt-get install -y bubblewrap)"
         )
-        return Probe(None, home, f"no sandbox on {host.name}: {why}; {NO_SANDBOX}", why)
+        said = f"{NO_SANDBOX}; {NO_MASK}" if host.is_local else NO_SANDBOX
+        return Probe(None, home, f"no sandbox on {host.name}: {why}; {said}", why)
     names = sorted({n for n in lines if n not in MARKS and env_allowed(n)})
     uid = next((line[4:] for line in lines if line.startswith("UID=")), "")
     pids = "cgroup" if "PIDS_CGROUP" in lines else "none" if uid == "0" else "rlimit"
