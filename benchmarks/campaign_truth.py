@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from agent.report import gather
-from agent.report.deploy import engine_of
 from agent.report.figures import Figures
 from agent.report.measured import norm_flags
 from benchmarks.deploy_check import CheckError, ready
@@ -48,7 +47,7 @@ from tools.bench import results
 from tools.domain import stats
 from tools.hosts.local import kill_group
 from tools.servers.command import build_command
-from tools.servers.profiles import Engine
+from tools.servers.profiles import Engine, recorded_engine
 
 AGENT = Path(sys.executable).with_name("agent")
 BENCH_S = 1800.0  # one sweep (agent bench's own deadlines end a stuck level first)
@@ -165,7 +164,7 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
     assert f.baseline is not None
     served = Served(
         str(server["command"]),
-        engine_of(server),
+        recorded_engine(server),
         float(server.get("ready_timeout_s") or 600),
         sorted(f.baseline.levels),
         int(bench.get("input_len") or 64),

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.report import gather
-from agent.report.deploy import FOLDER, engine_of, plan
+from agent.report.deploy import FOLDER, plan
 from agent.report.figures import Figures
 from agent.report.measured import Configuration
 from agent.report.outcome import policy_servers
@@ -39,7 +39,7 @@ from tools.domain import stats
 from tools.domain.config import HostConfig
 from tools.hosts.local import LocalHost, kill_group
 from tools.servers import readiness
-from tools.servers.profiles import Engine
+from tools.servers.profiles import Engine, recorded_engine
 from tools.servers.readiness import Watch
 
 BENCH_S = 3600.0  # a whole sweep of one server (agent bench's own deadlines end a stuck level)
@@ -147,7 +147,7 @@ def check(run: Path) -> bool:
     if not (run / FOLDER).is_dir():
         raise CheckError(f"{run / FOLDER} is missing: `agent report {run}` writes it")
     server = f.m.state.config.get("server") or {}
-    ready_s, engine = float(server.get("ready_timeout_s") or 600), engine_of(server)
+    ready_s, engine = float(server.get("ready_timeout_s") or 600), recorded_engine(server)
     print(f"run {run.name}")
     ok = True
     for script, c, levels in servers_of(f):

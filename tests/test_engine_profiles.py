@@ -447,3 +447,32 @@ def test_the_deploy_readme_names_the_files_its_flags_read() -> None:
     assert "(`--extra_llm_api_options /srv/extra.yaml`)" in text and "8 GPUs" in text
     vllm = Server("best", "best", "", ["vllm", "serve", "/m"], 8000, 1)
     assert "Files its flags name" not in readme(Plan([vllm], ENGINES["vllm"], "i", 600, "", "r"))
+
+
+def test_a_results_gpus_are_counted_by_the_runs_engine_profile(tmp_path: Path) -> None:
+    """The per-GPU chart and the $ per hour of a per-GPU price (results.gpus_used): by the run
+    engine's profile, a user's file's too (recorded_engine, as the report reads the run's
+    config), else by the engine the result names."""
+    from tools.bench.results import gpus_used
+    from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
+    from tools.servers.profiles import recorded_engine
+
+    def result(command: str, engine: str | None) -> BenchResult:
+        server = ServerRef(command=command, engine=engine)
+        return BenchResult(id="b001", created="2026-01-01T00:00:00Z", config_hash="x",
+                           server=server, workload=Workload(), client=ClientInfo(), levels=[],
+                           points=[])  # fmt: skip
+
+    trt = result("trtllm-serve /m --tp_size 4 --pp_size 2", "trtllm")
+    assert gpus_used(trt) == 8
+    assert gpus_used(trt, ENGINES["vllm"].profile.parallelism) == 1  # not vLLM's spelling
+    write(tmp_path / "tgi.toml", 'name = "tgi"\n[parallelism]\ntensor = ["--num-shard"]\n')
+    tgi = result("text-generation-launcher --num-shard 4", "tgi")
+    assert gpus_used(tgi) == 1  # a name no built-in profile has: its spelling is unknown
+    engine = recorded_engine({"engine": "sim", "profile": str(tmp_path / "tgi.toml")})
+    assert engine.name == "tgi" and gpus_used(tgi, engine.profile.parallelism) == 4
+    assert recorded_engine({"engine": "trtllm"}).name == "trtllm"
+    # a profile file gone since the run: the built-in engine it names
+    assert (
+        recorded_engine({"engine": "vllm", "profile": str(tmp_path / "gone.toml")}).name == "vllm"
+    )

@@ -60,8 +60,10 @@ from tools.domain import cost, stats
 from tools.domain.config import Config
 from tools.domain.cost import CostConfig
 from tools.domain.decision import decide
+from tools.domain.engines import Parallelism
 from tools.domain.objective import describe_objective, objective_value
 from tools.domain.space import SearchError, SearchSpace, render_flags
+from tools.servers.profiles import ProfileError, engine_for
 
 Value = bool | int | float | str
 FILE = "recommendation.json"
@@ -149,13 +151,14 @@ class Recommend(Tool):
         verdict: RecommendedVerdict = decision.verdict
         drifted = seen if seen is not None and seen.drift.beyond(vs.floor) else None
         ranges, crossover, notes = _policy(inp.policy, results, space, workload)
+        gpus_by = _parallelism(config)  # how a command's GPUs count, for its $ per hour
         policy = []  # one server per range, each its command and port; with a price, its cost
         for i, r in enumerate(ranges):
             command = _command(config, r["config"], config.server.port + i)
             cost_of = (
                 {}
                 if config.cost is None
-                else _range_serving(config.cost, r, results, space, workload)
+                else _range_serving(config.cost, r, results, space, workload, gpus_by)
             )
             policy.append(PolicyServerRecord(**r, command=command, **cost_of))
         full = space.complete(want) if space else want
@@ -166,7 +169,7 @@ class Recommend(Tool):
         more: dict[str, Any] = {}  # the keys written only when there is something to say
         if config.cost is not None:  # what the deployed configuration costs to serve, per level
             served = (mine, ours) if verdict in ("win", "baseline") else (base, theirs)
-            more |= _serving(config.cost, served[0], served[1], common)
+            more |= _serving(config.cost, served[0], served[1], common, gpus_by)
         served_results = mine if verdict in ("win", "baseline") else base
         more |= _floor_shares(served_results, base, common)
         if paired is not None:
@@ -330,12 +333,25 @@ def paired_record(p: stats.Paired) -> PairedRecord:
     )
 
 
+def _parallelism(config: Config) -> Parallelism | None:
+    """The run engine's [parallelism], a user's profile file's too (None where the profile
+    cannot be read: then by the engine each result names)."""
+    try:
+        return engine_for(config).profile.parallelism
+    except ProfileError:
+        return None
+
+
 def _serving(
-    price: CostConfig, measured: list[BenchResult], per_level: dict[int, float], levels: list[int]
+    price: CostConfig,
+    measured: list[BenchResult],
+    per_level: dict[int, float],
+    levels: list[int],
+    parallelism: Parallelism | None = None,
 ) -> dict[str, Any]:
-    """usd_per_hour (of the GPUs its command asks for, or of the box) and usd_per_mtok per level
-    (tools/domain/cost.py, the report's formula)."""
-    gpus = result_files.gpus_used(measured[-1])
+    """usd_per_hour (of the GPUs its command asks for, counted by the run engine's profile, or
+    of the box) and usd_per_mtok per level (tools/domain/cost.py, the report's formula)."""
+    gpus = result_files.gpus_used(measured[-1], parallelism)
     priced = cost.per_level(price, gpus, {c: per_level[c] for c in levels})
     return {
         "usd_per_hour": round(price.hourly_usd(gpus), 4),
@@ -349,6 +365,7 @@ def _range_serving(
     results: list[BenchResult],
     space: SearchSpace | None,
     workload: tuple[Any, ...],
+    parallelism: Parallelism | None = None,
 ) -> dict[str, Any]:
     """What a policy range's server costs over the levels of its range (_serving)."""
     measured = [
@@ -357,7 +374,7 @@ def _range_serving(
     levels = _per_level(measured)
     hi = r["to_concurrency"] or max(levels)
     span = [c for c in sorted(levels) if r["from_concurrency"] <= c <= hi]
-    return _serving(price, measured, levels, span)
+    return _serving(price, measured, levels, span, parallelism)
 
 
 def _slo_ok(results: list[BenchResult], objective: Any) -> dict[int, bool]:

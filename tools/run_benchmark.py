@@ -434,7 +434,7 @@ async def _physics(
     hardware = ctx.config.hardware
     if hardware is None:
         return None, None
-    devices = gpus_of(server.flags, engine.name if engine else None)
+    devices = gpus_of(server.flags, engine.profile.parallelism if engine else None)
     host = None
     if host_name is not None and ctx.hosts is not None:
         with contextlib.suppress(HostError):

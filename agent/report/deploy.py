@@ -10,7 +10,6 @@ placeholder that says so."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
@@ -24,7 +23,7 @@ from agent.report.outcome import policy_servers, routing_rule
 from agent.report.render import Block, Heading, Links, Para
 from state.atomic import write_atomic
 from tools.domain.gpus import gpus_of
-from tools.servers.profiles import ENGINES, OPENAI, Engine, ProfileError, load_profile
+from tools.servers.profiles import Engine, recorded_engine
 
 FOLDER = "deploy"
 PLACEHOLDER_IMAGE = "example.invalid/set-your-image:latest"
@@ -63,7 +62,7 @@ def plan(f: Figures) -> Plan | None:
     if f.winner is None:
         return None
     server_cfg = f.m.state.config.get("server") or {}
-    engine = engine_of(server_cfg)
+    engine = recorded_engine(server_cfg)  # its readiness path, image and GPU count
     port_flag = engine.port_flag
     default_port = int(server_cfg.get("port") or 0)
     pairs: list[tuple[str, str, str]] = []  # (label, span, command)
@@ -98,16 +97,6 @@ def plan(f: Figures) -> Plan | None:
         routing=routing_rule(policy) if policy else "",
         run_id=f.m.state.run_id or f.m.run_path.name,
     )
-
-
-def engine_of(server: dict[str, Any]) -> Engine:
-    """The run's engine profile (its readiness path and image), from the run's own config."""
-    engine = ENGINES.get(str(server.get("engine")), OPENAI)
-    if server.get("profile"):
-        # moved since the run: the built-in engine's readiness and image
-        with contextlib.suppress(ProfileError):
-            engine = load_profile(str(server["profile"]))
-    return engine.with_overrides(None, server.get("health_path"))
 
 
 def write(f: Figures, out_dir: Path) -> list[Path]:

@@ -28,8 +28,10 @@ from tools.domain import cost as serving
 from tools.domain import stats
 from tools.domain.config import ObjectiveConfig
 from tools.domain.decision import decide
+from tools.domain.engines import Parallelism
 from tools.errors import ToolError
 from tools.recommend import paired_evidence, paired_record
+from tools.servers.profiles import recorded_engine
 
 NOISY_LEVEL = 0.10  # a per-level floor above this makes that level's ratios meaningless
 
@@ -51,6 +53,8 @@ class Figures:
     # the candidate against the baseline measured so a drift cancels (a duet's rounds, else
     # launch pairs): recommendation.json's, else read from the results as recommend reads them
     paired: PairedRecord | None = None
+    # the run engine's [parallelism] (a user's profile file's too): how its commands' GPUs count
+    parallelism: Parallelism | None = None
 
     @property
     def drifted(self) -> results.SeenDrift | None:
@@ -86,7 +90,11 @@ class Figures:
         its command asks for."""
         if self.price is None:
             return {}
-        return serving.per_level(self.price, results.gpus_used(c.runs[-1]), c.sweep)
+        return serving.per_level(self.price, self.gpus(c), c.sweep)
+
+    def gpus(self, c: Configuration) -> int:
+        """The GPUs c's command asks for, by the run engine's profile (results.gpus_used)."""
+        return results.gpus_used(c.runs[-1], self.parallelism)
 
     def screened(self, c: Configuration) -> bool:
         """Measured on fewer than half the baseline's levels: a screen, not a sweep."""
@@ -165,6 +173,7 @@ def compute(m: Measured) -> Figures:
         price=serving.price_of(m.state.config.get("cost")),
         drift=drift,
         paired=paired,
+        parallelism=recorded_engine(m.state.config.get("server") or {}).profile.parallelism,
     )
 
 

@@ -57,7 +57,7 @@ def report_curves(f: Figures) -> list[Curve]:
     level it served over all of its results (Configuration.served_points)."""
     chosen = chart_curves(f)
     return [
-        Curve(label, c.served_points(), gpus_used(c.runs[-1]), colour)
+        Curve(label, c.served_points(), f.gpus(c), colour)
         for (label, c, _), colour in zip(chosen, colours([r for *_, r in chosen]), strict=True)
     ]
 

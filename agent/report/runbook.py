@@ -10,7 +10,6 @@ from agent.report.measured import Configuration
 from agent.report.outcome import policy_servers
 from agent.report.render import Block, Bullets, Code, Heading, Para, Table
 from state.sweeps import count
-from tools.bench import results
 from tools.domain import cost as serving
 
 
@@ -132,7 +131,7 @@ def serving_table(f: Figures) -> list[Block]:
             text = "-" if v is None else usd(v)
             cells.append(f"**{text}**" if cheapest.get(lv) is c else text)
         name = c.name + (" (winner)" if c is f.winner else "")
-        rows.append([name, str(results.gpus_used(c.runs[-1])), *cells])
+        rows.append([name, str(f.gpus(c)), *cells])
     how = (
         f"What each configuration costs to serve, in $ per million output tokens: its hourly price "
         f"({f.price.describe()}"

@@ -29,6 +29,7 @@ from tools.bench.schema import (
 )
 from tools.bench.vllm_format import is_vllm_result, point_from_vllm
 from tools.domain import stats
+from tools.domain.engines import Parallelism
 from tools.domain.gpus import gpus_of
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
@@ -241,15 +242,18 @@ def sweep_of(result: BenchResult) -> dict[int, float]:
     }
 
 
-def gpus_used(result: BenchResult) -> int:
+def gpus_used(result: BenchResult, parallelism: Parallelism | None = None) -> int:
     """GPUs a server used: as given (`agent bench --gpus`), else as its command's parallelism
-    flags ask (tools.domain.gpus, as the planner counts them), else 1. The per-GPU Pareto chart
-    and the $ per million tokens of a per-GPU price both divide or multiply by this."""
+    flags ask (tools.domain.gpus, as the planner counts them), else 1 - by `parallelism` (the
+    run engine's profile table, a user's profile file's too), else by the profile of the engine
+    the result names. The per-GPU Pareto chart and the $ per million tokens of a per-GPU price
+    both divide or multiply by this."""
     if result.server.gpus:
         return result.server.gpus
     if not result.server.command:
         return 1
-    return gpus_of(normalize_command(result.server.command)["flags"])
+    engine = parallelism if parallelism is not None else result.server.engine
+    return gpus_of(normalize_command(result.server.command)["flags"], engine)
 
 
 Shape = tuple[tuple[int, int], ...]  # (level, requests sent) of each level of a sweep

@@ -6,7 +6,9 @@ holds"): the layers below this one read the same files through tools/domain/engi
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ __all__ = [
     "builtin_names",
     "engine_for",
     "load_profile",
+    "recorded_engine",
 ]
 
 
@@ -149,3 +152,15 @@ def engine_for(config: object) -> Engine:
             "server.profile to a profile file"
         )
     return base.with_overrides(getattr(server, "ready_line", None), server.health_path)
+
+
+def recorded_engine(server: Mapping[str, Any]) -> Engine:
+    """The engine of a run from its recorded [server] table (the run folder's config): its
+    profile file, where it can still be read, else the built-in engine it names, else openai -
+    with its health_path override."""
+    engine = ENGINES.get(str(server.get("engine")), OPENAI)
+    if server.get("profile"):
+        # moved since the run: the built-in engine's
+        with contextlib.suppress(ProfileError):
+            engine = load_profile(str(server["profile"]))
+    return engine.with_overrides(None, server.get("health_path"))
