@@ -7,7 +7,10 @@ are asserted, never durations."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +127,116 @@ async def test_a_duet_side_served_before_gets_the_learned_deadline(tmp_path: Pat
     }
     assert specs["base"].deadlines.first_token_s == 1.0  # max(floor 1, 4 x 20 ms)
     assert specs["cand"].deadlines.first_token_s == STATIC_S  # never served
+
+
+# --- fleet trials and `agent bench` ---------------------------------------------------------
+ROOT = Path(__file__).parent.parent
+HOSTILE = "--mode keepalive --healthy-first 1"  # readiness's test completion served, then none
+FLEET = f"""
+[server]
+engine = "openai"
+command = "PYTHONPATH={ROOT} {sys.executable} -m tests.hostile_server {HOSTILE}"
+ready_timeout_s = 30
+
+[search]
+"--x" = ["base", "cand"]
+[search.baseline]
+"--x" = "base"
+
+[bench]
+concurrency = [1]
+input_len = 8
+max_tokens = 8
+requests_per_level = 2
+warmup_requests = 0
+min_level_s = 0
+
+[bench.deadlines]
+first_token_s = {STATIC_S}
+floor_s = 1
+slack = 4
+"""
+
+
+async def test_a_fleet_trial_gets_the_deadline_learned_from_the_baseline(tmp_path: Path) -> None:
+    """A trial of the baseline's flags, or of flags a trial measured before, is swept with the
+    learned deadline - by the run_trial tool and by the autopilot's controller alike - and the
+    trial itself, on its node, cuts a keep-alive-only server there (its result says so)."""
+    from agent.brains.autopilot.planner import Experiment
+    from agent.fleet.controller import FleetCampaign
+    from tests.test_run_trial import FakeFleet
+    from tools.fleet.trial import TrialSpec, run_trial
+    from tools.run_trial import RunTrial
+    from tools.trial_outcome import record_outcome
+
+    (tmp_path / "agent.toml").write_text(FLEET)
+    config = load_config(tmp_path / "agent.toml")
+    run = Run.create(tmp_path / "runs", "r1")
+    ctx = ToolContext(run=run, config=config)
+    workload = Workload(input_len=8, max_tokens=8, requests_per_level=2, warmup_requests=0)
+    run.append("benchmark", **event("base-T01", {"--x": "base"}, {1: 20.0},
+                                    workload=workload.model_dump()))  # fmt: skip
+    fleet = FakeFleet()
+    ctx.fleet = fleet
+    await ToolBox([RunTrial()]).call(ctx, "run_trial", {"flags": {"--x": "base"}})
+    cand = {"flags": {"--x": "cand"}, "concurrency": [1, 2]}
+    await ToolBox([RunTrial()]).call(ctx, "run_trial", cand)
+    controller = FleetCampaign(run, config, fleet)  # type: ignore[arg-type]
+    step = Experiment(config={"--x": "cand"}, levels=(1,), purpose="screen", why="a screen")
+    await controller.start(step)
+    firsts = [spec.deadlines[0].first_token_s for spec, _, _ in fleet.submitted]
+    # the baseline's flags; C=2 never served; a candidate at a level the baseline served
+    assert firsts == [1.0, STATIC_S, 1.0]
+
+    spec: TrialSpec = fleet.submitted[0][0]
+    out = await asyncio.wait_for(run_trial(spec, tmp_path / "fleet" / "n1"), 60)
+    assert out.points, (out.reason, out.log_tail)
+    (point,) = out.points
+    assert point["level_failed"] and point["errors"].get("ttft_timeout"), point["errors"]
+    assert "no token within 1 s" in point["error_samples"]["ttft_timeout"]
+    record_outcome(ctx, out, spec.flags, spec.groups, "base")
+    saved = json.loads(Path(run.state.results[-1]["path"]).read_text())
+    assert saved["client"]["deadlines"]["first_token_s"] == 1.0  # what the trial swept with
+
+
+def test_agent_bench_learns_the_deadline_from_a_result_served_before(tmp_path: Path) -> None:
+    """`agent bench --served-before A.json`: the levels A served get the learned first-token
+    deadline; the sweep after the server went to keep-alives is cut there and says so."""
+    from agent.cli.bench import main
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile_server", "--port", str(port), "--mode",
+         "keepalive", "--healthy-first", "2"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None and "listening" in server.stdout.readline()
+        common = ["--url", f"http://127.0.0.1:{port}", "--concurrency", "1", "--input-len", "8",
+                  "--max-tokens", "8", "--requests-per-level", "2", "--warmup", "0",
+                  "--processes", "0", "--deadline-first-token", str(STATIC_S),
+                  "--deadline-floor", "1"]  # fmt: skip
+        first, second = tmp_path / "a.json", tmp_path / "b.json"
+        assert main([*common, "--json", str(first)]) == 0  # served whole
+        code = main([*common, "--json", str(second), "--served-before", str(first)])
+    finally:
+        server.kill()
+        server.wait(10)
+    assert code == 1  # every level failed
+    result = json.loads(second.read_text())
+    (point,) = result["points"]
+    assert (
+        point["errors"].get("ttft_timeout")
+        and "no token within 1 s" in (point["error_samples"]["ttft_timeout"])
+    )
+    assert result["client"]["deadlines"]["first_token_s"] == 1.0
+    wrong = main([*common, "--served-before", str(tmp_path / "none.json")])
+    assert wrong == 2  # not a result: one line, exit 2
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

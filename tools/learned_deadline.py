@@ -35,16 +35,20 @@ def served_ttft_s(
     workload: Workload,
     levels: list[int],
     baseline: dict[str, Any] | None,
+    any_name: bool = False,
 ) -> float | None:
     """The slowest p99 TTFT, in seconds, that this server or the baseline measured at `levels`
-    with this workload (the run's `benchmark` events); None unless every level was served."""
+    with this workload (the run's `benchmark` events); None unless every level was served.
+    `any_name`: a launch of the same flags under any name is this server (a fleet names each
+    trial anew)."""
     shape = {k: getattr(workload, k) for k in TTFT_SHAPE}
     slowest: dict[int, float] = {}
     for e in benchmarks:
         wl = e.get("workload") or {}
         if any(wl.get(k, Workload.model_fields[k].default) != v for k, v in shape.items()):
             continue
-        if not (_same_server(e, server) or _is_baseline(e, baseline)):
+        same = _same_flags(e, server) if any_name else _same_server(e, server)
+        if not (same or _is_baseline(e, baseline)):
             continue
         for level, point in (e.get("points") or {}).items():
             ttft_ms = point.get("p99_ttft_ms") if isinstance(point, dict) else None
@@ -62,6 +66,10 @@ def _same_server(e: dict[str, Any], server: ServerRef) -> bool:
     if server.name is None:
         return not e.get("server") and bool(server.url) and e.get("url") == server.url
     return e.get("server") == server.name and _norm(e.get("flags")) == _norm(server.flags)
+
+
+def _same_flags(e: dict[str, Any], server: ServerRef) -> bool:
+    return bool(e.get("server")) and _norm(e.get("flags")) == _norm(server.flags)
 
 
 def _is_baseline(e: dict[str, Any], baseline: dict[str, Any] | None) -> bool:

@@ -24,7 +24,7 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results, workload_options
 from tools.bench.deadlines import Deadlines
 from tools.bench.energy import HostPower, launch_gpus
-from tools.bench.floor import stated_physics
+from tools.bench.floor import served_of, stated_physics
 from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
@@ -39,6 +39,7 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.benchmark_outcome import BenchProgress, record
+from tools.domain import engines
 from tools.domain.gpus import gpus_of
 from tools.domain.physics import Physics
 from tools.hosts.base import HostError
@@ -390,6 +391,27 @@ def deadlines_for(
     return deadlines if ttft_s is None else deadlines.served(ttft_s)
 
 
+def trial_deadlines(
+    ctx: ToolContext, flags: dict[str, Any], groups: list[tuple[list[int], Workload]]
+) -> list[Deadlines]:
+    """A fleet trial's deadlines, one per group of levels: as deadlines_for, with every earlier
+    trial of these flags (each launch has a name of its own) and the baseline's."""
+    baseline = ctx.config.search.get("baseline")
+    static = Deadlines.from_job(ctx.config.bench.deadlines.given())
+    out = []
+    for levels, workload in groups:
+        ttft_s = served_ttft_s(
+            ctx.run.state.results,
+            ServerRef(name="trial", flags=flags),
+            workload,
+            levels,
+            baseline if isinstance(baseline, dict) else None,
+            any_name=True,
+        )
+        out.append(static if ttft_s is None else static.served(ttft_s))
+    return out
+
+
 def min_level_s(configured: float | None, engine: Engine | None) -> float | None:
     """The least a closed level lasts (Engine.level_minimum); for a bare URL, whose engine is
     not known, [bench] min_level_s alone."""
@@ -430,7 +452,8 @@ async def _physics(
     ctx: ToolContext, server: ServerRef, host_name: str | None, engine: Engine | None
 ) -> tuple[Physics | None, str | None]:
     """What agent.toml's [hardware] states of the server's box and model (tools/bench/floor.py;
-    an engine's own /server_info wins in the sweep), over the GPUs its flags ask for."""
+    an engine's own /server_info wins in the sweep), over the GPUs its flags ask for, in the
+    dtypes its command and flags serve in."""
     hardware = ctx.config.hardware
     if hardware is None:
         return None, None
@@ -439,7 +462,9 @@ async def _physics(
     if host_name is not None and ctx.hosts is not None:
         with contextlib.suppress(HostError):
             host = ctx.hosts.get(host_name)
-    return await stated_physics(hardware, devices, host)
+    precision = engine.profile.precision if engine else engines.precision(server.engine)
+    served = served_of(precision, server.command, server.flags)
+    return await stated_physics(hardware, devices, host, served=served)
 
 
 def _is_local(ctx: ToolContext, host_name: str) -> bool:

@@ -23,7 +23,7 @@ from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench.random_prompts import sweep_seed
 from tools.fleet.trial import TrialOutcome, TrialSpec, launchable
 from tools.log_paths import check_name
-from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, workload_of
+from tools.run_benchmark import MAX_LEVEL, RunBenchmarkInput, trial_deadlines, workload_of
 from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.profiles import ProfileError, engine_for
 from tools.trial_outcome import ended_fields, one_line, record_outcome, runs_again
@@ -88,7 +88,9 @@ class RunTrial(Tool):
                 attempt=attempt,
             )
             seed = sweep_seed(ctx.config.bench.seed, ctx.run.id, trial)
-            fleet.submit(TrialSpec(trial, config, flags, groups, seed), avoid, attempt)
+            spec = TrialSpec(trial, config, flags, groups, seed)
+            spec.deadlines = trial_deadlines(ctx, flags, groups)  # learned where served
+            fleet.submit(spec, avoid, attempt)
             try:
                 sub, out = await fleet.wait(trial)
             except asyncio.CancelledError:  # a stop or a budget: its server goes with the fleet

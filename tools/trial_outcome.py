@@ -61,8 +61,10 @@ def record_outcome(
     )
     by_level = {int(p["max_concurrency"]): p for p in out.points}
     results_dir = ctx.run.path / "results"
-    deadlines = Deadlines.from_job(ctx.config.bench.deadlines.given()).to_job()  # the trial's
-    for levels, workload in groups:
+    static = Deadlines.from_job(ctx.config.bench.deadlines.given()).to_job()
+    for group, (levels, workload) in enumerate(groups):
+        # the deadlines the trial swept this group with (a log before they came back: the config's)
+        deadlines = out.deadlines[group] if group < len(out.deadlines) else static
         points = [by_level[c] for c in levels if c in by_level]
         if not points:
             continue

@@ -6,10 +6,10 @@
                 [--request-rate R1,R2,... [--burstiness B]] [--duration S]
                 [--min-level-seconds S] [--slo ttft_ms=..,tpot_ms=..,e2el_ms=..] [--find-max-rate]
                 [--shared-prefix N] [--multi-turn] [--cache-reset PATH] [--gpus N]
-                [--gpu-power all|0,1,..] [--hardware AGENT_TOML]
+                [--gpu-power all|0,1,..] [--hardware AGENT_TOML [--server-flags FLAGS]]
                 [--deadline-head S] [--deadline-first-token S] [--deadline-pace TOK_S]
                 [--deadline-floor S] [--deadline-slack X] [--deadline-level S]
-                [--deadline-probe S]
+                [--deadline-probe S] [--served-before RESULT.json ...]
 
 A progress bar per level, a table at the end; --json writes the result (docs/benchmark.md: the
 points carry vLLM `bench serve`'s flat keys). Exit codes: 0 measured, 1 the server could not be
@@ -34,7 +34,7 @@ from state.atomic import write_json_atomic
 from tools.bench import results, workload_options
 from tools.bench.deadlines import DeadlineError, Deadlines
 from tools.bench.energy import HostPower
-from tools.bench.floor import stated_physics
+from tools.bench.floor import served_of, stated_physics
 from tools.bench.level_traffic import level_name, requests_at_rate
 from tools.bench.rate_search import START_RATE, find_max_rate
 from tools.bench.schema import BenchResult, ClientInfo, ServerRef, Workload
@@ -46,8 +46,11 @@ from tools.bench.sweep import (
     run_sweep,
 )
 from tools.bench.table import sweep_table
+from tools.benchmark_outcome import compact_points
 from tools.domain.config import ConfigError, HostConfig, load_config
 from tools.hosts.local import LocalHost
+from tools.learned_deadline import served_ttft_s
+from tools.servers.profiles import ProfileError, engine_for
 
 DEFAULT_LEVELS = "1,2,5,10,30,70,100,250"
 
@@ -233,6 +236,17 @@ def parser() -> argparse.ArgumentParser:
             metavar=metavar,
             help=f"deadline: {what} (default {_default(name, unit)})",
         )
+    ap.add_argument(
+        "--served-before",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="RESULT_JSON",
+        help="an earlier result of this URL (--json): where it served every level asked for with "
+        "the same workload, the first-token deadline is slack x its slowest p99 TTFT there, at "
+        "least the floor (a server that then sends keep-alives only is cut there, not after the "
+        "static deadline); repeatable",
+    )
     ap.add_argument("--label", default="", help="a name for the result")
     ap.add_argument(
         "--gpus",
@@ -255,6 +269,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="AGENT_TOML",
         help="each level's bandwidth floor from this agent.toml's [hardware] (docs/physics.md) "
         "where the server states none; its device found by nvidia-smi here if it names none",
+    )
+    ap.add_argument(
+        "--server-flags",
+        default="",
+        metavar="FLAGS",
+        help="with --hardware: the flags the server runs with beyond that agent.toml's command "
+        "(its --dtype and KV cache types set the floor's bytes), e.g. '--dtype float32'",
     )
     ap.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     return ap
@@ -361,6 +382,13 @@ def main(argv: list[str]) -> int:
         cache_reset=args.cache_reset,
         multi_turn=args.multi_turn,
     )
+    if args.served_before and args.concurrency:
+        try:
+            deadlines, said = learned_deadlines(deadlines, args, workload)
+        except results.ResultError as err:
+            print(f"agent bench: --served-before: {err}", file=sys.stderr)
+            return 2
+        console.print(said, markup=False, highlight=False)
     spec = SweepSpec(
         url=args.url,
         levels=args.concurrency or [],
@@ -378,12 +406,16 @@ def main(argv: list[str]) -> int:
         spec.power = HostPower(here, args.gpu_power or None)
     if args.hardware is not None:
         try:
-            hardware = load_config(args.hardware).hardware
-        except ConfigError as err:
+            config = load_config(args.hardware)
+            precision = engine_for(config).profile.precision
+        except (ConfigError, ProfileError) as err:
             print(f"agent bench: --hardware: {err}", file=sys.stderr)
             return 2
+        hardware = config.hardware
+        # the dtypes it serves in: agent.toml's command with the flags this server added
+        command = f"{config.server.command} {args.server_flags}"
         here = LocalHost(HostConfig(name="local"))
-        stated = stated_physics(hardware, args.gpus, here)
+        stated = stated_physics(hardware, args.gpus, here, served=served_of(precision, command))
         spec.physics, spec.no_physics = asyncio.run(stated)
         if hardware is None:
             spec.no_physics = f"no floor: {args.hardware} has no [hardware] (docs/physics.md)"
@@ -414,6 +446,31 @@ def main(argv: list[str]) -> int:
         print("agent bench: interrupted before the first level finished", file=sys.stderr)
         return 130
     return _report(console, args, workload, outcome, deadlines)
+
+
+def learned_deadlines(
+    deadlines: Deadlines, args: argparse.Namespace, workload: Workload
+) -> tuple[Deadlines, str]:
+    """The first-token deadline learned from earlier results of this URL (--served-before), as
+    run_benchmark learns it from the run's (tools/learned_deadline.py); and a line saying which.
+    Raises results.ResultError for a file that is not a result."""
+    seen = []
+    for path in args.served_before:
+        r = results.load(str(path))
+        seen.append({
+            "server": r.server.name, "flags": r.server.flags, "url": r.server.url,
+            "workload": r.workload.model_dump(), "points": compact_points(r),
+        })  # fmt: skip
+    ttft_s = served_ttft_s(seen, ServerRef(url=args.url), workload, args.concurrency, None)
+    if ttft_s is None:
+        static = f"{deadlines.first_token_s:g} s"
+        return deadlines, f"first-token deadline {static}: not every level served there before"
+    learned = deadlines.served(ttft_s)
+    return learned, (
+        f"first-token deadline {learned.first_token_s:g} s, learned: slack "
+        f"{deadlines.slack:g} x p99 TTFT {ttft_s * 1000:.0f} ms served before, at least "
+        f"{deadlines.floor_s:g} s"
+    )
 
 
 def _report(

@@ -8,12 +8,14 @@ run_benchmark writes them, the server named after the trial, its host the box) a
 {trial, node, box, ok, reason, started, ended, seconds, log_tail, cleanup}` - last: a trial that
 has its trial_ended has all its measurements in the log. A trial lost with its node or worker is
 retried once on another node (`trial_retried`). The conclusion is the autopilot's: compare and
-recommend are called as tools, then the report.
+recommend are called as tools (run_planner.conclusion_calls, from the planner's Finish: its
+verdict is tools/domain/decision.decide's), then the report. The planner is asked and told through
+AskTell only; the one-box brain (Campaign) is not built here.
 
 The supervisor, as on one box (agent/loop.py's own machinery): before each planning round the
 inbox is delivered and the budgets checked (Agent.check_limits); while trials run, a stop or the
 minutes budget is watched for (agent/interrupts.py). `agent say` changes the planner's
-directives as the one-box autopilot reads them (Campaign); `agent stop` or a budget cancels the
+directives as the one-box autopilot reads them (run_planner); `agent stop` or a budget cancels the
 trials in flight (`trial_ended {interrupted: true}`, their servers killed with the fleet), keeps
 what came back and concludes from it. `agent resume` rebuilds the History from the log with the
 same `learn` as the live path and places the trials left unfinished again, after killing what
@@ -27,12 +29,12 @@ import contextlib
 import sys
 from typing import Any, Protocol
 
-from agent.brains.autopilot import directives
+from agent.brains.autopilot import directives, narrate
 from agent.brains.autopilot.ask_tell import AskTell, Broken, Measured, NotStarted, Sweep
-from agent.brains.autopilot.brain import Campaign
 from agent.brains.autopilot.narrate import tag
 from agent.brains.autopilot.observe import slo_of, slo_ok_of
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
+from agent.brains.autopilot.run_planner import conclusion_calls, run_planner
 from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
@@ -53,7 +55,7 @@ from tools.fleet.trial import (
     launchable,
 )
 from tools.registry import all_tools
-from tools.run_benchmark import RunBenchmarkInput, workload_of
+from tools.run_benchmark import RunBenchmarkInput, trial_deadlines, workload_of
 from tools.trial_outcome import ended_fields, record_outcome, runs_again
 
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
@@ -96,8 +98,8 @@ class FleetCampaign:
         self.tools = ToolBox(all_tools())
         self.supervision = Supervision(run)  # the inbox and the budgets, as one box checks them
         self.interrupts = Interrupts()
-        self.campaign = Campaign(run.state, config, run.path)
-        self.search = AskTell(self.campaign.planner)  # the planner asked, the History told
+        self.planned = run_planner(run.state, config)
+        self.search = AskTell(self.planned.planner)  # the planner asked, the History told
         self.h = self.search.history
         self.answer()
         self.placed: dict[str, Experiment] = {}  # trial -> its experiment, not come back yet
@@ -150,9 +152,9 @@ class FleetCampaign:
 
     def refresh(self) -> None:
         """The planner under the directives in force and the budget warning, built as the
-        one-box autopilot builds it each turn (Campaign), asked from now on."""
-        self.campaign = Campaign(self.run.state, self.config, self.run.path)
-        self.search.planner = self.campaign.planner
+        one-box autopilot builds it each turn (run_planner), asked from now on."""
+        self.planned = run_planner(self.run.state, self.config)
+        self.search.planner = self.planned.planner
         self.answer()
 
     @property
@@ -165,7 +167,7 @@ class FleetCampaign:
         answered = directives.acknowledged(self.run.state.messages)
         said = [
             {"type": "text", "text": f"Supervisor #{seq}: {reply}."}
-            for seq, reply in sorted(self.campaign.replies.items())
+            for seq, reply in sorted(self.planned.replies.items())
             if seq not in answered
         ]
         if said:
@@ -186,14 +188,16 @@ class FleetCampaign:
         if attempt == 1:
             self.trials += 1
             await self.write_todos(stage_of(step, self.h))
-            words = tag(self.campaign.space, step.config)
+            words = tag(self.planner.space, step.config)
             first = f"{step.purpose}-L{self.trials:02d}"
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.placed[trial], self.attempts[trial] = step, attempt
         self.search.placed(step)  # in flight in the History the planner reads, until told
         config = launchable(self.config)  # checked before the cluster started (agent/fleet/run.py)
-        spec = TrialSpec(trial, config, dict(step.config), self.groups(step), self.seed(trial))
+        groups = self.groups(step)
+        spec = TrialSpec(trial, config, dict(step.config), groups, self.seed(trial))
+        spec.deadlines = trial_deadlines(self.ctx, spec.flags, groups)  # learned where served
         self.run.append(
             "trial_started",
             trial=trial,
@@ -337,22 +341,15 @@ class FleetCampaign:
             await self.tools.call(self.ctx, "todowrite", {"todos": items})
 
     async def conclude(self, step: Finish) -> int:
-        """The autopilot's conclusion: its compare and recommend calls, as tools; the report."""
-        campaign = self.campaign
-        campaign.h, campaign.blocks = self.h, []
-        campaign.finish(step)
-        text = [b for b in campaign.blocks if b["type"] == "text"]
-        if text:
-            self.run.append("message", role="assistant", content=text)
-        for block in campaign.blocks:
-            if block["type"] == "tool_use" and block["name"] in (
-                "todowrite",
-                "compare",
-                "recommend",
-            ):
-                result, _ = await self.tools.call(self.ctx, block["name"], block["input"])
-                if result.is_error:
-                    print(f"fleet: {block['name']}: {result.text.splitlines()[0]}", file=sys.stderr)
+        """The autopilot's conclusion, as on one box: its narration, then compare and recommend
+        called as tools (run_planner.conclusion_calls); the report follows (agent/fleet/run.py)."""
+        text = narrate.conclusion(self.planner.space, step, self.h, self.planner)
+        self.run.append("message", role="assistant", content=[{"type": "text", "text": text}])
+        await self.write_todos("report")
+        for name, inp in conclusion_calls(self.planned, self.h, step, self.run.state):
+            result, _ = await self.tools.call(self.ctx, name, inp)
+            if result.is_error:
+                print(f"fleet: {name}: {result.text.splitlines()[0]}", file=sys.stderr)
         await self.write_todos("report", done=True)
         return 0
 

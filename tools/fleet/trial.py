@@ -51,6 +51,14 @@ class TrialSpec:
     flags: dict[str, Any]
     groups: list[tuple[list[int], Workload]]  # levels measured together, and their workload
     prompt_seed: int | None = None
+    # per group: the first-token deadline learned where these flags or the baseline served its
+    # levels (tools/run_benchmark.py `trial_deadlines`); missing: the config's [bench.deadlines]
+    deadlines: list[Deadlines] = field(default_factory=list)
+
+    def deadlines_of(self, group: int) -> Deadlines:
+        if group < len(self.deadlines):
+            return self.deadlines[group]
+        return Deadlines.from_job(self.config.bench.deadlines.given())
 
 
 def launchable(config: Config) -> Config:
@@ -90,6 +98,7 @@ class TrialOutcome:
     started: float = 0.0  # wall clock (time.time) on the node
     ended: float = 0.0
     cleanup: str = ""
+    deadlines: list[dict[str, Any]] = field(default_factory=list)  # each group's, as swept
 
 
 def node_dir(workdir: Path, node: str) -> Path:
@@ -172,7 +181,9 @@ async def run_trial(
         )
         ready = await wait_ready(watch)
         out.ready_s, out.model = ready.seconds, ready.model
-        for levels, workload in spec.groups:
+        for group, (levels, workload) in enumerate(spec.groups):
+            deadlines = spec.deadlines_of(group)
+            out.deadlines.append(deadlines.to_job())
             sweep = SweepSpec(
                 url=f"http://127.0.0.1:{port}",
                 levels=levels,
@@ -182,7 +193,7 @@ async def run_trial(
                 tokenize_path=engine.tokenize_path,
                 metrics_path=engine.metrics_path,
                 metrics=engine.profile.metrics,
-                deadlines=Deadlines.from_job(config.bench.deadlines.given()),
+                deadlines=deadlines,
                 power=HostPower(host, launch_gpus(out.command)),  # the server runs here
             )
             got = await run_sweep(sweep, Observer())
