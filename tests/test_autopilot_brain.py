@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.brains.autopilot import AutopilotBrain
-from agent.brains.autopilot.brain import launches_that_fit
+from agent.brains.autopilot.run_planner import launches_that_fit
 from agent.brains.base import TurnRequest
 from agent.session import Limits, make_agent, start
 from sim.space import default_space

@@ -7,16 +7,13 @@ events, asks the planner, and emits todowrite / start_server / run_benchmark / c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
 from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.conclude import DUET_ROUNDS
-from agent.brains.autopilot.engine_limits import space_of
-from agent.brains.autopilot.history import History, Objective
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.observe import (
     SIDE,
     busy_port,
@@ -27,17 +24,16 @@ from agent.brains.autopilot.observe import (
     slo_of,
     tool_exchanges,
 )
-from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
+from agent.brains.autopilot.planner import Experiment, Finish
 from agent.brains.autopilot.reading import Reading
+from agent.brains.autopilot.run_planner import conclusion_calls, run_planner
 from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.brains.base import Turn, TurnRequest
-from state.fold import RunState, measured_pace
+from state.fold import RunState
 from state.run import read_state
 from tools.domain.config import Config
 from tools.domain.space import SearchError
-from tools.servers.profiles import engine_for
-from tools.servers.speculation import speculative_flags
 
 MAX_PORT_MOVES = 20
 
@@ -67,36 +63,6 @@ class AutopilotBrain:
         return pipeline.turn(request.state, config) or campaign.turn()
 
 
-def launches_that_fit(state: RunState, levels: Sequence[int]) -> int | None:
-    """After the warning on the minutes budget: the launches the minutes it left can pay for,
-    less those started since; None without such a warning. A wrap-up launch is one start and one
-    sweep of `levels` (a re-validation, half a launch pair): the run's pace per launch up to the
-    warning, scaled by what such a launch measured against the run's average one. The pace alone
-    counts exploring's repeated sweeps in every launch: a 45-minute real-vLLM campaign sized its
-    wrap-up at 91 s a launch, its launches took 49 s, and it ended with one launch pair and five
-    minutes unused (docs/engines.md). A wrap-up that starts a launch it cannot end runs the budget
-    out (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished."""
-    w = state.minutes_warning
-    if w is None or w.launches == 0 or w.used <= 0:
-        return None
-    pace = w.used * 60 / w.launches * wrap_up_share(state, levels)
-    return int((w.of - w.used) * 60 // pace) - (state.launches_started - w.launches)
-
-
-def wrap_up_share(state: RunState, levels: Sequence[int]) -> float:
-    """A wrap-up launch's measured seconds (the median start, and the median duration at each of
-    `levels`) over the average launch's up to the warning (its starts and benchmarks); 1 where the
-    run's events do not carry them (recorded before they carried the durations)."""
-    w = state.minutes_warning
-    assert w is not None
-    starts, durations = measured_pace(state, w.results, w.readies)
-    if not starts or any(level not in durations for level in levels):
-        return 1.0
-    measured = sum(starts) + sum(sum(d) for d in durations.values())
-    one = median(starts) + sum(median(durations[level]) for level in levels)
-    return one / (measured / w.launches)
-
-
 class Campaign:
     """One turn's view of the campaign. `run_path`: the run folder, where the result files are
     found by id (None: at the paths the tools wrote)."""
@@ -104,29 +70,10 @@ class Campaign:
     def __init__(self, state: RunState, config: Config, run_path: Path | None = None) -> None:
         self.state, self.config = state, config
         self.server = config.server.name
-        self.space = space_of(config)
         self.levels = tuple(config.bench.concurrency)
-        engine = engine_for(config)
-        speculative = speculative_flags(engine, self.space.flags, self.space.requires)
-        self.directives, self.replies = directives.read(state.supervisor, speculative, self.levels)
-        obj = config.objective
-        objective = Objective(obj.kind, obj.level)
-        if self.directives.focus is not None:
-            objective = Objective("level", self.directives.focus)
-        self.objective = objective
-        settings = Settings(
-            levels=self.levels,
-            objective=objective,
-            excluded=self.directives.skip,
-            wrap_up=self.directives.wrap_up or state.warned_budget,
-            launches_fit=launches_that_fit(state, self.levels),
-            target_noise=obj.precision,
-            requests_per_level=config.bench.requests_per_level,
-            min_level_s=engine.level_minimum(config.bench.min_level_s),
-            max_tokens=config.bench.max_tokens,
-            side_by_side=config.server.side_by_side,
-        )
-        self.planner = Planner(self.space, settings)
+        self.planned = run_planner(state, config)  # under the directives in force
+        self.planner, self.replies = self.planned.planner, self.planned.replies
+        self.space, self.objective = self.planner.space, self.planned.objective
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
         self.search = AskTell(self.planner, self.h)  # told through the run's events (observe)
         self.search.resume()  # the experiment the server up was launched for, still in flight
@@ -273,26 +220,8 @@ class Campaign:
             self.call("bash", probe)
             return
         self.say(narrate.conclusion(self.space, step, self.h, self.planner))
-        if step.best is None:
-            self.call("kill_server", {})
-            return
-        for ids in compare_sets(self.h, self.planner, step):
-            self.call("compare", {"results": ids, "baseline": ids[0]})
-        floor = self.planner.read(self.h).floors[0]
-        why = pipeline_verdict.with_drafter(step.why, self.state, self.config, self.h, floor)
-        inp: dict[str, Any] = {"config": dict(step.best), "reason": why}
-        if len(step.policy) > 1:
-            inp["policy"] = [
-                {
-                    "from_concurrency": r.from_concurrency,
-                    "to_concurrency": r.to_concurrency,
-                    "config": dict(r.config),
-                }
-                for r in step.policy
-            ]
-        if self.objective != Objective(self.config.objective.kind, self.config.objective.level):
-            inp["objective"] = {"kind": self.objective.kind, "level": self.objective.level}
-        self.call("recommend", inp)
+        for name, inp in conclusion_calls(self.planned, self.h, step, self.state):
+            self.call(name, inp)
         self.call("kill_server", {})
 
     def summary(self) -> str:
@@ -305,28 +234,3 @@ def reading_of_run(run_path: Path) -> Reading:
     state = read_state(run_path)
     campaign = Campaign(state, run_config(state, run_path), run_path)
     return campaign.planner.read(history_of_run(run_path))  # measured by hand too
-
-
-def compare_sets(h: History, planner: Planner, step: Finish) -> list[list[str]]:
-    """Per group of levels: the baseline's first result, then the winner's and the policy's."""
-    levels = planner.settings.levels
-    who = [
-        planner.space.baseline,
-        *([step.best] if step.best else []),
-        *[r.config for r in step.policy],
-    ]
-    seen: list[str] = []
-    picked = []
-    for config in who:
-        if h.key(config) not in seen:
-            seen.append(h.key(config))
-            sweeps = h.sweeps(config, levels)
-            if sweeps:
-                picked.append(sweeps[0] if config == planner.space.baseline else sweeps[-1])
-    if len(picked) < 2:
-        return []
-    by_group: dict[int, list[str]] = {}
-    for m in picked:
-        for i, result_id in enumerate(m.ids):
-            by_group.setdefault(i, []).append(result_id)
-    return [ids for _, ids in sorted(by_group.items()) if len(ids) == len(picked)]
