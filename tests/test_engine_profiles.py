@@ -269,6 +269,16 @@ def test_trtllm_is_a_built_in_engine_from_its_profile_file_alone() -> None:
     d = diagnose(TRTLLM, "Usage: trtllm-serve serve [OPTIONS] MODEL\nError: No such option: "
                  "--tp-sizee Did you mean --tp_size?\n", 8000, 2)  # fmt: skip
     assert d.text.startswith("trtllm-serve does not know the flag --tp-sizee"), d.text
+    # its bind error (serve.py launch_server): the port in use is typed port_busy, not another
+    busy = (
+        "RuntimeError: Failed to bind socket to localhost:8000: [Errno 98] Address already in use"
+    )
+    d = diagnose(TRTLLM, busy + "\n", 8000, 1)
+    said = "trtllm-serve could not listen on localhost:8000: the port is in use"
+    assert d.cause == "port_busy" and d.text.startswith(said), d.text
+    other = "RuntimeError: Failed to bind socket to 10.9.9.9:8000: [Errno 99] Cannot assign"
+    d = diagnose(TRTLLM, other + "\n", 8000, 1)
+    assert d.cause == "" and d.text.startswith("trtllm-serve could not listen on 10.9.9.9:8000: ")
 
 
 @pytest.mark.parametrize(
@@ -279,6 +289,7 @@ def test_trtllm_is_a_built_in_engine_from_its_profile_file_alone() -> None:
         ({"--tensor_parallel_size": 2, "--pipeline_parallel_size": 2}, 4),
         ({"--tp_size": 2, "--cp_size": 2}, 4),  # context parallel: its own GPUs
         ({"--tp_size": 8, "--ep_size": 4}, 8),  # experts over the TP GPUs
+        ({"--tp_size": 8, "--ep_size": 2, "--cluster_size": 2}, 8),  # clusters too (mapping.py)
         ({"--max_batch_size": 64}, 1),
     ],
 )
