@@ -20,7 +20,12 @@ The designs:
   interval valid at every look, a win when its low end clears 1 + MIN_GAIN.
 - `duet`: both configurations launched once and up together; rounds of one block of each at a
   time a few seconds apart (a round costs two sweeps' time, no launch), the order drawn at random
-  each round (tools/bench/duet.py); stats.Paired over the rounds, up to 12.
+  each round (tools/bench/duet.py); stats.Paired over the rounds' ratios alone, up to 12.
+- `duet, by level`: the same duet as tools/bench/duet.py reads it now: a round is LEVELS blocks
+  of each (one per level, the order drawn at random at each level, the levels' gains differing
+  around the effect), each block with the measurement noise x sqrt(LEVELS) - so a round's
+  geometric mean is as noisy as one `duet` block - and stats.Paired reads every block
+  (Paired.blocks: LEVELS degrees of freedom a round where the rounds show no effect of their own).
 A design stops as soon as its rule decides (a win, or no gain worth deploying / no count that
 would do), else at its maximum.
 
@@ -62,8 +67,8 @@ class Box:
     def launch(self) -> float:
         return math.exp(self.rng.gauss(0.0, self.launch_noise))
 
-    def measure(self, true_value: float, launch: float, t: float) -> float:
-        noise = math.exp(self.rng.gauss(0.0, self.noise))
+    def measure(self, true_value: float, launch: float, t: float, scale: float = 1.0) -> float:
+        noise = math.exp(self.rng.gauss(0.0, self.noise * scale))
         return true_value * self.drift(t, self.step_at) * launch * noise
 
 
@@ -96,12 +101,15 @@ def old_rule(ratios: list[float], floor: float) -> tuple[bool, bool, tuple[float
 
 
 def new_rule(
-    ratios: list[float], looks: int, give_up: bool
+    ratios: list[float],
+    looks: int,
+    give_up: bool,
+    blocks: tuple[tuple[float, ...], ...] = (),
 ) -> tuple[bool, bool, tuple[float, float] | None]:
     """(win, decided, interval) by stats.Paired; `give_up`: also stop where no count up to
     `looks` is projected to decide (the autopilot's launch pairs, whose launches are dear; a
     duet's rounds are cheap, and it goes on to its last round, as tools/bench/duet.py does)."""
-    p = stats.Paired(tuple(ratios), looks=looks)
+    p = stats.Paired(tuple(ratios), looks=looks, blocks=blocks)
     decided = p.wins or p.no_gain or (give_up and p.pairs_needed() is None)
     return p.wins, decided, p.interval()
 
@@ -131,22 +139,43 @@ def launch_pairs(
     return Decision(2 * len(ratios), t - t0, win, interval)
 
 
-def duet(box: Box, effect: float, t0: float, sweep_s: float, launch_s: float) -> Decision:
+LEVELS = 4  # a duet round's levels (the labs sweep 4)
+
+
+def duet(
+    box: Box, effect: float, t0: float, sweep_s: float, launch_s: float, by_level: bool
+) -> Decision:
     launch_a, launch_b = box.launch(), box.launch()
     t = t0 + launch_s  # both start at once (side by side)
+    gains = [box.rng.gauss(0.0, 0.05) for _ in range(LEVELS)]  # the levels gain differently
+    gains = [g - sum(gains) / LEVELS for g in gains]
     ratios: list[float] = []
+    rows: list[tuple[float, ...]] = []
     interval: tuple[float, float] | None = None
     win = False
     while len(ratios) < stats.MAX_PAIRS:
-        first_b = box.rng.random() < 0.5
-        half = sweep_s / 2  # a block of each at every level: a round costs two sweeps' time
-        ta, tb = (t + half, t) if first_b else (t, t + half)
-        a = box.measure(1.0, launch_a, ta)
-        b = box.measure(effect, launch_b, tb)
+        if by_level:
+            block_s = sweep_s / LEVELS  # a block of each at every level: two sweeps' time
+            row = []
+            for k, gain in enumerate(gains):
+                first_b = box.rng.random() < 0.5
+                ta = t + (2 * k + first_b) * block_s
+                tb = t + (2 * k + (not first_b)) * block_s
+                a = box.measure(1.0, launch_a, ta, math.sqrt(LEVELS))
+                b = box.measure(effect * math.exp(gain), launch_b, tb, math.sqrt(LEVELS))
+                row.append(b / a)
+            rows.append(tuple(row))
+            ratios.append(stats.geomean(row))
+        else:
+            first_b = box.rng.random() < 0.5
+            half = sweep_s / 2  # a block of each at every level: a round costs two sweeps' time
+            ta, tb = (t + half, t) if first_b else (t, t + half)
+            a = box.measure(1.0, launch_a, ta)
+            b = box.measure(effect, launch_b, tb)
+            ratios.append(b / a)
         t += 2 * sweep_s
-        ratios.append(b / a)
         if len(ratios) >= 2:
-            win, decided, interval = new_rule(ratios, stats.MAX_PAIRS, False)
+            win, decided, interval = new_rule(ratios, stats.MAX_PAIRS, False, tuple(rows))
             if decided:
                 break
     return Decision(2, t - t0, win, interval)
@@ -165,7 +194,8 @@ def main() -> None:
             b, e, t, args.sweep_s, args.launch_s, True
         ),
         "pairs": lambda b, e, t: launch_pairs(b, e, t, args.sweep_s, args.launch_s, False),
-        "duet": lambda b, e, t: duet(b, e, t, args.sweep_s, args.launch_s),
+        "duet": lambda b, e, t: duet(b, e, t, args.sweep_s, args.launch_s, False),
+        "duet, by level": lambda b, e, t: duet(b, e, t, args.sweep_s, args.launch_s, True),
     }
     print(
         f"noise {args.noise:.0%} a measurement, {args.launch_noise:.0%} a launch; a launch "

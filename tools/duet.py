@@ -91,6 +91,8 @@ class Duet(Tool):
         def value(per_level: Mapping[int, float]) -> float:
             return objective_value(per_level, objective.kind, objective.level)
 
+        by_level = objective.kind == "geomean"  # then the blocks are the rounds' evidence
+
         ids: list[str] = []
 
         def save(outcome: DuetOutcome) -> None:  # each round as it ends: a crash loses none
@@ -102,7 +104,7 @@ class Duet(Tool):
                 specs["b"],
                 inp.max_rounds,
                 seed,
-                value,
+                None if by_level else value,
                 seconds_left=seconds_left(ctx),
                 on_round=save,
             )

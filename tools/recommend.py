@@ -302,7 +302,7 @@ def paired_evidence(
     measured."""
     rounds, looks = result_files.duet_rounds(base, mine)
     found = rounds or result_files.pairs(base, mine)
-    ratios = []
+    ratios, blocks = [], []
     for b, w in found:
         sb = stats.mean_sweep(result_files.sweep_of(r) for r in b)
         sw = stats.mean_sweep(result_files.sweep_of(r) for r in w)
@@ -312,10 +312,15 @@ def paired_evidence(
             continue
         bv = _value(b, sb, levels, objective)
         ratios.append(_value(w, sw, levels, objective) / bv if bv > 0 else 0.0)
+        blocks.append(stats.level_blocks(sb, sw, levels))
     if not ratios:
         return None
     if rounds:
-        return stats.Paired(tuple(ratios), looks=looks, unit="duet round")
+        same_levels = len({len(row) for row in blocks}) == 1
+        by_level = objective.kind == "geomean" and same_levels
+        return stats.Paired(
+            tuple(ratios), looks=looks, unit="duet round", blocks=tuple(blocks) if by_level else ()
+        )
     return stats.Paired(tuple(ratios))
 
 

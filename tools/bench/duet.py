@@ -7,10 +7,12 @@ seconds apart.
 A round is every level once for each server, which one goes first drawn at random at each level
 (a server that always went first would always take the same half of a drift). Its ratio is the
 objective of B's blocks over A's (`value`: the geometric mean over the levels unless told), and
-the rounds are the pairs of stats.Paired: an interval on their log ratios with the rounds' own
-degrees of freedom, anytime-valid over `max_rounds` looks, read after every round from the
-second - so the duet stops as soon as it decides (B wins: every gain under stats.MIN_GAIN
-excluded; or no gain worth deploying) and never peeks its way into a false claim.
+the rounds are the pairs of stats.Paired: an interval on their log ratios with their real
+degrees of freedom (each level's block, where the objective is the geometric mean and the rounds
+show no effect of their own: stats.Paired.blocks), anytime-valid over `max_rounds` looks, read
+after every round from the second - so the duet stops as soon as it decides (B wins: every
+gain under stats.MIN_GAIN excluded; or no gain worth deploying) and never peeks its way into a
+false claim.
 
 Each block is one level of tools/bench/sweep.py - the same client, deadlines, counts and prompt
 rules. Each server keeps its own sweep state, so its blocks draw fresh prompts round after round
@@ -66,11 +68,13 @@ class DuetRound:
 @dataclass
 class DuetOutcome:
     """Both servers' points (every block, in measured order) and the rounds; `max_rounds` is the
-    design's looks, which the interval is valid over."""
+    design's looks, which the interval is valid over; `by_level`: a round's ratio is the
+    geometric mean of its levels' (the default objective), so its level blocks are its evidence."""
 
     a: SweepOutcome
     b: SweepOutcome
     max_rounds: int
+    by_level: bool = True
     rounds: list[DuetRound] = field(default_factory=list)
     stopped: Stopped = "rounds"
 
@@ -83,7 +87,13 @@ class DuetOutcome:
     @property
     def paired(self) -> stats.Paired:
         ratios = tuple(r.ratio for r in self.rounds)
-        return stats.Paired(ratios, looks=self.max_rounds, unit="duet round")
+        blocks = tuple(stats.level_blocks(r.a, r.b, r.a) for r in self.rounds)
+        return stats.Paired(
+            ratios,
+            looks=self.max_rounds,
+            unit="duet round",
+            blocks=blocks if self.by_level else (),
+        )
 
 
 def _throughput(point: Point) -> float:
@@ -95,7 +105,7 @@ async def run_duet(
     b: SweepSpec,
     max_rounds: int = stats.MAX_PAIRS,
     seed: int = 0,
-    value: Callable[[Mapping[int, float]], float] = geomean_value,
+    value: Callable[[Mapping[int, float]], float] | None = None,
     observer: Observer | None = None,
     seconds_left: Callable[[], float | None] | None = None,
     on_round: Callable[[DuetOutcome], None] | None = None,
@@ -107,8 +117,9 @@ async def run_duet(
     (`budget`), so the duet ends with what it measured and the run can still conclude, where a
     round cut by the budget ends the run unconcluded. `on_round`: called with the outcome as
     each round ends (its last round the new one), so a caller saves it then. `a.levels` are the
-    levels (b's are not read). Both servers are checked before the first block, so a wrong URL
-    is one error."""
+    levels (b's are not read). `value`: a round's objective from one side's per-level figures
+    (None: their geometric mean). Both servers are checked before the first block, so a wrong
+    URL is one error."""
     if max_rounds < 2:
         raise ValueError("a duet needs two rounds at least: one round gives no interval")
     obs = observer or Observer()
@@ -116,7 +127,9 @@ async def run_duet(
     try:
         states["a"] = await start_sweep(a, obs)
         states["b"] = await start_sweep(b, obs)
-        outcome = DuetOutcome(states["a"].outcome, states["b"].outcome, max_rounds)
+        outcome = DuetOutcome(
+            states["a"].outcome, states["b"].outcome, max_rounds, by_level=value is None
+        )
         order = random.Random(f"duet/{seed}")
         longest = 0.0
         try:
@@ -126,7 +139,7 @@ async def run_duet(
                     outcome.stopped = "budget"
                     break
                 began = time.monotonic()
-                done = await _round(states, a.levels, order, value)
+                done = await _round(states, a.levels, order, value or geomean_value)
                 longest = max(longest, time.monotonic() - began)
                 outcome.rounds.append(done)
                 if on_round is not None:

@@ -36,7 +36,11 @@ real degrees of freedom (Student's t, n - 1), the spread as measured: the noise 
 in the interval (the A/A floor is for reading one sweep against another, not added on top).
 The interval is anytime-valid: ALPHA is spent evenly over the looks the design allows (a union
 bound over MAX_PAIRS - 1 looks), so reading it after every pair and stopping as soon as it
-decides keeps a false claim under 2.5 %. A win is an interval whose low end is above
+decides keeps a false claim under 2.5 %. A duet's round is every level once for each side, so
+its ratio is the mean of its level blocks' (the geometric-mean objective); where the rounds show
+no effect of their own (an F test), the spread is read from every block, level by level, with
+L degrees of freedom a round instead of one (`Paired.blocks`): the same interval, far fewer
+rounds to a verdict. A win is an interval whose low end is above
 1 + MIN_GAIN, the indifference zone declared beforehand (a smaller gain is not worth a change of
 deployment: a product decision, not a noise figure); `no_gain` the other way, its top below it.
 Otherwise it is not established, and `pairs_needed` says how many pairs the same mean and spread
@@ -51,6 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
+from scipy.stats import f as fisher_f
 from scipy.stats import t as student_t
 
 T = TypeVar("T")
@@ -259,6 +264,7 @@ def drift(series: Sequence[Sweep], kind: str = "geomean", level: int | None = No
 ALPHA = 0.05  # two-sided: the interval is 95 %, so a false win happens at most 2.5 % of the time
 MIN_GAIN = 0.02  # the indifference zone: a smaller gain is not worth changing what is deployed
 MAX_PAIRS = 12  # more pairs than this are not proposed: the box, not the count, is the problem
+POOL_P = 0.25  # a pair effect this likely keeps a duet's level blocks from being pooled (Paired)
 
 
 def sequential_t(df: int, looks: int) -> float:
@@ -269,21 +275,31 @@ def sequential_t(df: int, looks: int) -> float:
     return float(student_t.ppf(1 - ALPHA / (2 * max(1, looks)), df))
 
 
-def paired_interval(log_ratio: float, spread: float, n: int, looks: int) -> tuple[float, float]:
+def paired_interval(
+    log_ratio: float, spread: float, n: int, looks: int, per_pair: int = 1
+) -> tuple[float, float]:
     """The anytime-valid 95 % interval of a paired ratio from `n` pairs whose log ratios have
-    mean `log_ratio` and standard deviation `spread` (n - 1 degrees of freedom), looked at up to
-    `looks` times."""
-    half = sequential_t(n - 1, looks) * spread / math.sqrt(n)
+    mean `log_ratio` and standard deviation `spread`, looked at up to `looks` times; the spread
+    has `per_pair` degrees of freedom for each pair past the first (1: from the pairs' own
+    ratios; a duet's level blocks give more, Paired.blocks)."""
+    half = sequential_t(per_pair * (n - 1), looks) * spread / math.sqrt(n)
     return math.exp(log_ratio - half), math.exp(log_ratio + half)
 
 
-def pairs_to_win(log_ratio: float, spread: float, at_least: int, most: int) -> int | None:
+def pairs_to_win(
+    log_ratio: float, spread: float, at_least: int, most: int, per_pair: int = 1
+) -> int | None:
     """The fewest pairs (from `at_least`, at most `most`) of that mean and spread whose interval
     excludes a gain under MIN_GAIN; None: no count would."""
     for n in range(max(at_least, 2), most + 1):
-        if paired_interval(log_ratio, spread, n, most - 1)[0] > 1 + MIN_GAIN:
+        if paired_interval(log_ratio, spread, n, most - 1, per_pair)[0] > 1 + MIN_GAIN:
             return n
     return None
+
+
+def level_blocks(a: Sweep, b: Sweep, levels: Iterable[int]) -> tuple[float, ...]:
+    """B over A at each of `levels` (0.0 where A failed it): a duet round's Paired.blocks."""
+    return tuple(b[c] / a[c] if a[c] > 0 else 0.0 for c in levels)
 
 
 def pairs_expected(ratio: float, floor: float | None, at_least: int) -> int:
@@ -325,6 +341,18 @@ class Paired:
     ratios: tuple[float, ...]
     looks: int = field(default=MAX_PAIRS, kw_only=True)
     unit: str = field(default="launch pair", kw_only=True)  # what one ratio is, as views say
+    # each pair's ratio at each level (the same levels each time), given where a pair's ratio is
+    # their geometric mean and the levels' blocks are measured apart: a duet's rounds
+    blocks: tuple[tuple[float, ...], ...] = field(default=(), kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.blocks:
+            return
+        if len(self.blocks) != self.n or len({len(b) for b in self.blocks}) != 1:
+            raise ValueError("Paired.blocks: one row per pair, the same levels in each")
+        for ratio, row in zip(self.ratios, self.blocks, strict=True):
+            if not math.isclose(ratio, geomean(row), rel_tol=1e-6, abs_tol=1e-12):
+                raise ValueError(f"Paired.blocks: a pair's ratio {ratio} is not its blocks' mean")
 
     @property
     def n(self) -> int:
@@ -335,24 +363,63 @@ class Paired:
         """The paired ratio: the geometric mean of the pair ratios (0.0: a pair failed)."""
         return geomean(self.ratios)
 
-    def _spread(self) -> float | None:
+    def _spread(self) -> tuple[float, int] | None:
         """The sigma of one pair's log ratio, as measured (never below NOISE_MIN / 2: two fresh
-        launches never agree better than that, a smaller spread is luck)."""
+        launches never agree better than that, a smaller spread is luck), and its degrees of
+        freedom per pair past the first: from the blocks where they may be pooled, else from
+        the pairs' own ratios (1)."""
         if self.n < 2 or min(self.ratios) <= 0:
             return None
         logs = [math.log(r) for r in self.ratios]
         mean = sum(logs) / len(logs)
         s = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        return max(s, NOISE_MIN / 2)
+        s, per_pair = self._pooled() or (s, 1)
+        return max(s, NOISE_MIN / 2), per_pair
+
+    def _pooled(self) -> tuple[float, int] | None:
+        """The spread read from every level block, where the pairs show no effect of their own.
+
+        A pair's log ratio is the mean of its L blocks' (one per level), so with blocks that
+        vary independently its variance is the blocks' / L, estimated with L degrees of freedom
+        per pair instead of one (levels differ in gain: each level's own mean is taken out). A
+        pair effect shared by all its levels (a round in which B ran warm, a swing longer than
+        a round) would make that too narrow, so the pair means are first tested against the
+        residual (two-way analysis of variance, Fisher's F): pooled only where F is below its
+        POOL_P tail - the sometimes-pool rule (Bancroft 1944), whose preliminary level of
+        0.25 keeps the final interval near its nominal coverage. None: keep the pairs' spread."""
+        width = len(self.blocks[0]) if self.blocks else 0
+        if width < 2 or min(min(row) for row in self.blocks) <= 0:
+            return None
+        n = self.n
+        logs = [[math.log(v) for v in row] for row in self.blocks]
+        level_means = [sum(row[k] for row in logs) / n for k in range(width)]
+        pair_means = [sum(row) / width for row in logs]
+        grand = sum(pair_means) / n
+        between = width * sum((m - grand) ** 2 for m in pair_means)
+        rest = sum(
+            (logs[i][k] - level_means[k] - pair_means[i] + grand) ** 2
+            for i in range(n)
+            for k in range(width)
+        )
+        df_between, df_rest = n - 1, (n - 1) * (width - 1)
+        if rest <= 0:
+            return None
+        f_ratio = (between / df_between) / (rest / df_rest)
+        if float(fisher_f.sf(f_ratio, df_between, df_rest)) < POOL_P:
+            return None
+        block_var = (between + rest) / (df_between + df_rest)
+        return math.sqrt(block_var / width), width
 
     def interval(self, n: int | None = None) -> tuple[float, float] | None:
         """The 95 % interval of the paired ratio (with `n` pairs of the same mean and spread:
         what more pairs would give); None with fewer than two pairs or a failed one."""
-        s = self._spread()
-        if s is None:
+        found = self._spread()
+        if found is None:
             return None
+        s, per_pair = found
         looks = max(1, self.looks - 1)  # read from the second pair on
-        return paired_interval(math.log(self.ratio), s, self.n if n is None else n, looks)
+        n = self.n if n is None else n
+        return paired_interval(math.log(self.ratio), s, n, looks, per_pair)
 
     @property
     def wins(self) -> bool:
@@ -375,10 +442,11 @@ class Paired:
         `looks`); None when no count would do (a gain under MIN_GAIN, or the pairs exclude it)."""
         if self.wins:
             return self.n
-        s = self._spread()
-        if s is None or self.no_gain or self.ratio <= 1 + MIN_GAIN:
+        found = self._spread()
+        if found is None or self.no_gain or self.ratio <= 1 + MIN_GAIN:
             return None
-        return pairs_to_win(math.log(self.ratio), s, self.n + 1, self.looks)
+        s, per_pair = found
+        return pairs_to_win(math.log(self.ratio), s, self.n + 1, self.looks, per_pair)
 
     def evidence(self) -> str:
         """`95 % interval 1.180-1.249x over 3 launch pairs` (one pair: no interval)."""

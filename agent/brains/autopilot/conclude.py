@@ -107,7 +107,13 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
         o = s.objective
         values = [(o.value(a, None, s.levels), o.value(b, None, s.levels)) for a, b in found.rounds]
         rounds = tuple(vb / va if va > 0 else 0.0 for va, vb in values)
-        return stats.Paired(rounds, looks=found.looks, unit="duet round")
+        blocks = tuple(stats.level_blocks(a, b, s.levels) for a, b in found.rounds)
+        return stats.Paired(
+            rounds,
+            looks=found.looks,
+            unit="duet round",
+            blocks=blocks if o.kind == "geomean" else (),
+        )
     ratios = []
     for b, w in pair_runs(r, inc)[0]:
         bv = s.objective.value(b.per_level, b.slo_ok, s.levels)
@@ -227,9 +233,13 @@ def pairs_go_on(r: Reading) -> Flags | None:
     subject's mean can hand the lead to a near-tie; restarting the pairs for it with no room
     left spent a 45-minute real-vLLM campaign's last launches on a second subject with one pair
     each (docs/engines.md), while keeping the first subject against a leader the budget can
-    still test deploys the lesser of the two more often (benchmarks/efficiency.py)."""
+    still test deploys the lesser of the two more often (benchmarks/efficiency.py). A pair
+    half made is completed first, whoever leads: its two launches one after the other are what
+    cancels a drift (a re-validation between them put a steady slowdown into its ratio)."""
     subject, lead, h = paired_subject(r), r.incumbent, r.h
     if subject is None or h.key(lead) in (h.key(subject), h.key(r.space.baseline)):
+        return subject
+    if pair_runs(r, subject)[1] is not None:
         return subject
     room = max(0, r.budget_left)
     return None if launches_left(r, lead, room + 1) <= room else subject
