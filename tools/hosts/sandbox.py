@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tools.guard.boundary import HOME_KEPT, SECRET_PATHS, env_allowed
+from tools.guard.reading import SECRET_FILES
 
 if TYPE_CHECKING:
     from tools.hosts.base import Host
@@ -53,12 +54,17 @@ BWRAP_BASE = (
     "--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL --new-session"
 )
 PIDS = "/sys/fs/cgroup/pids"  # cgroup v1's pids hierarchy: writable for root
+# who a line runs as inside when the host's user is root: nobody, in a user namespace of its own
+# (the user's files outside stay its own: the kernel maps it back to the user, uid 0)
+UNPRIVILEGED = 65534
+USER = f"--unshare-user --uid {UNPRIVILEGED} --gid {UNPRIVILEGED}"
 _TRY = "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-pid --die-with-parent --cap-drop ALL"
 PROBE = (
     "command -v bwrap >/dev/null 2>&1 && echo BWRAP_FOUND && "
     f"{_TRY} true >/dev/null 2>&1 && echo BWRAP_OK && "
     f"{{ {_TRY} --unshare-net true >/dev/null 2>&1 && echo NET_OK; }}; "
     f"{{ {_TRY} --size 1048576 --tmpfs /tmp true >/dev/null 2>&1 && echo SIZE_OK; }}; "
+    f"{{ {_TRY} {USER} true >/dev/null 2>&1 && echo USER_OK; }}; "
     f"[ -w {PIDS}/cgroup.procs ] && echo PIDS_CGROUP; "
     # why bwrap may not run for a user that is not root: user namespaces off or restricted
     "for f in /proc/sys/user/max_user_namespaces /proc/sys/kernel/unprivileged_userns_clone "
@@ -66,7 +72,7 @@ PROBE = (
     '[ -r "$f" ] && echo "USERNS ${f##*/}=$(cat "$f")"; done; '
     'echo "UID=$(id -u)"; echo "HOME=$HOME"; compgen -e'
 )
-MARKS = ("BWRAP_FOUND", "BWRAP_OK", "NET_OK", "SIZE_OK", "PIDS_CGROUP")
+MARKS = ("BWRAP_FOUND", "BWRAP_OK", "NET_OK", "SIZE_OK", "USER_OK", "PIDS_CGROUP")
 # the limits of a call (read when a line is wrapped)
 MAX_TASKS = 4096  # processes and threads in the sandbox
 SCRATCH_MB = 8192  # each of /tmp and /dev/shm, and at most a quarter of the memory
@@ -91,6 +97,9 @@ class Sandbox:
     net: bool = True  # the host gives a line a network namespace of its own
     sized: bool = True  # its bwrap caps a tmpfs (--size)
     pids: str = "cgroup"  # how processes are bounded: "cgroup", "rlimit" or "none" (root)
+    # the host's user is root and a user namespace makes the line nobody inside (False: the
+    # line runs as the host's user - root with no capability where no user namespace is given)
+    user: bool = False
 
     def describe(self) -> str:
         """What this sandbox bounds, in words (the probe's line)."""
@@ -109,7 +118,8 @@ class Sandbox:
             if self.sized
             else "/tmp and /dev/shm private, not capped (bwrap without --size)"
         )
-        return f"bubblewrap; {net}; {pids}; {scratch}; no file past the disk's reserve"
+        who = f"as nobody (uid {UNPRIVILEGED}) in a user namespace" if self.user else "as the user"
+        return f"bubblewrap, {who}; {net}; {pids}; {scratch}; no file past the disk's reserve"
 
     def wrap(
         self,
@@ -130,6 +140,7 @@ class Sandbox:
         workdir disk's free and total bytes where the caller read them (else the shell does)."""
         q = shlex.quote
         secrets = " ".join(f'"$HOME"/{q(p)}' for p in SECRET_PATHS)
+        secrets += " " + " ".join(q(p) for p in sorted(SECRET_FILES))  # /etc/shadow, host keys
         hidden = " ".join(_home_word(p) for p in hide or [])
         binds = " ".join(f"--bind {q(w)} {q(w)}" for w in dict.fromkeys(writable))
         reopened = " ".join(f"--bind {q(w)} {q(w)}" for w in dict.fromkeys(inner or []))
@@ -138,6 +149,7 @@ class Sandbox:
         kept = "|".join(HOME_KEPT)
         names = " ".join(q(n) for n in dict.fromkeys([*ENV_BASE, *self.keep_env]))
         own_net = " --unshare-net" if self.net and not network else ""
+        own_net += f" {USER}" if self.user else ""
         run_size = f"--size {RUN_MB << 20} " if self.sized else ""
         return (
             # a path to empty, unless it holds the workdir or the run (a link: its target)
@@ -262,7 +274,10 @@ async def probe(host: Host) -> Probe:
     names = sorted({n for n in lines if n not in MARKS and env_allowed(n)})
     uid = next((line[4:] for line in lines if line.startswith("UID=")), "")
     pids = "cgroup" if "PIDS_CGROUP" in lines else "none" if uid == "0" else "rlimit"
-    sandbox = Sandbox(tuple(names), net="NET_OK" in lines, sized="SIZE_OK" in lines, pids=pids)
+    user = uid == "0" and "USER_OK" in lines  # a user that is not root is not root inside
+    sandbox = Sandbox(
+        tuple(names), net="NET_OK" in lines, sized="SIZE_OK" in lines, pids=pids, user=user
+    )
     return Probe(sandbox, home, f"sandbox on {host.name}: {sandbox.describe()}")
 
 

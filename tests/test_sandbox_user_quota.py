@@ -1,0 +1,45 @@
+"""Who a sandboxed line is, and how much it may write (issue 47, round three), through the real
+bash tool and bubblewrap: where the host's user is root, the line is nobody in a user namespace of
+its own (not root inside; what it writes in the workdir is still the user's outside), and the
+system's secret files are empty; a call stops when what it wrote leaves the workdir's disk under
+its reserve - however many files it spread it over (RLIMIT_FSIZE bounds one file).
+
+Like tests/test_guard_sandbox.py these need bubblewrap: they fail without it in CI, skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.test_guard_sandbox import bwrap, call, close_context, make_context  # noqa: F401
+from tools.domain.config import HostConfig
+
+pytest_plugins = ["tests.ssh_fixtures"]
+
+
+async def test_a_sandboxed_line_is_not_root_inside(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(work)))
+    try:
+        box = await ctx.hosts.get("local").sandbox()  # type: ignore[union-attr]
+        assert box is not None
+        line = (
+            "id -u; id -g; grep CapEff /proc/self/status; wc -c < /etc/shadow; "
+            "python3 -c 'import os; print(\"PY\", os.geteuid())'; echo made > made.txt"
+        )
+        text, err, data = await call(ctx, line)
+        assert data["guard"]["action"] == "sandbox" and not err, text
+        words = text.split()
+        if os.getuid() == 0:
+            assert box.user and "as nobody (uid 65534) in a user namespace" in box.describe()
+            assert "\n65534\n65534\n" in text and "PY 65534" in text, text
+        else:  # a user that is not root stays that user
+            assert f"\n{os.getuid()}\n" in text and f"PY {os.getuid()}" in text, text
+        assert "CapEff:\t0000000000000000" in text, text
+        if Path("/etc/shadow").exists():  # empty inside, whoever reads it
+            assert words[words.index("0000000000000000") + 1] == "0", text
+        made = work / "made.txt"
+        assert made.read_text() == "made\n" and made.stat().st_uid == os.getuid()
+    finally:
+        await close_context(ctx)
