@@ -13,6 +13,7 @@ closed), as before.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -45,6 +46,15 @@ SETS_ENV = {"export", "declare", "typeset", "local", "readonly", "env"}
 # them; not flock: it creates its lock file; not strace -o, chrt -f 99, busybox's own applets)
 CERTAIN_WRAPPERS = {"nice", "timeout", "stdbuf", "taskset", "numactl", "time", "command"}
 CERTAIN_WRAPPERS |= {"builtin", "exec", "nohup", "watch", "ionice"}
+# wrappers that run the command as root (or another user): a supervisor's rule lets such a line
+# run only where the rule names the wrapper (`Bash(sudo nvidia-smi -pm:*)`), the program is one
+# of ROOT_PROGRAMS, and the deny gate passes what it runs - whatever the rules (issue 47)
+ROOT_WRAPPERS = {"sudo", "doas", "pkexec", "run0"}
+# programs that run no code of the line's: root for these is the machine's settings and
+# processes, not a shell (a python, a bash, an installer, an editor would hold the run's key)
+ROOT_PROGRAMS = {"nvidia-smi", "sysctl", "cpupower", "kill", "pkill", "killall", "fuser"}
+ROOT_PROGRAMS |= {"renice", "ionice", "taskset", "sync", "dmesg", "ps", "lsof", "ss"}
+UNCERTAIN = (set(WRAPPERS) | {"env", "watch"}) - CERTAIN_WRAPPERS - ROOT_WRAPPERS
 # a parameter expansion, a substitution or arithmetic, even in single quotes: builtins evaluate
 # an array subscript's `$(...)` (`printf -v 'a[$(cmd)]'`, `test -v`, `read`), bash 5.2
 EXPANSION = re.compile(r"\$[\w{(\[@*#?$!-]|`")
@@ -171,6 +181,36 @@ def _simple(cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
         return _Verdict("deny", f"the supervisor's rule {denied.text!r} denies it")
     allowed = rules.allowed(forms) if written else None
     reason, scripts = judge(cmd)
+    prefix = written[: len(written) - len(unwrapped)]
+    root = next((name_of(w) for w in prefix if name_of(w) in ROOT_WRAPPERS), None)
+    if root is not None:  # runs as root: only a rule that names the wrapper, never the gate's
+        allowed = rules.allowed([written]) if allowed is not None else None
+        if reason:
+            return _Verdict(
+                "deny", f"{root} of a destructive command, whatever the rules: {reason}"
+            )
+        head = name_of(unwrapped[0]) if unwrapped else "a shell"
+        if allowed is not None and (head not in ROOT_PROGRAMS or scripts):
+            return _Verdict(
+                "deny",
+                f"{root} would run {head} as root, out of any sandbox (root reads the run's inbox "
+                f"key): a supervisor's rule lets {root} run only programs that run no code of the "
+                f"line's ({', '.join(sorted(ROOT_PROGRAMS))}); run it at the terminal",
+            )
+        extra = next((name_of(w) for w in prefix if name_of(w) in UNCERTAIN), None)
+        if allowed is not None and extra:  # sudo setsid X: it outlives the call, as root
+            return _Verdict(
+                "deny", f"{root} {extra}: a rule lets {root} run a program, not {extra}"
+            )
+        named = len(allowed.words) - len(prefix) if allowed is not None else 0
+        why = shape(unwrapped, cmd, ctx)[0] if allowed is not None and named < 2 else None
+        if why and allowed is not None:  # `sudo:*`: as root, only what the rules find certain
+            return _Verdict(
+                "deny",
+                f"the rule {allowed.text!r} names no option of {head}, and as root it runs only "
+                f"what the rules find certain ({why}); the supervisor names the option: "
+                f"`Bash({shlex.join(written[: len(prefix) + 2])}:*)`",
+            )
     device = next((p for p in cmd.writes if paths.device(p) or paths.critical(p)), None)
     if device is not None:
         return _Verdict("deny", reason or f"a redirect that writes {device}")
@@ -193,11 +233,12 @@ def _simple(cmd: Simple, rules: Rules, ctx: Context, depth: int) -> _Verdict:
         v.take(_confine("a redirect to a path the rules cannot read", cmd))
     if allowed is not None:
         v.used.append(allowed)
+        v.unruled = int(root is not None)  # as root, the line's form is judged still (`&`)
         return v
     v.unruled = 1
     form = _form(cmd, written, unwrapped)
-    if form:
-        v.take(_confine(form, cmd, unwrapped or written))
+    if form:  # the rule to suggest names the wrapper where it makes the line root
+        v.take(_confine(form, cmd, written if root else unwrapped or written))
     for text in scripts:  # shell text it runs: judged as a line of its own
         sub = _verdict(text, rules, ctx, depth + 1)
         if sub.kind == "deny":
