@@ -17,6 +17,7 @@ from tools.bench.confighash import normalize_command
 from tools.bench.server_metrics import MetricsError, Sampler, read
 from tools.domain.config import BUILTIN_ENGINES, ConfigError, HostConfig, load_config
 from tools.domain.gpus import gpus_of
+from tools.domain.space import Flags
 from tools.guard import decide
 from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_NAMES
 from tools.hosts.local import LocalHost
@@ -458,6 +459,51 @@ def test_the_deploy_readme_names_the_files_its_flags_read() -> None:
     assert "(`--extra_llm_api_options /srv/extra.yaml`)" in text and "8 GPUs" in text
     vllm = Server("best", "best", "", ["vllm", "serve", "/m"], 8000, 1)
     assert "Files its flags name" not in readme(Plan([vllm], ENGINES["vllm"], "i", 600, "", "r"))
+
+
+@pytest.mark.parametrize(
+    ("server", "profile", "shard"),
+    [
+        ('engine = "trtllm"\ncommand = "trtllm-serve /models/m"\n', "", "--tp_size"),
+        # a user's own profile: a spelling no built-in profile has
+        (
+            'profile = "tgi.toml"\ncommand = "text-generation-launcher"\n',
+            'name = "tgi"\ninherits = "openai"\n[parallelism]\ntensor = ["--num-shard"]\n',
+            "--num-shard",
+        ),
+    ],
+)
+def test_the_planner_counts_gpus_by_the_runs_engine_profile(
+    tmp_path: Path, server: str, profile: str, shard: str
+) -> None:
+    """The planner's "fewer GPUs at the same value" (Reading.simpler) reads the run engine's
+    [parallelism], as run_planner builds the planner for one box and the fleet alike: a change to
+    8 GPUs is not simpler than two flags changed on one GPU."""
+    from agent.brains.autopilot.history import History
+    from agent.brains.autopilot.planner import Planner
+    from agent.brains.autopilot.run_planner import run_planner
+    from agent.brains.autopilot.steps import Settings
+    from state.fold import RunState
+
+    if profile:
+        write(tmp_path / "tgi.toml", profile)
+    config = load_config(
+        write(
+            tmp_path / "agent.toml",
+            f"[server]\n{server}"
+            f'[search]\n"{shard}" = [1, 8]\n"--max_batch_size" = [64, 128]\n"--tokens" = [1, 2]\n'
+            f'[search.baseline]\n"{shard}" = 1\n"--max_batch_size" = 64\n"--tokens" = 1\n',
+        )
+    )
+    planner = run_planner(RunState(), config).planner
+    assert planner.settings.parallelism == engine_for(config).profile.parallelism
+    wide: Flags = {shard: 8, "--max_batch_size": 64, "--tokens": 1}  # one flag changed, 8 GPUs
+    two: Flags = {shard: 1, "--max_batch_size": 128, "--tokens": 2}  # two changed, 1 GPU
+    reading = planner.read(History(planner.space))
+    assert reading.simpler(two, wide) and not reading.simpler(wide, two)
+    if profile:  # told no engine, the built-in spellings miss the user's: 8 GPUs counted as 1
+        blind = Planner(planner.space, Settings(levels=planner.settings.levels))
+        assert blind.read(History(planner.space)).simpler(wide, two)
 
 
 def test_a_results_gpus_are_counted_by_the_runs_engine_profile(tmp_path: Path) -> None:

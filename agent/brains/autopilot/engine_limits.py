@@ -47,5 +47,7 @@ def engine_check(engine: str, command: str | None = None) -> Check | None:
 
 def space_of(config: Config) -> SearchSpace:
     """The search space of an tools.domain.config.Config (SearchError when it is malformed)."""
-    check = engine_check(config.server.engine, config.server.command)
+    # with a profile file, `engine` is a label only (its default is "sim"): not the simulator
+    engine = "" if config.server.profile else config.server.engine
+    check = engine_check(engine, config.server.command)
     return SearchSpace.parse(config.search, check=check)

@@ -62,6 +62,7 @@ def run_planner(state: RunState, config: Config) -> RunPlanner:
         min_level_s=engine.level_minimum(config.bench.min_level_s),
         max_tokens=config.bench.max_tokens,
         side_by_side=config.server.side_by_side,
+        parallelism=engine.profile.parallelism,
     )
     return RunPlanner(Planner(space, settings), replies, objective, config)
 
