@@ -196,6 +196,14 @@ def test_the_wrap_up_sizes_its_launches_by_a_start_and_one_sweep() -> None:
     started = exploring_then_warned(durations=True)
     started.apply({"seq": 99, "ts": "2026-12-06T21:06:00Z", "type": "server_started", "name": "s"})
     assert launches_that_fit(started, levels) == 6, "a launch since the warning is counted"
+    # a duet since the warning: 3 rounds of a block per level on each side (10 s a block, 120 s
+    # in all) leave 160 s, 4 wrap-up launches; the launch started since is counted too
+    for k in range(6):
+        points = {c: {"output_throughput": 100.0, "duration": 10.0} for c in ("1", "2")}
+        duet = {"id": "d01", "round": k // 2 + 1, "side": "ab"[k % 2]}
+        event = {"type": "benchmark", "id": f"d{k}", "summary": {}, "points": points, "duet": duet}
+        started.apply({"seq": 100 + k, "ts": "2026-12-06T21:07:00Z", **event})
+    assert launches_that_fit(started, levels) == 3
 
 
 async def test_supervisor_directives_are_acknowledged_and_honoured(tmp_path: Path) -> None:

@@ -75,12 +75,22 @@ def launches_that_fit(state: RunState, levels: Sequence[int]) -> int | None:
     counts exploring's repeated sweeps in every launch: a 45-minute real-vLLM campaign sized its
     wrap-up at 91 s a launch, its launches took 49 s, and it ended with one launch pair and five
     minutes unused (docs/engines.md). A wrap-up that starts a launch it cannot end runs the budget
-    out (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished."""
+    out (exit 3, the re-validation cut mid-sweep) where concluding at once would have finished.
+    A duet's blocks since the warning take their measured seconds off what is left: they need no
+    launch, and a real-vLLM campaign's 3 rounds (2.2 minutes) went uncounted, so it started a
+    launch with a minute left."""
     w = state.minutes_warning
     if w is None or w.launches == 0 or w.used <= 0:
         return None
     pace = w.used * 60 / w.launches * wrap_up_share(state, levels)
-    return int((w.of - w.used) * 60 // pace) - (state.launches_started - w.launches)
+    duets_s = sum(
+        float(point.get("duration") or 0.0)
+        for result in state.results[w.results :]
+        if result.get("duet")
+        for point in (result.get("points") or {}).values()
+    )
+    left_s = (w.of - w.used) * 60 - duets_s
+    return max(0, int(left_s // pace)) - (state.launches_started - w.launches)
 
 
 def wrap_up_share(state: RunState, levels: Sequence[int]) -> float:
