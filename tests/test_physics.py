@@ -98,7 +98,7 @@ def test_an_unknown_device_is_said_in_one_line_and_has_no_figures() -> None:
 
 def test_the_issue_s_hand_calculation_llama_8b_bf16_on_one_h100_sxm() -> None:
     """4.8 ms per token, 209 tok/s; SGLang's 158 tok/s is about 76 % of it."""
-    model = hf_model_bytes(LLAMA_8B, 2.0, LLAMA_8B_PARAMS)
+    model = hf_model_bytes(LLAMA_8B, "bfloat16", LLAMA_8B_PARAMS)
     assert model.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 heads of 128
     h100 = device_for("NVIDIA H100 80GB HBM3")
     assert h100 is not None
@@ -129,7 +129,7 @@ def test_a_mixture_of_experts_reads_the_experts_its_tokens_touch() -> None:
         "moe_intermediate_size": 256,
         "first_k_dense_replace": 1,
     }
-    read = hf_model_bytes(config, 2.0, 1e9)
+    read = hf_model_bytes(config, "bfloat16", 1e9)
     assert read.expert_bytes == 3 * 512 * 256 * 16 * 3 * 2.0
     assert (read.experts, read.active_experts) == (16, 2)
 

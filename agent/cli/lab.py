@@ -77,6 +77,7 @@ def main(argv: list[str]) -> int:
 
 
 def vllm(folder: Path) -> int:
+    from tools.servers.hf_model import ModelFilesError
     from tools.servers.vllm_cpu.build import BuildError, find_or_build, find_python
     from tools.servers.vllm_cpu.lab import setup
 
@@ -91,11 +92,13 @@ def vllm(folder: Path) -> int:
         return 1
     try:
         lab = setup(folder, python)
-    except (OSError, RuntimeError) as err:
+    except (OSError, RuntimeError, ModelFilesError) as err:
         print(f"agent lab: cannot write the lab into {folder}: {err}", file=sys.stderr)
         return 2
     print(f"vllm: {lab.python} -m vllm.entrypoints.openai.api_server")
     print(f"model: {lab.model}")
+    if lab.probe is not None:  # this machine's bandwidth, for each level's floor
+        print(f"memory: {lab.probe.describe()}")
     print(f"config: {lab.config}")
     quoted = shlex.quote(str(lab.config))
     print(f'next: agent run --config {quoted} --goal "beat baseline" --model autopilot')

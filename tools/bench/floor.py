@@ -5,8 +5,13 @@ The description comes from the engine where it states one (/server_info's "physi
 simulator states the physics it models), else from what the caller states (agent.toml's
 [hardware], a CPU host's probe at lab setup). A point of a closed level gets `floor_step_ms`,
 `floor_tok_s` (the batch's floor) and `floor_share` (its output tok/s over that floor), read from
-its own mean prompt and answer lengths; without a description it gets none (an unknown device
-says so in one note: tools/domain/physics.py's unknown_device_line).
+its own mean prompt and answer lengths, and `floor_bound` (memory, compute or interconnect: the
+bound its floor is); without a description it gets none (an unknown device says so in one note:
+tools/domain/physics.py's unknown_device_line).
+
+What [hardware] states follows the dtypes the measured configuration serves in: its command's and
+its flags' --dtype and KV cache types, as its engine's profile spells and defaults them
+([precision], `served_of`).
 """
 
 from __future__ import annotations
@@ -14,10 +19,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tools.bench.confighash import normalize_command
 from tools.bench.schema import Point, Workload
+from tools.domain import engines
 from tools.domain.physics import (
     HardwareConfig,
     Physics,
+    Served,
+    UnknownDtype,
     device_for,
     floor_of,
     physics_from_json,
@@ -37,28 +46,52 @@ def engine_physics(info: dict[str, Any] | None) -> Physics | None:
     return physics_from_json(info.get("physics")) if info else None
 
 
+def served_of(
+    precision: engines.Precision | None,
+    command: str | None = None,
+    flags: dict[str, Any] | None = None,
+) -> Served | None:
+    """The dtypes a server serves in: its launch command's flags, then the flags under test, read
+    as its engine's profile spells them ([precision]: engines.precision(name) for a built-in
+    one); None without one (the stated figures are taken as they are)."""
+    if precision is None:
+        return None
+    given = dict(normalize_command(command)["flags"]) if command else {}
+    given.update(flags or {})
+    named = precision.of(given)
+    return Served(named["weights"], named["kv_k"], named["kv_v"], precision.auto_float32)
+
+
 async def stated_physics(
-    hardware: HardwareConfig | None, devices: int, host: Host | None, call_s: float = CALL_S
+    hardware: HardwareConfig | None,
+    devices: int,
+    host: Host | None,
+    call_s: float = CALL_S,
+    served: Served | None = None,
 ) -> tuple[Physics | None, str | None]:
-    """What agent.toml's [hardware] states for a server over `devices` GPUs, the device found by
-    nvidia-smi on its host where [hardware] names none: (the description, None), or (None, the
-    one line that says why there is no floor); (None, None) without [hardware]."""
+    """What agent.toml's [hardware] states for a server over `devices` GPUs serving in the
+    dtypes `served`, the device found by nvidia-smi on its host where [hardware] names none:
+    (the description, None), or (None, the one line that says why there is no floor); (None,
+    None) without [hardware]."""
     if hardware is None:
         return None, None
     if hardware.weights_gb is None:
         return None, "no floor: [hardware] in agent.toml states no weights_gb (docs/physics.md)"
-    if hardware.states_device:
-        return hardware.physics(devices), None
-    name = await host_device(host, call_s) if host is not None else None
-    if name is None:
-        return None, (
-            "no floor: [hardware] names no device and the server's host has no nvidia-smi to "
-            "ask: state device or mem_bw_gb_s (docs/physics.md)"
-        )
-    found = device_for(name)
-    if found is None:
-        return None, unknown_device_line(name)
-    return hardware.physics(devices, found), None
+    found = None
+    if not hardware.states_device:
+        name = await host_device(host, call_s) if host is not None else None
+        if name is None:
+            return None, (
+                "no floor: [hardware] names no device and the server's host has no nvidia-smi "
+                "to ask: state device or mem_bw_gb_s (docs/physics.md)"
+            )
+        found = device_for(name)
+        if found is None:
+            return None, unknown_device_line(name)
+    try:
+        return hardware.physics(devices, found, served), None
+    except UnknownDtype as err:
+        return None, str(err)
 
 
 async def host_device(host: Host, call_s: float = CALL_S) -> str | None:
@@ -87,6 +120,7 @@ def with_floor(point: Point, physics: Physics | None, workload: Workload) -> Poi
     update: dict[str, Any] = {
         "floor_step_ms": round(floor.step_ms, 4),
         "floor_tok_s": round(floor.batch_tok_s, 2),
+        "floor_bound": floor.bound,
     }
     if point.output_throughput > 0 and not point.level_failed:
         update["floor_share"] = round(share_of(point.output_throughput, floor), 4)
@@ -98,7 +132,13 @@ def describe(physics: Physics) -> str:
     m = physics.model
     moe = f", {m.active_experts} of {m.experts} experts per token" if m.experts else ""
     box = f"{physics.devices} x {physics.device or 'device'} at {physics.mem_bw_gb_s:g} GB/s"
+    more = f", {physics.peak_tflops:g} TFLOPS" if physics.compute_s(1) > 0 else ""
+    if physics.link_s(1) > 0:
+        more += f", link {physics.link_gb_s:g} GB/s"
+    weights = f" ({m.weights_dtype})" if m.weights_dtype else ""
+    kv = f" ({m.kv_dtype})" if m.kv_dtype else ""
     return (
-        f"{FLOOR_NOTE}{box} each ({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB"
-        f"{moe}, KV {m.kv_bytes_per_token / 1e3:.3g} KB per token ({m.source or 'stated'})"
+        f"{FLOOR_NOTE}{box}{more} each ({physics.source}); weights {m.weight_bytes / 1e9:.3g} GB"
+        f"{weights}{moe}, KV {m.kv_bytes_per_token / 1e3:.3g} KB per token{kv} "
+        f"({m.source or 'stated'})"
     )

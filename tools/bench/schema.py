@@ -137,6 +137,8 @@ class Point(BaseModel):
     floor_step_ms: float | None = None  # the shortest decode step the memory bandwidth allows
     floor_tok_s: float | None = None  # the floor of the batch: C / floor step (output tok/s)
     floor_share: float | None = None  # output_throughput / floor_tok_s (above 1: speculation)
+    # which bound the floor is: "memory" (bandwidth), "compute" (peak FLOPs) or "interconnect"
+    floor_bound: str | None = None
 
     @property
     def rate(self) -> float | None:

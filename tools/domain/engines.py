@@ -118,6 +118,38 @@ class Metrics(Strict):
         return cls.model_validate({k: _merged(getattr(m, k) for m in many) for k in kinds})
 
 
+class Precision(Strict):
+    """The flags of the dtypes a configuration serves in, as the engine spells them, and how it
+    reads their absence (the floor's bytes follow them: tools/domain/physics.py `Served`)."""
+
+    dtype: list[str] = []  # the weights' and activations' dtype (vLLM, SGLang: --dtype)
+    kv_cache_dtype: list[str] = []  # K and V's together (--kv-cache-dtype)
+    kv_k: list[str] = []  # K's alone (llama.cpp: --cache-type-k)
+    kv_v: list[str] = []  # V's alone (llama.cpp: --cache-type-v)
+    # what "auto" (or no --dtype) makes of a float32 checkpoint ("": keeps it in float32)
+    auto_float32: str = ""
+    kv_default: str = "auto"  # an absent KV flag: "auto" the served weights' dtype, or a dtype
+
+    def of(self, flags: Mapping[str, object]) -> dict[str, str]:
+        """{"weights", "kv_k", "kv_v": the dtype the flags name, "auto" where they name none}
+        (flags in any spelling: flag_key; a switch's True is no dtype)."""
+        given = {flag_key(name): value for name, value in flags.items()}
+
+        def named(spellings: list[str], default: str = "auto") -> str:
+            for flag in spellings:
+                value = given.get(flag_key(flag))
+                if isinstance(value, str | int | float) and not isinstance(value, bool):
+                    return str(value)
+            return default
+
+        kv = named(self.kv_cache_dtype, self.kv_default)
+        return {
+            "weights": named(self.dtype),
+            "kv_k": named(self.kv_k, kv),
+            "kv_v": named(self.kv_v, kv),
+        }
+
+
 PYTHON_M = "python -m "
 
 
@@ -172,6 +204,7 @@ class Knowledge(BaseModel):
     metrics: Metrics = Metrics()
     processes: Processes = Processes()
     file_flags: list[str] = []
+    precision: Precision = Precision()
 
 
 # --- the profile files ---------------------------------------------------------------------------
@@ -260,6 +293,13 @@ def parallelism(engine: str | Parallelism | None = None) -> Parallelism:
         known = builtin().get(engine or "")
         engine = known.parallelism if known is not None else None
     return engine if engine is not None and engine.counted() else _all_parallelism()
+
+
+def precision(engine: str | None) -> Precision | None:
+    """The engine's precision flags by its name; None for an engine not built in (its flags'
+    dtypes are not known: the floor stays at the stated dtypes)."""
+    known = builtin().get(engine or "")
+    return known.precision if known is not None else None
 
 
 @cache

@@ -9,11 +9,22 @@ step, so at a batch of B sequences a step cannot take less than
               + B x context x KV bytes per token per device
 
 (a mixture of experts touches, on average, that share of its experts for B independent tokens;
-context = input + half the output, the mean length a sequence has while it decodes). The floor of
-a level of concurrency C is C sequences in one batch:
+context = input + half the output, the mean length a sequence has while it decodes). At high
+batch two more bounds may take over, each computed where its figures are known:
+
+    compute_s(B) = 2 x active parameters x B / (devices x peak FLOP/s)
+    link_s(B)    = layers x 2 all-reduces x 2 (n - 1) / n x B x hidden x activation bytes
+                   / interconnect bytes per second (one direction), over n tensor-parallel devices
+
+The step takes at least the longest of the three; that one is the level's bound. The floor of a
+level of concurrency C is C sequences in one batch:
 
     floor per stream = 1 / step_s(C) tok/s        floor of the batch = C / step_s(C) tok/s
     share            = measured output tok/s / floor of the batch
+
+Each bound leaves work out (attention's FLOPs, an all-reduce's latency), so each stays a floor.
+The bytes follow the dtypes a configuration serves in (`Served`: vLLM's --dtype and
+--kv-cache-dtype, llama.cpp's --cache-type-k/-v), where the stated figures name their dtype.
 
 `floor_of` and `share_of` are the one formula: the bench points, the report, recommendation.json
 and the tools' text all read them. The floor leaves speculation out (a speculative step yields
@@ -30,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -50,6 +61,10 @@ class Device:
     bf16_tflops: float  # peak dense BF16 tensor throughput (without sparsity), TFLOPS
     interconnect: str  # between devices of one box, as the datasheet names it
     source: str  # the datasheet the figures above come from
+    # the interconnect one device sends over, GB/s in one direction (half the datasheet's
+    # bidirectional figure: NVLink 900 -> 450, PCIe Gen5 x16 128 -> 64); the link a tensor-parallel
+    # all-reduce runs over without a bridge or switch named
+    link_gb_s: float = 0.0
 
 
 # The known devices. Dense BF16 is the datasheet's "with sparsity" figure halved where the sheet
@@ -63,6 +78,7 @@ DEVICES: tuple[Device, ...] = (
         989.0,
         "NVLink 900 GB/s",
         "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
+        450.0,
     ),
     Device(
         "H100 PCIe",
@@ -72,6 +88,7 @@ DEVICES: tuple[Device, ...] = (
         756.0,
         "PCIe Gen5 128 GB/s (NVLink bridge 600 GB/s)",
         "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column)",
+        64.0,
     ),
     Device(
         "H100 NVL",
@@ -81,6 +98,7 @@ DEVICES: tuple[Device, ...] = (
         835.0,
         "PCIe Gen5 128 GB/s (NVLink bridge 600 GB/s)",
         "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL column)",
+        64.0,
     ),
     Device(
         "H200 SXM",
@@ -90,6 +108,7 @@ DEVICES: tuple[Device, ...] = (
         989.0,
         "NVLink 900 GB/s",
         "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)",
+        450.0,
     ),
     Device(
         "H200 NVL",
@@ -99,6 +118,7 @@ DEVICES: tuple[Device, ...] = (
         835.0,
         "PCIe Gen5 128 GB/s (NVLink bridge 900 GB/s)",
         "NVIDIA H200 Tensor Core GPU datasheet (H200 NVL column)",
+        64.0,
     ),
     Device(
         "A100 40GB SXM",
@@ -108,6 +128,7 @@ DEVICES: tuple[Device, ...] = (
         312.0,
         "NVLink 600 GB/s",
         "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column)",
+        300.0,
     ),
     Device(
         "A100 80GB SXM",
@@ -117,6 +138,7 @@ DEVICES: tuple[Device, ...] = (
         312.0,
         "NVLink 600 GB/s",
         "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column)",
+        300.0,
     ),
     Device(
         "A100 80GB PCIe",
@@ -126,6 +148,7 @@ DEVICES: tuple[Device, ...] = (
         312.0,
         "PCIe Gen4 64 GB/s (NVLink bridge 600 GB/s)",
         "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe column)",
+        32.0,
     ),
     Device(
         "L4",
@@ -135,6 +158,7 @@ DEVICES: tuple[Device, ...] = (
         121.0,
         "PCIe Gen4 64 GB/s",
         "NVIDIA L4 Tensor Core GPU datasheet (BF16 242 TFLOPS with sparsity)",
+        32.0,
     ),
     Device(
         "L40S",
@@ -144,6 +168,7 @@ DEVICES: tuple[Device, ...] = (
         362.0,
         "PCIe Gen4 64 GB/s",
         "NVIDIA L40S GPU datasheet (BF16 733 TFLOPS with sparsity)",
+        32.0,
     ),
     Device(
         "A10",
@@ -153,6 +178,7 @@ DEVICES: tuple[Device, ...] = (
         125.0,
         "PCIe Gen4 64 GB/s",
         "NVIDIA A10 Tensor Core GPU datasheet (BF16 250 TFLOPS with sparsity)",
+        32.0,
     ),
     Device(
         "B200",
@@ -162,6 +188,7 @@ DEVICES: tuple[Device, ...] = (
         2250.0,
         "NVLink 1.8 TB/s",
         "NVIDIA HGX B200 datasheet (8 GPUs: 1.44 TB, 64 TB/s, BF16 36 PFLOPS with sparsity)",
+        900.0,
     ),
 )
 
@@ -190,6 +217,59 @@ def unknown_device_line(name: str) -> str:
     )
 
 
+# Bytes per element of a dtype as the engines name it: vLLM's and SGLang's --dtype and
+# --kv-cache-dtype (vllm/config/model.py ModelDType, vllm/config/cache.py CacheDType), llama.cpp's
+# --cache-type-k/-v (ggml's block types count their scales: q8_0 keeps 32 values in 34 bytes).
+# A name not here has no size: a floor that needs it is not computed.
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4.0,
+    "float": 4.0,
+    "fp32": 4.0,
+    "f32": 4.0,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "float16": 2.0,
+    "half": 2.0,
+    "fp16": 2.0,
+    "f16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "fp8_inc": 1.0,
+    "int8": 1.0,
+    "q8_0": 34 / 32,
+    "q5_1": 24 / 32,
+    "q5_0": 22 / 32,
+    "q4_1": 20 / 32,
+    "q4_0": 18 / 32,
+    "iq4_nl": 18 / 32,
+}
+AUTO = "auto"  # the engine's default: the model's dtype (its rules in `Served`)
+
+
+def dtype_bytes(name: str) -> float | None:
+    """Bytes per element of the dtype `name` (any case), or None when the table has no size."""
+    return DTYPE_BYTES.get(name.strip().lower())
+
+
+@dataclass(frozen=True)
+class Served:
+    """The dtypes one configuration serves in, as its flags say ("auto": the flag absent or
+    auto) and how its engine reads "auto" (tools/bench/floor.py builds it from the engine
+    profile's [precision] flags)."""
+
+    weights: str = AUTO  # vLLM's --dtype: the weights' and activations' dtype
+    kv_k: str = AUTO  # the K cache's (vLLM's --kv-cache-dtype sets K and V alike)
+    kv_v: str = AUTO
+    # what "auto" makes of a float32 checkpoint ("": keeps it): vLLM and SGLang serve it in 16
+    # bits (vllm/config/model.py _resolve_auto_dtype: "Downcast for float32 models")
+    auto_float32: str = ""
+
+
+class UnknownDtype(ValueError):
+    """A dtype the floor's bytes would need that has no size in DTYPE_BYTES."""
+
+
 @dataclass(frozen=True)
 class ModelBytes:
     """What one decode step reads, in bytes, for all devices together (split over `devices`)."""
@@ -200,6 +280,12 @@ class ModelBytes:
     experts: int = 0  # routed experts per layer (0: a dense model)
     active_experts: int = 0  # routed experts each token uses
     source: str = ""  # where the figures come from (config.json, a GGUF file, agent.toml, ...)
+    # the dtypes the figures above are in ("": fixed, whatever a configuration's flags say - a
+    # quantized checkpoint, a GGUF's tensors); with one named, the bytes follow `Served`
+    weights_dtype: str = ""
+    kv_dtype: str = ""
+    hidden: int = 0  # the hidden size: an all-reduce's message per token (0: not known)
+    layers: int = 0  # transformer layers: all-reduces per step (0: not known)
 
     def weights_read(self, batch: int) -> float:
         """Weight bytes one step over `batch` sequences reads: the dense part, and the share of
@@ -209,6 +295,63 @@ class ModelBytes:
             return self.weight_bytes
         untouched = (1.0 - min(self.active_experts, self.experts) / self.experts) ** batch
         return dense + self.expert_bytes * (1.0 - untouched)
+
+    def active_params(self) -> float | None:
+        """Parameters one token multiplies through (a mixture of experts: its active experts'
+        share), from the bytes and their dtype; None where the dtype is not named."""
+        size = dtype_bytes(self.weights_dtype) if self.weights_dtype else None
+        if not size:
+            return None
+        per_token = self.weight_bytes - self.expert_bytes
+        if self.experts > 0:
+            per_token += self.expert_bytes * min(self.active_experts, self.experts) / self.experts
+        return per_token / size
+
+    def served(self, served: Served) -> ModelBytes:
+        """The bytes in the dtypes a configuration serves in: weights x (served / stated bytes
+        per element), each of K and V likewise. A figure whose dtype is not named stays as it
+        is. Raises UnknownDtype for a served dtype without a size."""
+        weights = self.weights_dtype
+        scale = 1.0
+        if weights:
+            stated = _size(weights, "[hardware] weights_dtype")
+            target = served.weights
+            if target.lower() == AUTO:
+                downcast = served.auto_float32 and stated == 4.0
+                target = served.auto_float32 if downcast else weights
+            scale = _size(target, "--dtype") / stated
+            weights = target
+        kv = self.kv_bytes_per_token
+        if self.kv_dtype:
+            stated_kv = _size(self.kv_dtype, "[hardware] kv_dtype")
+            auto = weights or self.kv_dtype  # an auto KV cache: the served weights' dtype
+            k, v = (auto if d.lower() == AUTO else d for d in (served.kv_k, served.kv_v))
+            kv *= (_size(k, "the K cache dtype") + _size(v, "the V cache dtype")) / 2 / stated_kv
+            kv_dtype = k if k == v else f"{k}+{v}"
+        return ModelBytes(
+            self.weight_bytes * scale,
+            kv,
+            self.expert_bytes * scale,
+            self.experts,
+            self.active_experts,
+            self.source,
+            weights,
+            kv_dtype if self.kv_dtype else "",
+            self.hidden,
+            self.layers,
+        )
+
+
+def _size(name: str, what: str) -> float:
+    size = dtype_bytes(name)
+    if size is None:
+        raise UnknownDtype(
+            f"no floor: {what} {name!r} has no size in the dtype table (docs/physics.md)"
+        )
+    return size
+
+
+Bound = Literal["memory", "compute", "interconnect"]
 
 
 @dataclass(frozen=True)
@@ -221,12 +364,39 @@ class Physics:
     model: ModelBytes
     source: str  # where the bandwidth comes from: a datasheet, a probe, agent.toml, the engine
     kv_split: int = 0  # devices the KV cache is split over (0: `devices`; 1: replicated, MLA)
+    peak_tflops: float = 0.0  # dense 16-bit tensor TFLOPS per device (0: no compute bound)
+    link_gb_s: float = 0.0  # interconnect per device, one direction (0: no interconnect bound)
 
     def step_bytes(self, batch: int, context: float) -> float:
         """Bytes one device reads in one decode step over `batch` sequences of `context` tokens."""
         kv_devices = self.kv_split or self.devices
         weights = self.model.weights_read(batch) / self.devices
         return weights + batch * context * self.model.kv_bytes_per_token / kv_devices
+
+    def compute_s(self, batch: int) -> float:
+        """The shortest step the devices' peak compute allows: 2 FLOPs per active parameter per
+        token (attention's left out); 0 where the peak or the parameters are not known. An 8-bit
+        model's peak is twice the 16-bit one (fp8 tensor cores), a 4-bit's four times: a floor
+        may overstate the peak, never understate it."""
+        params = self.model.active_params()
+        if not self.peak_tflops or not params:
+            return 0.0
+        size = dtype_bytes(self.model.weights_dtype) or 2.0
+        peak = self.peak_tflops * 1e12 * max(1.0, 2.0 / size) * self.devices
+        return 2 * params * batch / peak
+
+    def link_s(self, batch: int) -> float:
+        """The shortest step the interconnect allows a tensor-parallel box: two ring all-reduces
+        a layer (after attention, after the MLP), each sending 2 (n - 1) / n of B x hidden
+        activations from every device (latency left out); 0 on one device or where the link,
+        the hidden size or the layers are not known."""
+        m, n = self.model, self.devices
+        if n < 2 or not self.link_gb_s or not m.hidden or not m.layers:
+            return 0.0
+        size = dtype_bytes(m.weights_dtype) if m.weights_dtype else None
+        act = max(2.0, size or 2.0)  # activations in 16 bits, or the model's float32
+        sent = m.layers * 2 * 2 * (n - 1) / n * batch * m.hidden * act
+        return sent / (self.link_gb_s * GB)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -241,6 +411,12 @@ class Physics:
             "kv_split": self.kv_split,
             "source": self.source,
             "model_source": self.model.source,
+            "weights_dtype": self.model.weights_dtype,
+            "kv_dtype": self.model.kv_dtype,
+            "hidden": self.model.hidden,
+            "layers": self.model.layers,
+            "peak_tflops": self.peak_tflops,
+            "link_gb_s": self.link_gb_s,
         }
 
 
@@ -259,14 +435,22 @@ def physics_from_json(raw: object) -> Physics | None:
             experts=int(raw.get("experts", 0)),
             active_experts=int(raw.get("active_experts", 0)),
             source=str(raw.get("model_source", "")),
+            weights_dtype=str(raw.get("weights_dtype", "")),
+            kv_dtype=str(raw.get("kv_dtype", "")),
+            hidden=int(raw.get("hidden", 0)),
+            layers=int(raw.get("layers", 0)),
         )
         kv_split = int(raw.get("kv_split", 0))
+        peak = _at_least_zero(raw.get("peak_tflops", 0.0))
+        link = _at_least_zero(raw.get("link_gb_s", 0.0))
     except (KeyError, TypeError, ValueError):
         return None
     if devices < 1 or kv_split < 0 or model.expert_bytes > model.weight_bytes:
         return None
+    if min(model.hidden, model.layers) < 0:
+        return None
     name, source = str(raw.get("device", "")), str(raw.get("source", ""))
-    return Physics(name, devices, bw, model, source, kv_split)
+    return Physics(name, devices, bw, model, source, kv_split, peak, link)
 
 
 def _positive(value: object) -> float:
@@ -287,23 +471,45 @@ def _at_least_zero(value: object) -> float:
 
 @dataclass(frozen=True)
 class Floor:
-    """The bandwidth floor of one level: C sequences decoding in one batch."""
+    """The floor of one level: C sequences decoding in one batch, at the tightest bound."""
 
     concurrency: int
     step_bytes: float  # bytes per device per step
-    step_ms: float  # the shortest step the bandwidth allows
+    step_ms: float  # the shortest step the hardware allows: the longest of the three below
     stream_tok_s: float  # one sequence's tokens per second at that step
     batch_tok_s: float  # the batch's: concurrency x stream_tok_s
+    bound: Bound = "memory"  # which bound the step is
+    memory_ms: float = 0.0  # the step the memory bandwidth allows
+    compute_ms: float = 0.0  # the step the peak compute allows (0: not known)
+    link_ms: float = 0.0  # the step the interconnect allows (0: not known, or one device)
 
 
 def floor_of(physics: Physics, concurrency: int, input_len: int, output_len: int) -> Floor:
-    """The bandwidth floor at `concurrency` sequences of `input_len` prompt tokens and
-    `output_len` answer tokens (the one formula; the module's docstring states it)."""
+    """The floor at `concurrency` sequences of `input_len` prompt tokens and `output_len` answer
+    tokens: the longest of the memory, compute and interconnect bounds (the one formula; the
+    module's docstring states it)."""
     batch = max(1, concurrency)
     context = input_len + output_len / 2
     step_bytes = physics.step_bytes(batch, context)
-    step_s = step_bytes / (physics.mem_bw_gb_s * GB)
-    return Floor(batch, step_bytes, step_s * 1000, 1 / step_s, batch / step_s)
+    bounds: dict[Bound, float] = {
+        "memory": step_bytes / (physics.mem_bw_gb_s * GB),
+        "compute": physics.compute_s(batch),
+        "interconnect": physics.link_s(batch),
+    }
+    bound = max(bounds, key=lambda k: bounds[k])  # the memory bound on a tie: the first
+    step_s = bounds[bound]
+    ms = {k: v * 1000 for k, v in bounds.items()}
+    return Floor(
+        batch,
+        step_bytes,
+        step_s * 1000,
+        1 / step_s,
+        batch / step_s,
+        bound,
+        ms["memory"],
+        ms["compute"],
+        ms["interconnect"],
+    )
 
 
 def share_of(output_tok_s: float, floor: Floor) -> float:
@@ -311,51 +517,96 @@ def share_of(output_tok_s: float, floor: Floor) -> float:
     return output_tok_s / floor.batch_tok_s
 
 
+# ------------------------------------------------------------------ what is left to gain
+
+# What a lever family reaches at a memory-bound level, as a share of the floor. Well-built stacks
+# stop at 75-80 % of the bandwidth floor at batch 1 (SGLang: 158 of 209 tok/s, 76 %, Llama-3.1-8B
+# on an H100; Hazy Research's megakernel: 78 % of HBM bandwidth on Llama-3.2-1B): flags choose
+# among the kernels a stack has, so they reach that at most (the upper end, so that a family is
+# never said to be spent too early). Kernels written for the model approach the floor itself;
+# speculation passes it (more than one token a step) and has no ceiling.
+Family = Literal["flags", "kernels", "speculation"]
+CEILINGS: dict[Family, float | None] = {"flags": 0.80, "kernels": 1.0, "speculation": None}
+
+
+def headroom(best_share: float, family: Family) -> float | None:
+    """What is left to `family` at a memory-bound level where the best share measured is
+    `best_share`: its ceiling over the best, minus 1 (0: reached; None: no ceiling). Beside the
+    objective's noise floor it says whether tuning that family can still pay."""
+    ceiling = CEILINGS[family]
+    if ceiling is None:
+        return None
+    return max(0.0, ceiling / best_share - 1) if best_share > 0 else float("inf")
+
+
 # ------------------------------------------------------------------ the model's bytes
 
 
-def hf_model_bytes(config: Mapping[str, Any], dtype_bytes: float, params: float) -> ModelBytes:
-    """A Hugging Face config.json's model: `params` parameters of `dtype_bytes` each (2 for
-    BF16), the KV cache per token from its layers, KV heads and head dim (K and V, in the same
-    dtype), and a mixture of experts' routed share from its expert counts and sizes."""
+def hf_model_bytes(config: Mapping[str, Any], dtype: str, params: float) -> ModelBytes:
+    """A Hugging Face config.json's model: `params` parameters (those a step reads) in `dtype`
+    ("bfloat16"), the KV cache per token from its layers, KV heads and head dim (K and V in the
+    same dtype), and a mixture of experts' routed share from its expert counts and sizes. The
+    figures name their dtype, so a configuration's --dtype rescales them (`ModelBytes.served`)."""
+    size = _size(dtype, "the model's dtype")
     text = config.get("text_config")
     cfg: Mapping[str, Any] = text if isinstance(text, Mapping) else config
     layers = int(cfg["num_hidden_layers"])
+    hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
-    kv = 2 * layers * kv_heads * head_dim * dtype_bytes
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kv = 2 * layers * kv_heads * head_dim * size
     experts = int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0)
     active = int(cfg.get("num_experts_per_tok") or 0)
     expert_bytes = 0.0
     if experts and active:
         inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
         moe_layers = layers - int(cfg.get("first_k_dense_replace") or 0)
-        expert_bytes = 3 * int(cfg["hidden_size"]) * inter * experts * moe_layers * dtype_bytes
-    weights = params * dtype_bytes
+        expert_bytes = 3 * hidden * inter * experts * moe_layers * size
+    weights = params * size
     return ModelBytes(
-        weights, kv, min(expert_bytes, weights), experts, active, "config.json x parameters"
+        weights,
+        kv,
+        min(expert_bytes, weights),
+        experts,
+        active,
+        "config.json x parameters",
+        dtype,
+        dtype,
+        hidden,
+        layers,
     )
 
 
 def gguf_model_bytes(
-    weight_bytes: float, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float = 2.0
+    weight_bytes: float, layers: int, kv_heads: int, head_dim: int, kv_dtype: str = "f16"
 ) -> ModelBytes:
     """A GGUF model: the bytes of the tensors a step reads (every tensor but the token
-    embeddings, of which a step looks up one row - unless they are the output head too), the KV
-    cache per token from the header's layers, KV heads and head dim (f16 by default)."""
-    kv = 2 * layers * kv_heads * head_dim * kv_dtype_bytes
-    return ModelBytes(float(weight_bytes), kv, source="GGUF tensors and header")
+    embeddings, of which a step looks up one row - unless they are the output head too), fixed
+    whatever the flags; the KV cache per token from the header's layers, KV heads and head dim,
+    in llama.cpp's default f16, which --cache-type-k/-v change (`ModelBytes.served`)."""
+    kv = 2 * layers * kv_heads * head_dim * _size(kv_dtype, "the KV cache dtype")
+    return ModelBytes(
+        float(weight_bytes), kv, source="GGUF tensors and header", kv_dtype=kv_dtype, layers=layers
+    )
 
 
 # ------------------------------------------------------------------ agent.toml's [hardware]
+
+
+def _known_dtype(name: str | None) -> str | None:
+    if name is not None and dtype_bytes(name) is None:
+        raise ValueError(f"dtype {name!r} has no size in the dtype table (docs/physics.md)")
+    return name
 
 
 class HardwareConfig(BaseModel):
     """[hardware]: what nothing else can tell - the device (a name of the known devices' table)
     or its bandwidth, and the model's bytes. Each figure bounded, as every number of the config
     (state/numbers.py). A mixture of experts needs expert_weights_gb, experts and active_experts
-    together; with any of them missing the model is read as dense (every weight each step)."""
+    together; with any of them missing the model is read as dense (every weight each step).
+    weights_dtype and kv_dtype name the dtype the weights and the KV figure are stated in: with
+    them, the bytes follow each configuration's --dtype and KV cache flags."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -367,6 +618,13 @@ class HardwareConfig(BaseModel):
     experts: Annotated[Count, Field(le=100_000)] | None = None
     active_experts: Annotated[Count, Field(le=100_000)] | None = None
     kv_kb_per_token: Annotated[Amount, Field(le=1e6)] | None = None  # all layers, all devices
+    weights_dtype: str | None = None  # the dtype weights_gb is in ("bfloat16"; none: fixed)
+    kv_dtype: str | None = None  # the dtype kv_kb_per_token is in ("bfloat16", llama.cpp "f16")
+    # the bounds at high batch (the device's table figures where it names one)
+    peak_tflops: Annotated[Amount, Field(le=1e6)] | None = None  # dense 16-bit, per device
+    link_gb_s: Annotated[Amount, Field(le=1e6)] | None = None  # per device, one direction
+    hidden_size: Annotated[Count, Field(le=1_000_000)] | None = None  # all-reduce per token
+    layers: Annotated[Count, Field(le=100_000)] | None = None
 
     @model_validator(mode="after")
     def coherent(self) -> HardwareConfig:
@@ -378,6 +636,8 @@ class HardwareConfig(BaseModel):
             raise ValueError("active_experts is more than experts")
         if (self.expert_weights_gb or 0) > (self.weights_gb or self.expert_weights_gb or 0):
             raise ValueError("expert_weights_gb is more than weights_gb")
+        _known_dtype(self.weights_dtype)
+        _known_dtype(self.kv_dtype)
         return self
 
     @property
@@ -385,10 +645,13 @@ class HardwareConfig(BaseModel):
         """It names the device or its bandwidth (else the host's nvidia-smi is asked)."""
         return self.device is not None or self.mem_bw_gb_s is not None
 
-    def physics(self, devices: int, found: Device | None = None) -> Physics | None:
+    def physics(
+        self, devices: int, found: Device | None = None, served: Served | None = None
+    ) -> Physics | None:
         """The description it states for a configuration over `devices` GPUs (its own `devices`
-        wins), with the device `found` on the host where it names none; None when the bandwidth
-        or the weights are left out."""
+        wins) serving in the dtypes `served` (None: as stated), with the device `found` on the
+        host where it names none; None when the bandwidth or the weights are left out. Raises
+        UnknownDtype where a served dtype has no size."""
         if self.weights_gb is None:
             return None
         known = device_for(self.device) if self.device is not None else found
@@ -405,5 +668,14 @@ class HardwareConfig(BaseModel):
             self.experts or 0,
             self.active_experts or 0,
             "agent.toml [hardware]",
+            self.weights_dtype or "",
+            self.kv_dtype or "",
+            self.hidden_size or 0,
+            self.layers or 0,
         )
-        return Physics(name, self.devices or max(1, devices), bw, model, source)
+        if served is not None:
+            model = model.served(served)
+        peak = self.peak_tflops or (known.bf16_tflops if known else 0.0)
+        link = self.link_gb_s or (known.link_gb_s if known else 0.0)
+        count = self.devices or max(1, devices)
+        return Physics(name, count, bw, model, source, peak_tflops=peak, link_gb_s=link)

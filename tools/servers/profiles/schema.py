@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tools.domain.engines import Metrics, Parallelism, Processes
+from tools.domain.engines import Metrics, Parallelism, Precision, Processes
 
 DIAGNOSIS_FIELDS = {"port", "line", "match", "exception", "after"}
 
@@ -158,3 +158,4 @@ class Profile(Strict):
     metrics: Metrics = Metrics()
     processes: Processes = Processes()
     file_flags: list[str] = []  # flags whose value is a file the engine reads (deploy/ carries it)
+    precision: Precision = Precision()  # the flags of the dtypes it serves in (the floor's bytes)

@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.domain.config import _free_port
+from tools.domain.config import free_port
 from tools.domain.config_toml import to_toml
+from tools.domain.physics import ModelBytes
+from tools.servers.hf_model import model_folder_bytes
+from tools.servers.memory_probe import CopyProbe, copy_bandwidth
 from tools.servers.vllm_cpu.build import SERVER_MODULE
 from tools.servers.vllm_cpu.tiny_model import make_model_with
 
@@ -33,6 +36,7 @@ class Lab:
     config: Path
     python: Path
     model: Path
+    probe: CopyProbe | None = None  # this machine's copy bandwidth ([hardware] mem_bw_gb_s)
 
 
 def search_space() -> dict[str, Any]:
@@ -78,13 +82,38 @@ def lab_toml(python: Path, model: Path, port: int) -> dict[str, Any]:
     }
 
 
-def setup(folder: Path, python: Path) -> Lab:
-    """The model and agent.toml in `folder` for the vLLM venv whose python is `python`."""
+def hardware_table(model: ModelBytes, probe: CopyProbe) -> dict[str, Any]:
+    """agent.toml's [hardware] for this machine: the probe's bandwidth, the model's bytes in the
+    checkpoint's dtype, which each configuration's --dtype and --kv-cache-dtype rescale."""
+    return {
+        "mem_bw_gb_s": probe.gb_s,
+        "devices": 1,
+        "weights_gb": model.weight_bytes / 1e9,
+        "weights_dtype": model.weights_dtype,
+        "kv_kb_per_token": model.kv_bytes_per_token / 1e3,
+        "kv_dtype": model.kv_dtype,
+        "hidden_size": model.hidden,
+        "layers": model.layers,
+    }
+
+
+def setup(folder: Path, python: Path, probe: bool = True) -> Lab:
+    """The model and agent.toml in `folder` for the vLLM venv whose python is `python`; with
+    `probe`, this machine's copy bandwidth measured for [hardware] (each level's floor,
+    docs/physics.md), the model's bytes from its config.json and safetensors headers."""
     folder = folder.expanduser().resolve()
     model = make_model_with(python, folder / "model")
     config = folder / "agent.toml"
     tmp = config.with_suffix(".toml.tmp")
-    body = lab_toml(python, model, _free_port(8000))
-    tmp.write_text(HEADER.format(config=shlex.quote(str(config))) + "\n" + to_toml(body))
+    body = lab_toml(python, model, free_port(8000))
+    measured = copy_bandwidth() if probe else None
+    header = HEADER.format(config=shlex.quote(str(config)))
+    if measured is not None:
+        body["hardware"] = hardware_table(model_folder_bytes(model), measured)
+        header += (
+            f"# [hardware]: the {measured.describe()}; the model's bytes from its config.json and "
+            "safetensors headers\n"
+        )
+    tmp.write_text(header + "\n" + to_toml(body))
     tmp.replace(config)
-    return Lab(folder, config, python, model)
+    return Lab(folder, config, python, model, measured)
