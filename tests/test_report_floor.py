@@ -56,7 +56,7 @@ def test_the_share_of_the_floor_beside_tok_s(tmp_path: Path) -> None:
     assert cells[("1", "candidate: fa3")] == "12%"  # 110 of 900
     assert cells[("1", "baseline")] == f"{(90 / 900 + 92 / 900) / 2:.0%}"  # its sweeps' mean
     assert cells[("10", "candidate: fa3")] == "13%"
-    assert "of floor: the level's output tok/s over its memory-bandwidth floor" in md
+    assert "of floor: the level's output tok/s over its floor" in md
     assert "Computed for 8 x H100 NVL at 3900 GB/s" in md
     assert "<th>of floor</th>" in (folder / "report.html").read_text().replace(' class="r"', "")
 
@@ -65,6 +65,7 @@ def test_no_column_where_the_box_is_not_known(tmp_path: Path) -> None:
     md, _ = make_run(tmp_path, floors=False)
     header, *_ = level_rows(md)
     assert "of floor" not in header and "memory-bandwidth floor" not in md
+    assert "Headroom against physics" not in md
 
 
 def test_recommendation_json_has_each_level_s_share_of_the_floor(tmp_path: Path) -> None:

@@ -163,6 +163,16 @@ class Configuration:
         was not known."""
         return self.latency(level, "floor_share")
 
+    def floor_bound(self, level: int) -> str | None:
+        """Which bound the level's floor is (memory, compute, interconnect: the point's
+        `floor_bound`), as the latest sweep that carries one says; None where none does."""
+        bounds = [
+            p.floor_bound
+            for r in self.runs
+            if (p := r.point(level)) is not None and p.floor_bound is not None
+        ]
+        return bounds[-1] if bounds else None
+
     @property
     def notes(self) -> list[str]:
         """Every note of its results, in order."""

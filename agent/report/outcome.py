@@ -14,6 +14,7 @@ from tools.bench.energy import NO_POWER, NO_POWER_TAIL
 from tools.bench.floor import FLOOR_NOTE
 from tools.bench.schema import PairedRecord
 from tools.domain import stats
+from tools.domain.physics import CEILINGS, headroom
 from tools.recommend import ROUTING_RULE
 
 CHART_FILE = "report-throughput.png"
@@ -77,11 +78,10 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     elif win is base:
         tried = ""
-        if cand is not None and cand is not base and f.versus is not None:
-            tried = (
-                f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
-                f"{f.versus.verdict}."
-            )
+        means = f.by_means
+        if cand is not None and cand is not base and f.versus is not None and means is not None:
+            tried = f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
+            tried += f"{means.verdict}."
         opening = (
             "No configuration beat it on the objective "
             f"({objective_text(f)}) by more than the noise floor ({floor})."
@@ -336,6 +336,7 @@ def curves(f: Figures) -> list[Block]:
     levels = sorted({c for k in shown for c in k.levels})
     energy = any(c.energy(level) is not None for c in shown for level in c.levels)
     floor = any(c.floor_share(level) is not None for c in shown for level in c.levels)
+    bound = any(c.floor_bound(level) is not None for c in shown for level in c.levels)
     for level in levels:
         here = [c for c in shown if level in c.levels]
         top = max(here, key=lambda c: c.sweep[level])
@@ -345,11 +346,13 @@ def curves(f: Figures) -> list[Block]:
             row = [str(level), name, num(c.sweep[level])]
             row += [joules(c.energy(level))] if energy else []
             row += [percent(c.floor_share(level))] if floor else []
+            row += [c.floor_bound(level) or "-"] if floor and bound else []
             row += ["-" if vs is None else f"{vs:.3f}x"]
             row += [num(c.latency(level, k)) for k in LATENCIES]
             rows.append(row)
     headers = ["C", "configuration", "tok/s"] + (["J/token"] if energy else [])
-    headers += (["of floor"] if floor else []) + ["vs baseline"]
+    headers += (["of floor"] if floor else []) + (["bound"] if floor and bound else [])
+    headers += ["vs baseline"]
     headers += ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms"]
     out.append(Table(headers, rows, right={0} | set(range(2, len(headers)))))
     if len(shown) > 1:
@@ -359,6 +362,7 @@ def curves(f: Figures) -> list[Block]:
         out.append(Para(said))
     if floor:
         out.append(Para(floor_words(shown)))
+        out += headroom_blocks(f)
     return out
 
 
@@ -370,12 +374,71 @@ def floor_words(shown: list[Configuration]) -> str:
     """What "of floor" is, and the box it was computed for (the results' `floor:` note)."""
     box = next((n for c in shown for n in c.notes if n.startswith(FLOOR_NOTE)), "")
     text = (
-        "of floor: the level's output tok/s over its memory-bandwidth floor - C sequences "
-        "decoding together, each step reading the weights and their KV cache once "
-        "(docs/physics.md); far below 100 % the hardware allows more, near it only speculation "
+        "of floor: the level's output tok/s over its floor - C sequences decoding together, "
+        "each step no shorter than reading the weights and their KV cache once (its memory-"
+        "bandwidth floor), nor, where the box's figures are known, than its peak compute or its "
+        "tensor-parallel all-reduce allows; bound says which of these the floor is "
+        "(docs/physics.md). Far below 100 % the hardware allows more, near it only speculation "
         "(which may pass it) or fewer bytes (quantization) can."
     )
     return text + (f" Computed for {box.removeprefix(FLOOR_NOTE)}." if box else "")
+
+
+def headroom_blocks(f: Figures) -> list[Block]:
+    """What is left to gain against physics at each level (tools/domain/physics.py headroom):
+    the best share any configuration measured, and per lever family what its ceiling leaves -
+    and whether tuning flags is done (what they could still gain under the noise floor)."""
+    rows, left = [], {}
+    for level in sorted({lv for c in f.m.configs for lv in c.levels}):
+        shares = [(s, c) for c in f.m.configs if (s := c.floor_share(level)) is not None]
+        if not shares:
+            continue
+        best, top = max(shares, key=lambda sc: sc[0])
+        bound = top.floor_bound(level) or "memory"
+        cells = ["-", "-"]
+        if bound == "memory":  # the families' ceilings are of memory-bound levels
+            flags, kernels = headroom(best, "flags"), headroom(best, "kernels")
+            left[level] = flags or 0.0
+            cells = [gain_words(flags), gain_words(kernels)]
+        rows.append([str(level), bound, f"{percent(best)} ({top.name})", *cells, "no ceiling"])
+    if not rows:
+        return []
+    ceiling = CEILINGS["flags"] or 0.0
+    headers = ["C", "bound", "best of floor", "flags left", "kernels left", "speculation"]
+    words = (
+        f"**Headroom against physics:** at each level the best share of the floor measured, and "
+        f"what each lever family can still add to it: flags about {ceiling:.0%} of a memory-bound "
+        "floor at most (where well-built stacks stop), kernels up to the floor, speculation past "
+        "it (docs/physics.md)."
+    )
+    return [Para(words), Table(headers, rows, right={0}), Para(done_words(left, f.floor))]
+
+
+def gain_words(left: float | None) -> str:
+    if left is None:
+        return "no ceiling"
+    return "reached" if left <= 0 else f"+{left:.0%}"
+
+
+def done_words(left: dict[int, float], noise: float | None) -> str:
+    """Whether tuning flags is done: the most they could still add at a memory-bound level,
+    beside the objective's noise floor."""
+    if not left:
+        return "No level is memory-bound: the families' ceilings say nothing here."
+    level = max(left, key=lambda c: left[c])
+    most = left[level]
+    if noise is None:
+        return f"Flags could still add up to {most:.0%} (C={level}); the noise floor is unknown."
+    if most < noise:
+        return (
+            f"Tuning flags is done: the most they could still add is {most:.0%} (C={level}), "
+            f"under the objective's noise floor ({stats.percent(noise)}); only kernels, fewer "
+            "bytes or speculation can gain more."
+        )
+    return (
+        f"Tuning flags can still pay: up to {most:.0%} at C={level}, beyond the objective's "
+        f"noise floor ({stats.percent(noise)})."
+    )
 
 
 def joules(value: float | None) -> str:

@@ -116,6 +116,9 @@ def render(board: Board, now: datetime | None = None) -> RenderableType:
         figures = board.figures()
         if figures is not None:
             parts.append(Text(standing(figures)))
+            floors = _floors(figures)
+            if floors is not None:
+                parts.append(floors)
     parts.append(_spend(board, now))
     if board.state.supervisor:
         lines = [f"[{m['seq']}] {short(m['text'], 200)}" for m in board.state.supervisor[-3:]]
@@ -250,6 +253,27 @@ def _benchmark(board: Board) -> RenderableType:
     name = human_label(latest.label) if latest.label else latest.server.name or latest.id
     title = f"latest benchmark: {name} ({len(s.results)} so far)"
     return Panel(table, title=title, title_align="left")
+
+
+def _floors(f: Figures) -> RenderableType | None:
+    """Each measured configuration's share of each level's floor (the report's `of floor`,
+    docs/physics.md), the bound beside a level where it is not memory; None where no result
+    carries a floor (the box is not known)."""
+    configs = [c for c in f.m.configs if any(c.floor_share(lv) is not None for lv in c.levels)]
+    if not configs:
+        return None
+    levels = sorted({lv for c in configs for lv in c.levels})
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    table.add_column("configuration")
+    for level in levels:
+        bound = next((b for c in configs if (b := c.floor_bound(level)) is not None), "memory")
+        table.add_column(
+            f"C={level}" + ("" if bound == "memory" else f" ({bound})"), justify="right"
+        )
+    for c in configs:
+        shares = [c.floor_share(level) for level in levels]
+        table.add_row(short(c.name, 40), *("-" if v is None else f"{v:.0%}" for v in shares))
+    return Panel(table, title="share of the floor (docs/physics.md)", title_align="left")
 
 
 def _num(value: Any) -> str:
