@@ -32,11 +32,13 @@ from tools.domain.physics import (
     Physics,
     device_for,
     floor_of,
+    gguf_model_bytes,
     headroom,
     hf_model_bytes,
     physics_from_json,
 )
 from tools.servers.hf_model import ModelFilesError, model_folder_bytes
+from tools.servers.llama_cpp.lab import hardware_table as gguf_table
 from tools.servers.memory_probe import CopyProbe
 from tools.servers.vllm_cpu.lab import hardware_table
 
@@ -96,6 +98,14 @@ def test_the_floor_follows_llama_cpp_s_cache_types_and_not_its_weights() -> None
     # K in q8_0 (32 values in 34 bytes), V in the default f16
     assert q8.model.kv_bytes_per_token == pytest.approx(4096 * (34 / 32 + 2) / 4)
     assert q8.model.weight_bytes == plain.model.weight_bytes == pytest.approx(19.6e6)
+    # the lab's [hardware] states its KV cache in f16, so the lab's cache types count
+    table = gguf_table(gguf_model_bytes(19.6e6, 4, 4, 64), CopyProbe(10.0, 2, 1 << 27, 5))
+    lab = HardwareConfig.model_validate(table).physics(
+        1, None, served_of(llama, "x", {"-ctk": "q8_0"})
+    )
+    assert lab is not None and lab.model.kv_bytes_per_token == pytest.approx(
+        q8.model.kv_bytes_per_token
+    )
     # a figure whose dtype is not stated stays as stated, whatever the flags
     bare = HardwareConfig(mem_bw_gb_s=10.0, weights_gb=1.0, kv_kb_per_token=4.096)
     fixed = bare.physics(1, None, served_of(llama, "llama-server", {"-ctk": "q4_0"}))
