@@ -52,7 +52,7 @@ from pathlib import Path
 from benchmarks.processes import KILL_S, BenchError, Procs, wait_ready
 from tools.bench.prompt_length import calibrate
 from tools.bench.random_prompts import make_prompt
-from tools.domain.config import _free_port
+from tools.domain.config import free_port
 from tools.servers.llama_cpp.build import find
 from tools.servers.llama_cpp.lab import search_space
 from tools.servers.llama_cpp.tiny_model import make_models
@@ -389,7 +389,7 @@ async def main_async(args: argparse.Namespace, procs: Procs) -> None:
     print(f"work folder: {work} (logs: {log})", flush=True)
     target, _ = make_models(work / "models")
     tokenizer = make_model_with(python, work / "hf")  # vLLM's client needs an HF tokenizer
-    port = _free_port(18300)
+    port = free_port(18300)
     url = f"http://127.0.0.1:{port}"
     argv = server_argv(binary, target, port, args.slots, args.threads)
     print("server:", " ".join(argv), flush=True)

@@ -40,7 +40,7 @@ from benchmarks.processes import BenchError, Procs, wait_ready
 from benchmarks.truth_client import REQUEST_S, level_tok_s
 from tools.bench.prompt_length import calibrate
 from tools.domain import stats
-from tools.domain.config import _free_port, load_config
+from tools.domain.config import free_port, load_config
 from tools.domain.space import render_flags
 from tools.servers.llama_cpp.build import find
 from tools.servers.llama_cpp.lab import setup
@@ -131,7 +131,7 @@ def run_campaign(
 
 async def serve(command: str, flags: dict[str, Any], work: Path, name: str, procs: Procs) -> str:
     """A llama-server of `flags` on a free port, ready; its URL."""
-    port = _free_port(18400 + 10 * len(procs.items))
+    port = free_port(18400 + 10 * len(procs.items))
     argv = [*shlex.split(command), *render_flags(flags), "--host", "127.0.0.1"]
     argv += ["--port", str(port)]
     log = work / f"{name}-server.txt"

@@ -109,7 +109,8 @@ def _read_key(path: Path) -> bytes:
     return key
 
 
-def _mac(key: bytes, name: str, message: dict[str, Any]) -> str:
+def signature(key: bytes, name: str, message: dict[str, Any]) -> str:
+    """The message's MAC under the run's key, bound to its file name (what `send` writes)."""
     body = {k: v for k, v in message.items() if k != "mac"}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hmac.new(key, f"{name}\n{canonical}".encode(), hashlib.sha256).hexdigest()
@@ -126,7 +127,7 @@ def send(run_path: Path, kind: str, **body: Any) -> str:
     inbox = run_path / "inbox"
     inbox.mkdir(mode=0o700, exist_ok=True)  # the run folder's: its owner's only
     name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(3)}.json"
-    message["mac"] = _mac(run_key(run_path), name, message)
+    message["mac"] = signature(run_key(run_path), name, message)
     write_atomic(inbox / name, json.dumps(message).encode())
     return name
 
@@ -201,7 +202,7 @@ def verdict(
     mac = message.get("mac")
     if key is None:
         return "the run's inbox key cannot be read"
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, path.name, message)):
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, signature(key, path.name, message)):
         return "not written by the agent CLI (no valid signature)"
     why = problem(message, rule_check)
     return why if why else message

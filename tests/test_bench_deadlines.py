@@ -183,13 +183,13 @@ async def test_readiness_probes_have_a_total_deadline(
     server.models = "trickle"
     server.mode = "keepalive"
     async with httpx.AsyncClient(base_url=server.url, timeout=5.0) as client:
-        assert await readiness._model_name(client) is None
-        assert await readiness._completion(client, "hostile") is False
+        assert await readiness.model_name(client) is None
+        assert await readiness.completion_ok(client, "hostile") is False
         server.mode = "past_max"
-        assert await readiness._completion(client, "hostile") is False
+        assert await readiness.completion_ok(client, "hostile") is False
         server.models, server.mode = "ok", "ok"
-        assert await readiness._model_name(client) == "hostile"
-        assert await readiness._completion(client, "hostile") is True
+        assert await readiness.model_name(client) == "hostile"
+        assert await readiness.completion_ok(client, "hostile") is True
 
 
 # --- 2. junk streams are failures --------------------------------------------------------------

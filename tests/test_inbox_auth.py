@@ -87,11 +87,11 @@ def test_a_signed_message_that_does_not_validate_is_refused(
 ) -> None:
     """Signed with the run's key (as if the key had leaked, or a future CLI had a bug), a
     message must still be one `agent allow`/`agent budget` would have sent."""
-    from state.inbox import _mac  # the signature the CLI computes
+    from state.inbox import signature  # the one the CLI computes
 
     name = "00000000000000000001-1-000000.json"
     (run.path / "inbox" / name).write_text(
-        json.dumps({**body, "mac": _mac(run_key_of(run), name, body)})
+        json.dumps({**body, "mac": signature(run_key_of(run), name, body)})
     )
     assert drain_inbox(run) == 0
     [refused] = events(run, "inbox_refused")

@@ -5,6 +5,7 @@ deploy scripts, which run, 0700 - and the simulator's GPU claims are gone."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import stat
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from sim import gpus
+from tools.domain.config import HostConfig
 from tools.fleet.lab_cluster import private_temp, remove_temp
-from tools.hosts.local import _copy
+from tools.hosts.local import LocalHost
 
 CONFIG = """
 [server]
@@ -117,7 +119,8 @@ def test_a_copied_log_is_0600(tmp_path: Path) -> None:
     src.write_text("up\n")
     old = os.umask(0o022)
     try:
-        _copy(str(src), str(tmp_path / "run" / "logs" / "server.log"))
+        host = LocalHost(HostConfig(name="box", workdir=str(tmp_path)))
+        asyncio.run(host.get(str(src), str(tmp_path / "run" / "logs" / "server.log")))
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "run" / "logs").stat().st_mode) == 0o700

@@ -461,7 +461,7 @@ def _known_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(model, "model_fields", {}))
 
 
-def _free_port(first: int) -> int:
+def free_port(first: int) -> int:
     """The first port from `first` up that nothing listens on: the lab must start even where
     another server holds SGLang's default port."""
     for port in range(first, first + 100):
@@ -488,7 +488,7 @@ def lab_config(time_scale: float | None = None, port: int | None = None) -> Conf
             engine="sim",
             host="local",
             command=command,
-            port=port or _free_port(30000),
+            port=port or free_port(30000),
             ready_timeout_s=120,
         ),
         # every streamed token is an SSE chunk both sides pay CPU for (~20k chunks/s on 2 cores):

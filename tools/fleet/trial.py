@@ -34,7 +34,7 @@ from tools.domain.config import Config, HostConfig
 from tools.errors import ToolError
 from tools.hosts import HostError
 from tools.hosts.base import CALL_MARK
-from tools.hosts.local import LocalHost, _marked, kill_group
+from tools.hosts.local import LocalHost, holding, kill_group
 from tools.servers.command import build_command, refuse_public_bind
 from tools.servers.lifecycle import kill_server
 from tools.servers.profiles import engine_for
@@ -248,7 +248,7 @@ async def reap(workdir: Path, trial_id: str, stop_worker: bool = False) -> dict[
     named = int(info.get("pid") or 0)
     # every group holding the trial's mark: the server a worker killed between starting it and
     # writing its pid left unnamed, or a process that left the named group (setsid)
-    marked = {_group_of(pid) for pid in _marked(str(workdir / f"{trial_id}.log"), named)}
+    marked = {_group_of(pid) for pid in holding(CALL_MARK, str(workdir / f"{trial_id}.log"), named)}
     groups = [g for g in [named, *sorted(marked)] if g > 0]
     for group in dict.fromkeys(groups):
         await kill_group(group)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.space import SPEC
-from tools.domain.config import _free_port, lab_config
+from tools.domain.config import free_port, lab_config
 from tools.domain.config_toml import to_toml
 
 PIPELINE_SCALE = 2000.0  # 5.3 h of data generation in about 10 s
@@ -125,7 +125,7 @@ def setup(
             script(name, scale, defect and name == "datagen")
         )
     (folder / "fixes" / "datagen.sh").write_text(script("datagen", scale))
-    body = lab_toml(folder, scale, server_scale, _free_port(30000))
+    body = lab_toml(folder, scale, server_scale, free_port(30000))
     config = folder / "agent.toml"
     tmp = config.with_suffix(".toml.tmp")
     header = HEADER.format(work=work, config=shlex.quote(str(config)), scale=scale)

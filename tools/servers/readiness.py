@@ -142,9 +142,9 @@ async def wait_ready(w: Watch) -> Ready:
             said_ready = w.ready_line is not None or not w.engine.ready_lines
             if healthy and said_ready and w.failed_at is None:
                 t0 = time.monotonic()
-                model = w.model or await _model_name(client)
+                model = w.model or await model_name(client)
                 skip_completion = not w.engine.profile.readiness.completion
-                if model is not None and (skip_completion or await _completion(client, model)):
+                if model is not None and (skip_completion or await completion_ok(client, model)):
                     if w.on_progress is not None and w.last_fraction != 1.0:
                         w.on_progress(1.0, w.ready_line or "ready")  # the bar ends full
                     return Ready(
@@ -175,7 +175,8 @@ async def _health(client: httpx.AsyncClient, engine: Engine) -> bool:
         return False
 
 
-async def _model_name(client: httpx.AsyncClient) -> str | None:
+async def model_name(client: httpx.AsyncClient) -> str | None:
+    """The first model /v1/models names within MODELS_S; None: no answer, or not one."""
     try:
         async with asyncio.timeout(MODELS_S):
             data = (await client.get("/v1/models", timeout=5.0)).json()["data"]
@@ -184,7 +185,7 @@ async def _model_name(client: httpx.AsyncClient) -> str | None:
         return None
 
 
-async def _completion(client: httpx.AsyncClient, model: str) -> bool:
+async def completion_ok(client: httpx.AsyncClient, model: str) -> bool:
     """One real streaming completion within COMPLETION_S: at least one chunk with choices, then
     [DONE] (comments forever, or tokens past max_tokens, are not a completion)."""
     most = 4

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.domain.config import _free_port
+from tools.domain.config import free_port
 from tools.domain.config_toml import to_toml
 from tools.domain.physics import ModelBytes, gguf_model_bytes
 from tools.servers.llama_cpp.tiny_model import make_models
@@ -129,7 +129,7 @@ def setup(folder: Path, binary: Path, seed: int = 0, probe: bool = True) -> Lab:
     folder = folder.expanduser().resolve()
     target, draft = make_models(folder / "models", seed)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    body = lab_toml(binary, target, draft, _free_port(8080), cpus or 1)
+    body = lab_toml(binary, target, draft, free_port(8080), cpus or 1)
     measured = copy_bandwidth() if probe else None
     header = HEADER.format(config=shlex.quote(str(config_path := folder / "agent.toml")))
     if measured is not None:
