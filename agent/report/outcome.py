@@ -78,10 +78,11 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     elif win is base:
         tried = ""
-        means = f.by_means
-        if cand is not None and cand is not base and f.versus is not None and means is not None:
-            tried = f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
-            tried += f"{means.verdict}."
+        if cand is not None and cand is not base and f.versus is not None:
+            tried = (
+                f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
+                f"{f.versus.verdict}."
+            )
         opening = (
             "No configuration beat it on the objective "
             f"({objective_text(f)}) by more than the noise floor ({floor})."
