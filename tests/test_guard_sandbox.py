@@ -337,33 +337,43 @@ async def test_a_symlink_out_of_the_workdir_is_not_written_outright(tmp_path: Pa
 async def test_without_a_sandbox_it_is_refused_and_agent_allow_lets_it_through(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """On a host without a sandbox, a signal to a process the run did not record is refused;
+    `agent allow RUN 'kill -TERM:*'` lets it through. A rule for code (`awk:*`) does not: there
+    is no mask to run it in (tests/test_guard_boundary.py has why)."""
     from agent.cli.main import main
     from agent.view.live import event_line
     from state.events import read_events
 
     ctx = make_context(tmp_path / "runs", HostConfig(name="local", workdir=str(tmp_path / "w")))
     ctx.config.guard = GuardConfig(sandbox=False)
+    sleeper = subprocess.Popen(["sleep", "300"])
     try:
-        text, err, data = await call(ctx, "awk 'BEGIN { print 6 * 7 }'")
+        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
         assert err and data["guard"]["action"] == "refuse", text
-        # not run: no line of its output (the run id, a timestamp, may well hold "42")
         assert "no sandbox" in text and "agent allow" in text
-        assert re.search(r"^42$", text, re.M) is None, text
-        code = main(["allow", str(ctx.run.path), "awk:*"])
-        assert code == 0 and "queued" in capsys.readouterr().out
+        assert sleeper.poll() is None, text  # not run
+        for rule in ("kill -TERM:*", "awk:*"):
+            code = main(["allow", str(ctx.run.path), rule])
+            assert code == 0 and "queued" in capsys.readouterr().out
         assert main(["allow", str(ctx.run.path), "^awk.*$"]) == 2
         assert "regex" in capsys.readouterr().err
-        assert drain(ctx.run) == 1  # what the loop does before its next model call
+        assert drain(ctx.run) == 2  # what the loop does before its next model call
         events = read_events(ctx.run.events_path).events
         allowed = [e for e in events if e["type"] == "guard_allowed"]
-        assert [e["rule"] for e in allowed] == ["awk:*"]
+        assert [e["rule"] for e in allowed] == ["kill -TERM:*", "awk:*"]
         line = event_line(allowed[0])
-        assert line is not None and "awk:*" in line.plain
-        assert ctx.run.state.guard_allow == ["awk:*"]
+        assert line is not None and "kill -TERM:*" in line.plain
+        assert ctx.run.state.guard_allow == ["kill -TERM:*", "awk:*"]
         assert "awk:*" in json.dumps(ctx.run.state.messages[-1])  # the model is told
+        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
+        assert not err and data["guard"]["rule"] == "kill -TERM:*", text
+        assert sleeper.wait(30) == -15
         text, err, data = await call(ctx, "awk 'BEGIN { print 6 * 7 }'")
-        assert not err and re.search(r"^42$", text, re.M) and data["guard"]["rule"] == "awk:*", text
+        assert err and "no sandbox to mask it in" in text, text
+        assert re.search(r"^42$", text, re.M) is None, text
     finally:
+        sleeper.kill()
+        sleeper.wait(5)
         await close_context(ctx)
 
 
