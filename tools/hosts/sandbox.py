@@ -78,6 +78,9 @@ MAX_TASKS = 4096  # processes and threads in the sandbox
 SCRATCH_MB = 8192  # each of /tmp and /dev/shm, and at most a quarter of the memory
 RUN_MB = 64  # /run
 FILE_RESERVE = 20  # RLIMIT_FSIZE: the free space less 1/20 of the disk (at least 1 GiB)
+RESERVE_MIN = 1 << 30
+POLL_S = 0.5  # how often the workdir's disk is read while a call runs (the total it writes)
+QUOTA_EXIT = 122  # a call stopped for what it wrote
 NO_SANDBOX = "what the rules do not allow outright is refused there"
 # and on the machine of the run, what a supervisor's rule lets run code (tools/guarded.py)
 NO_MASK = "so is a line a supervisor's rule allows that runs code (it would hold the inbox key)"
@@ -174,12 +177,12 @@ class Sandbox:
             '[ -e "$p" ] && g+=(--dev-bind "$p" "$p"); done; '
             "r=(); for p in " + " ".join(PROC_READ_ONLY) + (" " + keep if keep else "") + "; do "
             '[ -e "$p" ] && r+=(--ro-bind "$p" "$p"); done; '
-            + self._limits(cwd, file_limit_kb(*free) if free else None)
-            + 'exec env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
+            + self._limits(cwd, quota_kb(*free) if free else None)
+            + 'env -i "${e[@]}" "$b" --ro-bind / / --dev /dev "${g[@]}" --proc /proc '
             f'"${{t[@]}}" --tmpfs /tmp "${{t[@]}}" --tmpfs /dev/shm {run_size}--tmpfs /run '
             f'{binds} "${{r[@]}}" {reopened} "${{s[@]}}" '
             f"{BWRAP_BASE}{own_net} "
-            f"--chdir {q(cwd)} -- bash --norc --noprofile -c {q(command)}"
+            f"--chdir {q(cwd)} -- bash --norc --noprofile -c {q(command)} 0<&0 & " + _watch(cwd)
         )
 
     def mask(self, command: str, hide: list[str], readonly: list[str], inner: list[str]) -> str:
@@ -205,18 +208,21 @@ class Sandbox:
             f'--chdir "$PWD" -- bash -c {q(command)}'
         )
 
-    def _limits(self, cwd: str, free_kb: int | None) -> str:
+    def _limits(self, cwd: str, quota: tuple[int, int] | None) -> str:
         """Shell text that sets the call's limits on the wrapper (bwrap and the line inherit
-        them) and `t`, the --size of /tmp and /dev/shm. Few programs started: a call pays each
-        (`free_kb`, the file limit, is given where the caller can read it itself)."""
+        them), `t`, the --size of /tmp and /dev/shm, and `qf` and `qs`, what the call may write
+        and the free KiB under which it is stopped (_watch). Few programs started: a call pays
+        each (`quota`, quota_kb's, is given where the caller can read the disk itself)."""
         q = shlex.quote
-        if free_kb is not None:
-            text = f"ulimit -f {free_kb}; "
-        else:  # the workdir's disk, from here (KiB: ulimit -f)
+        if quota is not None:
+            text = f"qf={quota[0]}; qs={quota[1]}; ulimit -f $qf; "
+        else:  # the workdir's disk, from here (KiB: ulimit -f), as quota_kb reads it
             text = (
-                f"f=$(df -Pk -- {q(cwd)} 2>/dev/null | awk 'NR == 2 {{ r = int($2 / "
-                f"{FILE_RESERVE}); if (r < 1048576) r = 1048576; print int($4 - r) }}'); "
-                '[ "${f:-0}" -ge 1024 ] 2>/dev/null || f=1024; ulimit -f "$f"; '
+                f"read -r qf qs <<< \"$(df -Pk -- {q(cwd)} 2>/dev/null | awk 'NR == 2 {{ "
+                f"r = int($2 / {FILE_RESERVE}); if (r < {RESERVE_MIN >> 10}) r = "
+                f"{RESERVE_MIN >> 10}; f = int($4 - r); if (f < 1024) f = 1024; "
+                "print f, int($4 - f) }')\"; "
+                '[ "${qf:-0}" -ge 1024 ] 2>/dev/null || { qf=1024; qs=-1; }; ulimit -f "$qf"; '
             )
         text += "t=(); "
         if self.sized:  # /tmp and /dev/shm: SCRATCH_MB, at most a quarter of the memory
@@ -246,8 +252,36 @@ class Sandbox:
 def file_limit_kb(free: int, total: int) -> int:
     """RLIMIT_FSIZE in KiB (as `ulimit -f` takes it): the free space less a reserve of 1/20 of
     the disk (at least 1 GiB), and 1 MiB at the least - the formula the shell above computes."""
-    reserve = max(total // FILE_RESERVE, 1 << 30)
+    reserve = max(total // FILE_RESERVE, RESERVE_MIN)
     return max((free - reserve) >> 10, 1024)
+
+
+def quota_kb(free: int, total: int) -> tuple[int, int]:
+    """What a call may write on the workdir's disk, in KiB - one file (RLIMIT_FSIZE) or all
+    together - and the free KiB under which it is stopped: the free space at its start less
+    that quota (the disk's reserve, unless it already had less)."""
+    limit = file_limit_kb(free, total)
+    return limit, (free >> 10) - limit
+
+
+def _watch(cwd: str) -> str:
+    """Shell text that waits for the sandbox (`$!`) while it reads the workdir's disk every
+    POLL_S: a call that takes more than its quota, however many files it spread it over, is
+    killed (the pid namespace ends its every process) and says why; else bwrap's status."""
+    q = shlex.quote
+    stop = (
+        "the call was stopped: what it wrote left the workdir's disk with $((w >> 10)) MiB free, "
+        "under its reserve; a call may write $((qf >> 10)) MiB there in all (the free space at "
+        "its start less the reserve) - remove what is not needed, or write less"
+    )
+    return (
+        "p=$!; while :; do "
+        f"sleep {POLL_S} & z=$!; wait -n; kill -0 $p 2>/dev/null || break; "
+        f"w=$(df -Pk -- {q(cwd)} 2>/dev/null); read -r _ _ _ w _ <<< \"${{w##*$'\\n'}}\"; "
+        '[ "${w:-0}" -lt "$qs" ] 2>/dev/null || continue; '
+        f'{{ kill -KILL $p $z; wait $p $z; }} 2>/dev/null; echo "{stop}" >&2; exit {QUOTA_EXIT}; '
+        "done; { kill -KILL $z; wait $z; } 2>/dev/null; wait $p"
+    )
 
 
 @dataclass(frozen=True)
