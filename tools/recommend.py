@@ -59,7 +59,7 @@ from tools.bench.schema import (
 from tools.domain import cost, stats
 from tools.domain.config import Config
 from tools.domain.cost import CostConfig
-from tools.domain.decision import decide
+from tools.domain.decision import decide, decide_paired
 from tools.domain.engines import Parallelism
 from tools.domain.objective import describe_objective, objective_value
 from tools.domain.space import SearchError, SearchSpace, render_flags
@@ -325,16 +325,18 @@ def paired_evidence(
 
 
 def paired_record(p: stats.Paired) -> PairedRecord:
+    """The paired comparisons as recommendation.json states them, their verdict decide()'s."""
     found = p.interval()
+    won = decide_paired(p) == "win"
     return PairedRecord(
         ratio=round(p.ratio, 5),
         interval=None if found is None else [round(found[0], 5), round(found[1], 5)],
         pairs=p.n,
         ratios=[round(x, 5) for x in p.ratios],
-        verdict=p.verdict,
+        verdict="win" if won else "not established",
         stated=p.stated(),
         unit=p.unit,
-        **({} if p.wins else {"needs": p.unestablished()}),
+        **({} if won else {"needs": p.unestablished()}),
     )
 
 

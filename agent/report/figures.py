@@ -27,7 +27,7 @@ from tools.bench.schema import PairedRecord
 from tools.domain import cost as serving
 from tools.domain import stats
 from tools.domain.config import ObjectiveConfig
-from tools.domain.decision import decide
+from tools.domain.decision import Decision, LevelVerdict, at_level, decide
 from tools.domain.engines import Parallelism
 from tools.errors import ToolError
 from tools.recommend import paired_evidence, paired_record
@@ -62,6 +62,13 @@ class Figures:
         seen = self.drift
         return seen if seen is not None and seen.drift.beyond(self.floor) else None
 
+    @property
+    def by_means(self) -> Decision | None:
+        """The candidate against the baseline by the sweeps' means alone (decide, with no pairs
+        and no drift): what a view says of it beside the verdict (None: no candidate)."""
+        vs = self.versus
+        return None if vs is None else decide(vs.ratio, vs.floor)
+
     def ratio(self, c: Configuration) -> float | None:
         """c's geometric-mean ratio to the baseline (stats.geomean_ratio of the mean sweeps)."""
         return None if self.baseline is None else stats.geomean_ratio(c.sweep, self.baseline.sweep)
@@ -69,20 +76,15 @@ class Figures:
     def level_ratios(self, c: Configuration) -> dict[int, float]:
         return {} if self.baseline is None else stats.level_ratios(c.sweep, self.baseline.sweep)
 
-    def level_verdicts(self, c: Configuration) -> dict[int, tuple[float, str]]:
-        """Per level: c's ratio to the baseline and "win" (beyond that level's noise floor, the
-        objective's where the level's is unknown), "within noise", "below" or "noise unknown"."""
-        out = {}
-        for level, r in self.level_ratios(c).items():
-            floor = self.level_floors.get(level, self.floor)
-            if floor is None:
-                verdict = "noise unknown"
-            elif stats.beats(r, floor):
-                verdict = "win"
-            else:
-                verdict = "within noise" if stats.within_noise(r, floor) else "below"
-            out[level] = (r, verdict)
-        return out
+    def level_verdicts(self, c: Configuration) -> dict[int, tuple[float, LevelVerdict]]:
+        """Per level: c's ratio to the baseline and its mark (decision.at_level: "win" beyond
+        that level's noise floor, the objective's where the level's is unknown, "within noise",
+        "below" or "noise unknown")."""
+        floors = self.level_floors
+        return {
+            level: (r, at_level(r, floors.get(level, self.floor)))
+            for level, r in self.level_ratios(c).items()
+        }
 
     def usd_per_mtok(self, c: Configuration) -> dict[int, float]:
         """$ per million output tokens at each level c served ({} without a price): the one
@@ -155,7 +157,7 @@ def compute(m: Measured) -> Figures:
             found = _paired(m, base, candidate)
         paired = paired_record(found) if found is not None else None
         seen = drift.drift if drift else None
-        wins = vs is not None and decide(vs.ratio, vs.floor, found, seen).wins
+        wins = vs is not None and decide(vs.ratio, vs.floor, found, seen).verdict == "win"
     winner = candidate if wins else base
     if winner is not None and not winner.levels:  # every level failed: not measured, no winner
         winner = None

@@ -8,6 +8,7 @@ from agent.report.measured import Configuration, flags_change
 from agent.report.render import Block, Bullets, Heading, Para, Table
 from tools.bench import results
 from tools.domain import stats
+from tools.domain.decision import at_level
 
 
 def failed(f: Figures) -> list[Block]:
@@ -117,7 +118,7 @@ def caveats(f: Figures) -> list[Block]:
         within = [
             c
             for c, r in f.level_ratios(win).items()
-            if stats.within_noise(r, f.level_floors.get(c))
+            if at_level(r, f.level_floors.get(c)) == "within noise"
         ]
         if within:
             where = ",".join(map(str, within))

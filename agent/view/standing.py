@@ -32,7 +32,8 @@ def standing(f: Figures) -> str:
     if f.candidate is not None and f.candidate is not f.baseline and f.versus is not None:
         ratio = "-" if f.versus.ratio is None else f"{f.versus.ratio:.3f}x"
         rec = f.m.recommendation
-        verdict: str = "win" if f.winner is f.candidate else f.versus.verdict
+        means = f.by_means
+        verdict: str = "win" if f.winner is f.candidate or means is None else means.verdict
         if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
             verdict = "not established by its launch pairs"
             if rec.paired is None:  # none made, and the baseline drifted: the means cannot say

@@ -28,6 +28,7 @@ from tools.bench.results import repeats as repeats_of
 from tools.bench.schema import BenchResult
 from tools.bench.table import render
 from tools.domain import engines, stats
+from tools.domain.decision import Decision, at_level, decide
 
 # not tuning flags: the model, and every flag of a GPU count (the engine profiles' [parallelism],
 # spelled as normalize_command spells them)
@@ -63,6 +64,12 @@ class Comparison:
     def name(self, level: int) -> str:
         return self.names.get(level, f"C={level}")
 
+    @property
+    def decisions(self) -> dict[str, Decision]:
+        """Each result's configuration against the baseline's, decided by the sweeps' means (a
+        comparison has no paired evidence: recommend reads that)."""
+        return {i: decide(v.ratio, v.floor) for i, v in self.versus.items()}
+
     def data(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline,
@@ -76,7 +83,7 @@ class Comparison:
             "crossovers": self.crossovers,
             "level_noise_floor": {str(k): v for k, v in self.noise.items()},
             "noise_floor": {i: v.floor for i, v in self.versus.items()},
-            "verdict": {i: v.verdict for i, v in self.versus.items()},
+            "verdict": {i: d.verdict for i, d in self.decisions.items()},
             "winner": self.winner,
             "within_noise": self.within_noise,
             "warnings": self.warnings,
@@ -113,7 +120,7 @@ def compare(
     ratios = {r.id: stats.level_ratios(sweeps[r.id], sweeps[base.id]) for r in others}
     noise = {c: v for c, v in stats.level_floors(repeats).items() if c in levels}
     within = {
-        rid: [c for c, x in rr.items() if stats.within_noise(x, noise.get(c))]
+        rid: [c for c, x in rr.items() if at_level(x, noise.get(c)) == "within noise"]
         for rid, rr in ratios.items()
     }
     config_of = {r.id: _config_key(r) for r in results}
@@ -131,7 +138,7 @@ def compare(
         r.id: _crossovers(r.id, base.id, ratios[r.id], within[r.id], names) for r in others
     }
     geomean = {rid: v.ratio for rid, v in versus.items()}
-    wins = [rid for rid, v in versus.items() if v.wins]
+    wins = [rid for rid, v in versus.items() if decide(v.ratio, v.floor).verdict == "win"]
     winner = max(wins, key=lambda rid: versus[rid].ratio or 0.0, default=base.id)
     cmp = Comparison(
         ids, base.id, levels, values, ratios, winners, geomean, crossovers, noise, within, versus,
@@ -326,7 +333,7 @@ def render_comparison(cmp: Comparison) -> str:
         ratio = "no common level" if v.ratio is None else f"{v.ratio:.3f}"
         lines.append(
             f"geomean ratio {'+'.join(same)} / {'+'.join(base)}: {ratio} (noise floor "
-            f"{stats.percent(v.floor)}: {v.verdict})"
+            f"{stats.percent(v.floor)}: {cmp.decisions[i].verdict})"
         )
     if cmp.noise:
         lines.append(

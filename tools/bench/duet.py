@@ -39,6 +39,7 @@ from tools.bench.sweep import (
     sweep_level,
 )
 from tools.domain import stats
+from tools.domain.decision import PairedOutcome, decide_paired
 
 Side = Literal["a", "b"]
 Stopped = Literal["decided", "rounds", "failed", "interrupted", "budget"]
@@ -79,10 +80,9 @@ class DuetOutcome:
     stopped: Stopped = "rounds"
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> PairedOutcome:
         """`win`, `no gain` (a gain of MIN_GAIN or more excluded) or `not established`."""
-        p = self.paired
-        return "no gain" if p.no_gain else p.verdict
+        return decide_paired(self.paired)
 
     @property
     def paired(self) -> stats.Paired:
@@ -148,7 +148,7 @@ async def run_duet(
                 if done.ratio <= 0 or min(done.a.values(), default=0.0) <= 0:
                     outcome.stopped = "failed"
                     break
-                if p.n >= 2 and (p.wins or p.no_gain):
+                if p.n >= 2 and decide_paired(p) != "not established":
                     outcome.stopped = "decided"
                     break
         except asyncio.CancelledError:
@@ -185,9 +185,9 @@ def decision_text(outcome: DuetOutcome) -> str:
     p = outcome.paired
     if outcome.stopped == "failed":
         return "not comparable: a block failed (a configuration that fails is no winner)"
-    if p.wins:
+    if outcome.verdict == "win":
         return f"B wins: {p.stated()}"
-    if p.no_gain:
+    if outcome.verdict == "no gain":
         return f"no gain worth deploying ({stats.MIN_GAIN:.0%} or more excluded): {p.stated()}"
     why = p.unestablished()
     if outcome.stopped == "budget":

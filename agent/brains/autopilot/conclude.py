@@ -20,7 +20,7 @@ from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
 from tools.domain import stats
-from tools.domain.decision import decide
+from tools.domain.decision import decide, decide_paired
 from tools.domain.space import Flags
 
 MAX_VALIDATIONS = 3  # re-validation launches at most (a shuffle among near-ties must end)
@@ -183,7 +183,7 @@ def pairs_wanted(p: stats.Paired, left: int) -> int:
     """The pairs the comparison makes in all once MIN_PAIRS are in: those an open verdict needs
     (Paired.pairs_needed) when the `left` launches can pay for them, else those made."""
     need = p.pairs_needed()
-    if p.wins or need is None or need - p.n > left // 2:
+    if decide_paired(p) == "win" or need is None or need - p.n > left // 2:
         return p.n
     return need
 

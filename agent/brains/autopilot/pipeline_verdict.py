@@ -14,6 +14,7 @@ from agent.brains.autopilot.observe import tool_exchanges
 from state.fold import RunState
 from tools.domain import stats
 from tools.domain.config import Config
+from tools.domain.decision import at_level
 
 ACCEPT = re.compile(r"acceptance length (\d+(?:\.\d+)?)")
 PROBE = "accept len"  # what an EAGLE server's decode log lines say (SGLang, the simulator)
@@ -74,7 +75,7 @@ def drafter_note(state: RunState, config: Config, h: History, level_floor: float
     if not served or not base:
         return text + "; not measured."
     ratios = stats.level_ratios(h.estimate(served[-1]), base)
-    won = [c for c, r in ratios.items() if stats.beats(r, level_floor)]
+    won = [c for c, r in ratios.items() if at_level(r, level_floor) == "win"]
     lost = [c for c in ratios if c not in won]
     if not ratios:
         return text + "; not measured."

@@ -16,6 +16,7 @@ from functools import cached_property
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.steps import Settings, show_value
 from tools.domain import stats
+from tools.domain.decision import at_level
 from tools.domain.gpus import gpus_of
 from tools.domain.space import Flags, SearchSpace, same
 
@@ -137,7 +138,7 @@ class Reading:
     def wins(self, config: Flags, ref: Flags, levels: tuple[int, ...]) -> list[int]:
         """The levels (of `levels`, in order) where config beats ref by more than the noise."""
         ratios = stats.level_ratios(self.h.estimate(config), self.h.estimate(ref))
-        return [c for c in levels if c in ratios and stats.beats(ratios[c], self.level_noise)]
+        return [c for c in levels if c in ratios and at_level(ratios[c], self.level_noise) == "win"]
 
     def compare(
         self, config: Flags, ref: Flags, levels: tuple[int, ...]
