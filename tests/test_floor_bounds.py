@@ -312,3 +312,29 @@ def test_a_run_without_floors_has_no_floor_panel(tmp_path: Path) -> None:
     console = Console(record=True, width=140)
     watch_view(run.path / "events.jsonl", console, once=True)
     assert "share of the floor" not in console.export_text()
+
+
+def test_the_tool_s_table_names_the_bound_where_it_is_not_memory() -> None:
+    """The run_benchmark text Claude reads (and agent bench's table): a bound column only where
+    compute or the all-reduce binds, so a memory-bound sweep reads as before."""
+    from tools.bench.results import build_result
+    from tools.bench.schema import ClientInfo, ServerRef, Workload
+    from tools.bench.table import sweep_table
+
+    def table(bounds: dict[int, str]) -> list[str]:
+        points = [
+            {"max_concurrency": c, "output_throughput": 100.0 * c, "completed": 4,
+             "floor_tok_s": 400.0 * c, "floor_share": 0.25, "floor_bound": b}
+            for c, b in bounds.items()
+        ]  # fmt: skip
+        result = build_result(
+            result_id="r", server=ServerRef(), workload=Workload(), client=ClientInfo(),
+            levels=list(bounds), points=points,
+        )  # fmt: skip
+        return sweep_table(result).splitlines()
+
+    wide = table({1: "memory", 250: "compute"})
+    header = next(line for line in wide if "of floor" in line)
+    assert header.split().index("of") + 2 == header.split().index("bound")
+    assert any(line.split()[0] == "250" and "compute" in line.split() for line in wide)
+    assert not any("bound" in line for line in table({1: "memory", 2: "memory"}))

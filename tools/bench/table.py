@@ -88,6 +88,10 @@ def sweep_table(result: BenchResult) -> str:
         for row, p in zip(rows, result.points, strict=True):
             share = None if p.floor_share is None else f"{p.floor_share:.0%}"
             row[at:at] = [p.floor_tok_s, share]
+        if any(p.floor_bound not in (None, "memory") for p in result.points):
+            headers[at + 2 : at + 2] = ["bound"]  # where compute or the all-reduce binds
+            for row, p in zip(rows, result.points, strict=True):
+                row[at + 2 : at + 2] = [p.floor_bound]
     if wl.slo_ms:
         headers[-1:-1] = ["goodput", "SLO met"]
         for row, p in zip(rows, result.points, strict=True):
