@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.domain.config import _free_port
+from tools.domain.config import free_port
 from tools.domain.config_toml import to_toml
 from tools.domain.physics import ModelBytes
 from tools.servers.hf_model import model_folder_bytes
@@ -105,7 +105,7 @@ def setup(folder: Path, python: Path, probe: bool = True) -> Lab:
     model = make_model_with(python, folder / "model")
     config = folder / "agent.toml"
     tmp = config.with_suffix(".toml.tmp")
-    body = lab_toml(python, model, _free_port(8000))
+    body = lab_toml(python, model, free_port(8000))
     measured = copy_bandwidth() if probe else None
     header = HEADER.format(config=shlex.quote(str(config)))
     if measured is not None:
