@@ -6,10 +6,12 @@ where they show: the report's bound column and headroom statement, `agent watch`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -338,3 +340,37 @@ def test_the_tool_s_table_names_the_bound_where_it_is_not_memory() -> None:
     assert header.split().index("of") + 2 == header.split().index("bound")
     assert any(line.split()[0] == "250" and "compute" in line.split() for line in wide)
     assert not any("bound" in line for line in table({1: "memory", 2: "memory"}))
+
+
+def test_recommendation_json_says_what_is_left_and_whether_flag_tuning_is_done(
+    tmp_path: Path,
+) -> None:
+    """The same reading as the report's (physics.headroom_of): per level the best share any
+    configuration measured and what flags and kernels could still add; flags_done beside the
+    noise floor, and one line in the text the model reads."""
+    from tools.base import ToolBox, ToolContext
+    from tools.recommend import Recommend
+
+    def recommend(folder: Path) -> tuple[dict[str, Any], str]:
+        from state.run import Run
+
+        run = Run.open(folder)
+        ctx = ToolContext(run=run, config=plain_config())
+        fa3 = {"--attention-backend": "fa3"}
+        result, _ = asyncio.run(ToolBox([Recommend()]).call(ctx, "recommend", {"config": fa3}))
+        assert not result.is_error, result.text
+        return json.loads((folder / "recommendation.json").read_text()), result.text
+
+    rec, text = recommend(floor_run(tmp_path / "done", {1: 0.79, 10: 0.85, 250: 0.5}))
+    assert rec["headroom"]["1"] == {
+        "bound": "memory", "best_share": 0.79, "flags": round(0.80 / 0.79 - 1, 4),
+        "kernels": round(1 / 0.79 - 1, 4),
+    }  # fmt: skip
+    assert rec["headroom"]["10"]["flags"] == 0.0  # 85 %: past the flags' ceiling
+    assert rec["headroom"]["250"] == {
+        "bound": "compute", "best_share": 0.5, "flags": None, "kernels": None
+    }  # fmt: skip
+    assert rec["flags_done"] is True
+    assert "flags could still add up to 1% (C=1), under the noise floor" in text
+    rec, text = recommend(floor_run(tmp_path / "open", {1: 0.40, 10: 0.85}))
+    assert rec["flags_done"] is False and "up to 100% (C=1), beyond the noise floor" in text

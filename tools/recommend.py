@@ -15,7 +15,10 @@ With a [cost] price in agent.toml, also "usd_per_hour" and "usd_per_mtok" ({leve
 output tokens}, tools/domain/cost.py) of the configuration deployed over its levels, and in each
 policy range of the levels of its range; without one, neither key. Where the results carry
 the bandwidth floor (tools/bench/floor.py), "floor_share" and "baseline_floor_share" ({level: the
-share of the floor}) of the deployed configuration and of the baseline. And "drift" when the
+share of the floor}) of the deployed configuration and of the baseline, "headroom" ({level:
+{"bound", "best_share", "flags", "kernels"}}: what each lever family could still add over the best
+share any configuration of the workload measured, tools/domain/physics.py headroom_of) and
+"flags_done" (what flags could still add is under the noise floor). And "drift" when the
 baseline's own sweeps moved more than the noise floor (results.drift: how much, between which
 sweeps, and that only paired comparisons should count). And "paired" when the configuration was
 measured against the baseline in launch pairs (results.pairs: `pair-` labels, baseline then
@@ -62,6 +65,7 @@ from tools.domain.cost import CostConfig
 from tools.domain.decision import decide, decide_paired
 from tools.domain.engines import Parallelism
 from tools.domain.objective import describe_objective, objective_value
+from tools.domain.physics import headroom_of
 from tools.domain.space import SearchError, SearchSpace, render_flags
 from tools.servers.profiles import ProfileError, engine_for
 
@@ -172,6 +176,7 @@ class Recommend(Tool):
             more |= _serving(config.cost, served[0], served[1], common, gpus_by)
         served_results = mine if verdict in ("win", "baseline") else base
         more |= _floor_shares(served_results, base, common)
+        more |= _headroom([r for r in results if _workload(r) == workload], vs.floor)
         if paired is not None:
             more["paired"] = paired_record(paired)
         if drifted is not None:
@@ -247,6 +252,31 @@ def _baseline_results(
     base = space.baseline if space else results[0].server.flags
     found = _matching(results, _norm(base, space), space)
     return [r for r in found if _workload(r) == workload]
+
+
+def _headroom(measured: list[BenchResult], noise: float | None) -> dict[str, Any]:
+    """headroom and flags_done (tools/domain/physics.py headroom_of) from the best share of the
+    floor any of `measured` reached at each level; {} where none carries one."""
+    best: dict[int, tuple[float, str]] = {}
+    for r in measured:
+        for p in r.points:
+            share = p.floor_share
+            if share is None or p.level_failed or share <= best.get(p.max_concurrency, (0, ""))[0]:
+                continue
+            best[p.max_concurrency] = (share, p.floor_bound or "memory")
+    if not best:
+        return {}
+    room = headroom_of(best, noise)
+    levels = {
+        str(h.level): {
+            "bound": h.bound,
+            "best_share": round(h.best_share, 4),
+            "flags": None if h.flags is None else round(h.flags, 4),
+            "kernels": None if h.kernels is None else round(h.kernels, 4),
+        }
+        for h in room.levels
+    }
+    return {"headroom": levels, "flags_done": room.flags_done}
 
 
 def _floor_shares(
@@ -511,6 +541,18 @@ VERDICT = {
 }
 
 
+def _headroom_words(rec: Recommendation) -> str:
+    """What flags could still add against physics, and whether tuning them is done."""
+    left = {c: h["flags"] for c, h in (rec.headroom or {}).items() if h.get("flags") is not None}
+    if not left:
+        return "against physics: no level is memory-bound (the families' ceilings say nothing)"
+    level = max(left, key=lambda c: left[c])
+    text = f"against physics: flags could still add up to {left[level]:.0%} (C={level})"
+    if rec.flags_done:
+        return text + ", under the noise floor: tuning flags is done (docs/physics.md)"
+    return text + ("" if rec.flags_done is None else ", beyond the noise floor")
+
+
 def _verdict_key(rec: Recommendation) -> str:
     """Which VERDICT text: "not established" by the pairs, or for want of them under drift."""
     unpaired = rec.verdict == "not established" and rec.paired is None
@@ -533,6 +575,8 @@ def _text(rec: Recommendation, objective: Any) -> str:
     if rec.floor_share:  # against physics: how far the deployed one is from the hardware
         shares = ", ".join(f"C={c} {v:.0%}" for c, v in rec.floor_share.items())
         measured += f"\n  of the bandwidth floor: {shares}"
+    if rec.headroom:
+        measured += f"\n  {_headroom_words(rec)}"
     paired = rec.paired
     if paired is not None:  # the figure the verdict reads
         measured += f"\n  paired: {paired.stated}" + (

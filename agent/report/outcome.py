@@ -14,7 +14,7 @@ from tools.bench.energy import NO_POWER, NO_POWER_TAIL
 from tools.bench.floor import FLOOR_NOTE
 from tools.bench.schema import PairedRecord
 from tools.domain import stats
-from tools.domain.physics import CEILINGS, headroom
+from tools.domain.physics import CEILINGS, Headroom, headroom_of
 from tools.recommend import ROUTING_RULE
 
 CHART_FILE = "report-throughput.png"
@@ -78,11 +78,10 @@ def conclusion(f: Figures) -> list[Block]:
         out.append(Code(f.m.command_of(base)))
     elif win is base:
         tried = ""
-        if cand is not None and cand is not base and f.versus is not None:
-            tried = (
-                f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
-                f"{f.versus.verdict}."
-            )
+        means = f.by_means
+        if cand is not None and cand is not base and f.versus is not None and means is not None:
+            tried = f" The best candidate, {cand.name}, measured {pct(f.versus.ratio)}: "
+            tried += f"{means.verdict}."
         opening = (
             "No configuration beat it on the objective "
             f"({objective_text(f)}) by more than the noise floor ({floor})."
@@ -386,24 +385,27 @@ def floor_words(shown: list[Configuration]) -> str:
 
 
 def headroom_blocks(f: Figures) -> list[Block]:
-    """What is left to gain against physics at each level (tools/domain/physics.py headroom):
-    the best share any configuration measured, and per lever family what its ceiling leaves -
-    and whether tuning flags is done (what they could still gain under the noise floor)."""
-    rows, left = [], {}
+    """What is left to gain against physics at each level (tools/domain/physics.py
+    headroom_of): the best share any configuration measured, and per lever family what its
+    ceiling leaves - and whether tuning flags is done (what they could still add is under the
+    noise floor)."""
+    best: dict[int, tuple[float, str]] = {}
+    names: dict[int, str] = {}
     for level in sorted({lv for c in f.m.configs for lv in c.levels}):
         shares = [(s, c) for c in f.m.configs if (s := c.floor_share(level)) is not None]
-        if not shares:
-            continue
-        best, top = max(shares, key=lambda sc: sc[0])
-        bound = top.floor_bound(level) or "memory"
-        cells = ["-", "-"]
-        if bound == "memory":  # the families' ceilings are of memory-bound levels
-            flags, kernels = headroom(best, "flags"), headroom(best, "kernels")
-            left[level] = flags or 0.0
-            cells = [gain_words(flags), gain_words(kernels)]
-        rows.append([str(level), bound, f"{percent(best)} ({top.name})", *cells, "no ceiling"])
-    if not rows:
+        if shares:
+            share, top = max(shares, key=lambda sc: sc[0])
+            best[level] = (share, top.floor_bound(level) or "memory")
+            names[level] = top.name
+    if not best:
         return []
+    room = headroom_of(best, f.floor)
+    rows = [
+        [str(h.level), h.bound, f"{percent(h.best_share)} ({names[h.level]})"]
+        + ([gain_words(h.flags), gain_words(h.kernels)] if h.flags is not None else ["-", "-"])
+        + ["no ceiling"]
+        for h in room.levels
+    ]
     ceiling = CEILINGS["flags"] or 0.0
     headers = ["C", "bound", "best of floor", "flags left", "kernels left", "speculation"]
     words = (
@@ -412,7 +414,7 @@ def headroom_blocks(f: Figures) -> list[Block]:
         "floor at most (where well-built stacks stop), kernels up to the floor, speculation past "
         "it (docs/physics.md)."
     )
-    return [Para(words), Table(headers, rows, right={0}), Para(done_words(left, f.floor))]
+    return [Para(words), Table(headers, rows, right={0}), Para(done_words(room))]
 
 
 def gain_words(left: float | None) -> str:
@@ -421,24 +423,24 @@ def gain_words(left: float | None) -> str:
     return "reached" if left <= 0 else f"+{left:.0%}"
 
 
-def done_words(left: dict[int, float], noise: float | None) -> str:
+def done_words(room: Headroom) -> str:
     """Whether tuning flags is done: the most they could still add at a memory-bound level,
-    beside the objective's noise floor."""
-    if not left:
+    beside the objective's noise floor (Headroom.flags_done)."""
+    most = room.most
+    if most is None:
         return "No level is memory-bound: the families' ceilings say nothing here."
-    level = max(left, key=lambda c: left[c])
-    most = left[level]
-    if noise is None:
-        return f"Flags could still add up to {most:.0%} (C={level}); the noise floor is unknown."
-    if most < noise:
+    left, level = most.flags or 0.0, most.level
+    if room.noise is None:
+        return f"Flags could still add up to {left:.0%} (C={level}); the noise floor is unknown."
+    if room.flags_done:
         return (
-            f"Tuning flags is done: the most they could still add is {most:.0%} (C={level}), "
-            f"under the objective's noise floor ({stats.percent(noise)}); only kernels, fewer "
-            "bytes or speculation can gain more."
+            f"Tuning flags is done: the most they could still add is {left:.0%} (C={level}), "
+            f"under the objective's noise floor ({stats.percent(room.noise)}); only kernels, "
+            "fewer bytes or speculation can gain more."
         )
     return (
-        f"Tuning flags can still pay: up to {most:.0%} at C={level}, beyond the objective's "
-        f"noise floor ({stats.percent(noise)})."
+        f"Tuning flags can still pay: up to {left:.0%} at C={level}, beyond the objective's "
+        f"noise floor ({stats.percent(room.noise)})."
     )
 
 

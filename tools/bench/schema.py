@@ -330,5 +330,11 @@ class Recommendation(Record):
     # only where the results carry floors
     floor_share: dict[str, float] | None = None
     baseline_floor_share: dict[str, float] | None = None
+    # what is left to gain against physics (tools/domain/physics.py headroom_of): {level:
+    # {"bound", "best_share" of any configuration measured, "flags", "kernels": what each family
+    # could still add, None where the level is not memory-bound}}; flags_done: what flags could
+    # still add is under the noise floor at every memory-bound level (None: cannot be said)
+    headroom: dict[str, dict[str, Any]] | None = None
+    flags_done: bool | None = None
     paired: PairedRecord | None = None
     drift: DriftRecord | None = None

@@ -539,6 +539,55 @@ def headroom(best_share: float, family: Family) -> float | None:
     return max(0.0, ceiling / best_share - 1) if best_share > 0 else float("inf")
 
 
+@dataclass(frozen=True)
+class LevelHeadroom:
+    """One level against physics: the best share any configuration measured there, and what
+    flags and kernels could still add (None where the level is not memory-bound: the ceilings
+    are of memory-bound levels)."""
+
+    level: int
+    bound: str
+    best_share: float
+    flags: float | None
+    kernels: float | None
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What is left to gain at each level, and whether tuning flags is done: the most flags
+    could still add at a memory-bound level is under the objective's noise floor. The report
+    and recommend both read it from `headroom_of`."""
+
+    levels: list[LevelHeadroom]
+    noise: float | None  # the objective's noise floor (None: not known)
+
+    @property
+    def most(self) -> LevelHeadroom | None:
+        """The memory-bound level where flags could still add the most; None without one."""
+        bound = [h for h in self.levels if h.flags is not None]
+        return max(bound, key=lambda h: h.flags or 0.0, default=None)
+
+    @property
+    def flags_done(self) -> bool | None:
+        """True when flags could add less than the noise floor at every memory-bound level;
+        None where that cannot be said (no memory-bound level, or the noise floor unknown)."""
+        most = self.most
+        if most is None or self.noise is None:
+            return None
+        return (most.flags or 0.0) < self.noise
+
+
+def headroom_of(best: Mapping[int, tuple[float, str]], noise: float | None) -> Headroom:
+    """The headroom of each level from {level: (the best share measured, its bound)}."""
+    levels = []
+    for level, (share, bound) in sorted(best.items()):
+        memory = bound == "memory"
+        flags = headroom(share, "flags") if memory else None
+        kernels = headroom(share, "kernels") if memory else None
+        levels.append(LevelHeadroom(level, bound, share, flags, kernels))
+    return Headroom(levels, noise)
+
+
 # ------------------------------------------------------------------ the model's bytes
 
 
