@@ -52,6 +52,7 @@ class Outcome:
     points: int = 0  # benchmark points (level x run): what benchmark time is spent on
     first_good: int | None = None  # the launch that first measured a config within 2 % of f*
     at_end: int | None = None  # the autopilot's: fresh launches re-validating and in pairs
+    established: bool | None = None  # the autopilot's: a winner over the baseline, proven
 
 
 class Lab:
@@ -96,9 +97,10 @@ class Lab:
         return (value - self.f0) / (self.fstar - self.f0)
 
 
-def autopilot(lab: Lab, seed: int) -> Outcome:
+def autopilot(lab: Lab, seed: int, side_by_side: bool = False) -> Outcome:
     levels = lab.levels
-    search = AskTell(Planner(lab.space, Settings(levels=levels, objective=lab.objective)))
+    settings = Settings(levels=levels, objective=lab.objective, side_by_side=side_by_side)
+    search = AskTell(Planner(lab.space, settings))
     noise = Noise(level=lab.noise, screen=lab.noise * 1.5, launch=0.005)
     h, finish = simulate(search, lab.truth, seed=seed, noise=noise)
     ok = None
@@ -109,7 +111,8 @@ def autopilot(lab: Lab, seed: int) -> Outcome:
         real = next((c for c in levels if b[c] >= a[c]), None)
         ok = real is not None and abs(levels.index(finish.crossover[-1]) - levels.index(real)) <= 1
     points = sum(len(m.per_level) for m in h.measurements)
-    end = {m.launch for m in h.measurements if m.purpose in ("validate", "pair")}
+    end = {m.launch for m in h.measurements if m.purpose in ("validate", "pair", "duet")}
+    won = finish.best is not None and h.key(finish.best) != h.key(lab.space.baseline)
     return Outcome(
         h.launches_used(),
         finish.best,
@@ -117,6 +120,7 @@ def autopilot(lab: Lab, seed: int) -> Outcome:
         points,
         lab.first_good([launch.config for launch in h.launches]),
         at_end=len(end),
+        established=won and finish.established,
     )
 
 
@@ -195,6 +199,7 @@ def stats_of(lab: Lab, outcomes: list[Outcome]) -> dict[str, Any]:
         "gain_mean": round(statistics.mean(gains), 4),
         "gain_worst": round(min(gains), 4),
         "within_2pct": within,
+        **({"established": sum(proven)} if (proven := established(outcomes)) else {}),
         "seeds": len(outcomes),
     }
 
@@ -202,6 +207,12 @@ def stats_of(lab: Lab, outcomes: list[Outcome]) -> dict[str, Any]:
 def at_end(outcomes: list[Outcome]) -> list[int]:
     """The launches of the end stage (re-validation and launch pairs), where counted."""
     return [o.at_end for o in outcomes if o.at_end is not None]
+
+
+def established(outcomes: list[Outcome]) -> list[bool]:
+    """Whether each campaign ended on a winner it proved over the baseline, where told (the
+    autopilot's; the searches without a proof say nothing)."""
+    return [o.established for o in outcomes if o.established is not None]
 
 
 def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
@@ -212,17 +223,19 @@ def row(name: str, lab: Lab, outcomes: list[Outcome]) -> str:
     end = f" ({statistics.mean(ends):.1f} at the end)" if ends else ""
     firsts = [o.first_good for o in outcomes if o.first_good is not None]
     first = f"{statistics.mean(firsts):.1f} ({len(firsts)}/{len(outcomes)})" if firsts else "-"
+    proven = established(outcomes)
+    shown = f"{sum(proven)}/{len(proven)}" if proven else "-"
     return (
         f"| {name} | {launches:.1f}{end} | {launches / len(lab.configs):.0%} | "
         f"{statistics.mean(gains):.3f} | {min(gains):.3f} | {within}/{len(outcomes)} | "
-        f"{first} |"
+        f"{first} | {shown} |"
     )
 
 
 def study(lab: Lab, args: argparse.Namespace) -> None:
     """One space: the JSON object (--json) or the table."""
     seeds = range(args.seeds)
-    ours = [autopilot(lab, s) for s in seeds]
+    ours = [autopilot(lab, s, args.side_by_side) for s in seeds]
     budgets = [o.launches for o in ours]
     if args.json:
         methods = {
@@ -248,9 +261,9 @@ def study(lab: Lab, args: argparse.Namespace) -> None:
     )
     print(
         "| method | launches (mean) | of the grid | gain reached (mean) | worst | deployed "
-        "within 2 % of f* | first launch within 2 % (found in) |"
+        "within 2 % of f* | first launch within 2 % (found in) | winner established |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     print(row("autopilot", lab, ours))
     for name, run in table:
         print(row(name, lab, [run(s, b) for s, b in zip(seeds, budgets, strict=True)]))
@@ -274,6 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.02, help="relative sigma per point")
     parser.add_argument("--max-tokens", type=int, default=128, help="the lab's workload")
     parser.add_argument("--json", action="store_true", help="one JSON object, no table")
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="the box runs two servers at once: the winner is proven in a duet",
+    )
     parser.add_argument("--list", action="store_true", help="name the built-in spaces")
     args = parser.parse_args(argv)
     if args.list:
@@ -337,7 +355,7 @@ def generated(args: argparse.Namespace) -> int:
         )
         print("|---|---|---|---|---|---|---|---|")
     for space, lab in zip(spaces, labs, strict=True):
-        ours = [autopilot(lab, s) for s in seeds]
+        ours = [autopilot(lab, s, args.side_by_side) for s in seeds]
         budgets = [o.launches for o in ours]
         runs = {
             methods[0]: ours,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from agent.brains.autopilot.ask_tell import (
     AskTell,
+    Beside,
     Broken,
+    Dueted,
     Measured,
     NotStarted,
     Started,
@@ -203,3 +205,35 @@ def test_a_fleet_places_and_cancels_through_the_history() -> None:
     assert [e.purpose for e in nxt if isinstance(e, Experiment)] == ["noise"]
     s.cancelled(first[0])  # type: ignore[arg-type]
     assert s.history.in_flight == [] and s.suggest_batch(1) == first
+
+
+def test_a_duet_is_told_as_the_server_beside_then_its_rounds() -> None:
+    """Side by side, the offline campaign proves its winner as the one-box brain does: the
+    baseline told launched beside the winner's fresh server (`Beside`), then the rounds
+    (`Dueted`): both launches measured each round, one Duet, the server beside gone; the
+    conclusion reads the duet's rounds. A server beside that did not start makes no duet: the
+    proof falls back to launch pairs."""
+    settings = Settings(levels=LEVELS, side_by_side=True)
+    h, finish = simulate(Planner(SPACE, settings), sim_truth(), seed=1)
+    assert len(h.duets) >= 1 and h.side.launch is None
+    duet = h.duets[-1]
+    assert finish.best is not None and h.key(duet.b) == h.key(finish.best)
+    assert h.key(duet.a) == h.key(BASE)
+    rounds = [m for m in h.measurements if m.purpose == "duet"]
+    assert len(rounds) == 2 * sum(len(d.rounds) for d in h.duets)  # both sides, each round
+    assert len({m.launch for m in rounds[-2 * len(duet.rounds) :]}) == 2
+    assert finish.paired is not None and finish.paired.unit == "duet round"
+    assert finish.paired.n == len(duet.rounds) and finish.established
+    # told by hand: the winner's server up, the server beside it refused
+    s = AskTell(Planner(SPACE, settings))
+    step = Experiment(FA3, LEVELS, "duet", "prove it", fresh=True, base=BASE)
+    s.tell(step, Started())
+    s.tell(step, Beside("failed to start: out of memory"))
+    assert s.history.side.launch is None and "out of memory" in s.history.side.failed
+    assert s.history.in_flight == [step]  # the duet itself is still to measure
+    s.tell(step, Beside())
+    a = {c: 100.0 for c in LEVELS}
+    b = {c: 110.0 for c in LEVELS}
+    s.tell(step, Dueted(((a, b), (a, b)), 12))
+    assert s.history.duets[-1].rounds == ((a, b), (a, b)) and s.history.side.launch is None
+    assert not s.history.in_flight

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,14 +86,24 @@ class DuetOutcome:
 
     @property
     def paired(self) -> stats.Paired:
-        ratios = tuple(r.ratio for r in self.rounds)
-        blocks = tuple(stats.level_blocks(r.a, r.b, r.a) for r in self.rounds)
-        return stats.Paired(
-            ratios,
-            looks=self.max_rounds,
-            unit="duet round",
-            blocks=blocks if self.by_level else (),
-        )
+        return paired_of(self.rounds, self.max_rounds, self.by_level)
+
+
+def paired_of(rounds: Sequence[DuetRound], looks: int, by_level: bool = True) -> stats.Paired:
+    """B against A from a duet's rounds, valid over `looks`; `by_level`: each round's ratio is
+    the geometric mean of its levels', whose blocks are then its evidence (stats.Paired.blocks)."""
+    blocks = tuple(stats.level_blocks(r.a, r.b, r.a) for r in rounds)
+    return stats.Paired(
+        tuple(r.ratio for r in rounds),
+        looks=looks,
+        unit="duet round",
+        blocks=blocks if by_level else (),
+    )
+
+
+def settled(p: stats.Paired) -> bool:
+    """The rule a duet stops on after a round: from the second, decided either way."""
+    return p.n >= 2 and decide_paired(p) != "not established"
 
 
 def _throughput(point: Point) -> float:
@@ -148,7 +158,7 @@ async def run_duet(
                 if done.ratio <= 0 or min(done.a.values(), default=0.0) <= 0:
                     outcome.stopped = "failed"
                     break
-                if p.n >= 2 and decide_paired(p) != "not established":
+                if settled(p):
                     outcome.stopped = "decided"
                     break
         except asyncio.CancelledError:

@@ -14,7 +14,10 @@ The contract:
 - `tell` records one outcome of one suggested experiment through the History's writer (history.py)
   and nothing else: `Started` (one box: its server is up and serving, the experiment in flight),
   `NotStarted` (the launch failed: the reason), `Broken` (it started and could not be measured),
-  `Measured` (its sweep, in the groups of levels it was benchmarked in). A fleet tells `placed`
+  `Measured` (its sweep, in the groups of levels it was benchmarked in); a duet (one box, the
+  experiment's server up) `Beside` (the server beside it started, or why not) and then `Dueted`
+  (its rounds: the two launches measured in turn, the comparison the conclusion reads). A fleet
+  tells `placed`
   (the experiment in flight on a box) and `cancelled` (no longer in flight, nothing learned: a
   trial lost and placed again, or cancelled by a stop). The experiments in flight are the
   History's (`in_flight`): the planner reads them as it reads what was measured - on one box the
@@ -38,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from agent.brains.autopilot.batch import plan_batch, reused_launch
-from agent.brains.autopilot.history import History
+from agent.brains.autopilot.history import Duet, History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 
 
@@ -79,7 +82,24 @@ class Measured:
     label: str | None = None
 
 
-Outcome = Started | NotStarted | Broken | Measured
+@dataclass(frozen=True)
+class Beside:
+    """A duet: the server beside the experiment's (its `base`) was launched; `reason`: why it did
+    not start ("": it did)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Dueted:
+    """A duet of the experiment (its server up, B) against the server beside it (A): each
+    round's throughput per level on each (a, b), in order; `looks`: its most rounds."""
+
+    rounds: tuple[tuple[dict[int, float], dict[int, float]], ...]
+    looks: int
+
+
+Outcome = Started | NotStarted | Broken | Measured | Beside | Dueted
 
 
 class AskTell:
@@ -147,7 +167,13 @@ class AskTell:
     def tell(self, step: Experiment, outcome: Outcome) -> int:
         """Record what came of `step` (see the module docstring); the index of its launch."""
         h = self.history
+        if isinstance(outcome, Beside):  # the duet is still to measure: in flight
+            assert step.base is not None, "a server beside is a duet's"
+            h.side_launched(step.base, ok=not outcome.reason, reason=outcome.reason)
+            return h.running if h.running is not None else -1
         h.ended(step)
+        if isinstance(outcome, Dueted):
+            return self._dueted(step, outcome)
         if isinstance(outcome, Started):
             launch = h.launched(step.config, serving=True)
             h.started(step)
@@ -165,6 +191,19 @@ class AskTell:
                 h.measured(step.config, launch, sweep.per_level, label, sweep.slo_ok, sweep.ids)
             else:
                 h.measured_more(sweep.per_level, sweep.slo_ok, sweep.ids)
+        return launch
+
+    def _dueted(self, step: Experiment, outcome: Dueted) -> int:
+        """Each round's blocks as measurements of the two launches (as observe.py records a
+        duet's results), the Duet, and the server beside stopped."""
+        h = self.history
+        side, launch = h.side.launch, h.running
+        assert side is not None and launch is not None and step.base is not None
+        for a, b in outcome.rounds:
+            h.measured(h.launches[side].config, side, a, "duet")
+            h.measured(step.config, launch, b, "duet")
+        h.dueted(Duet(h.launches[side].config, step.config, outcome.rounds, outcome.looks))
+        h.side_gone()
         return launch
 
     def _launch_of(self, step: Experiment) -> int:

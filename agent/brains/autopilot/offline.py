@@ -2,7 +2,9 @@
 efficiency study (benchmarks/efficiency.py). A launch either fails (the truth says why) or gives a
 server whose every benchmark is the truth times seeded multiplicative noise - and times the box's
 speed, when a drift is given (the speed by the number of sweeps measured before: a schedule set
-by the campaign's progress, as sim --drift sets one by the clock)."""
+by the campaign's progress, as sim --drift sets one by the clock). With the planner's
+`side_by_side`, its winner is proven in a duet: the baseline launched beside it, rounds of a
+noisy block per level on each until the rounds decide, as tools/bench/duet.py stops them."""
 
 from __future__ import annotations
 
@@ -11,9 +13,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Started, Sweep
+from agent.brains.autopilot.ask_tell import (
+    AskTell,
+    Beside,
+    Dueted,
+    Measured,
+    NotStarted,
+    Started,
+    Sweep,
+)
 from agent.brains.autopilot.history import History
-from agent.brains.autopilot.planner import Finish, Planner
+from agent.brains.autopilot.planner import Experiment, Finish, Planner
+from tools.bench.duet import DuetRound, paired_of, settled
+from tools.domain import stats
 from tools.domain.space import Flags
 
 # config, levels -> per-level throughput, or the one-line reason it does not start
@@ -113,6 +125,9 @@ def simulate(
             offsets[search.tell(step, Started())] = rng.gauss(0, noise.launch)
         launch = search.history.running  # the server up now, told measured next
         assert launch is not None
+        if step.purpose == "duet":
+            _duet(search, step, truth, rng, noise, offsets)
+            continue
         sigma = noise.level if step.full else noise.screen
         exact = truth(step.config, step.levels)
         assert not isinstance(exact, str)
@@ -121,6 +136,39 @@ def simulate(
         ok = slo(step.config, step.levels) if slo is not None else None
         search.tell(step, Measured((Sweep(per, ok),)))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")
+
+
+def _duet(
+    search: AskTell,
+    step: Experiment,
+    truth: Truth,
+    rng: random.Random,
+    noise: Noise,
+    offsets: dict[int, float],
+) -> None:
+    """The baseline beside the winner's server, then rounds until they decide (or the most a
+    duet takes): each block the truth x its launch x a level's noise (a duet's blocks are the
+    length of a sweep's levels)."""
+    h = search.history
+    assert step.base is not None
+    if h.side.launch is None:
+        outcome = truth(step.base, step.levels)
+        search.tell(step, Beside(outcome if isinstance(outcome, str) else ""))
+        if h.side.launch is not None:
+            offsets[h.side.launch] = rng.gauss(0, noise.launch)
+        return
+    side, launch = h.side.launch, h.running
+    assert launch is not None
+    exact_a, exact_b = truth(step.base, step.levels), truth(step.config, step.levels)
+    assert not isinstance(exact_a, str) and not isinstance(exact_b, str)
+    rounds: list[DuetRound] = []
+    while len(rounds) < stats.MAX_PAIRS:
+        a = {c: v * (1 + offsets[side] + rng.gauss(0, noise.level)) for c, v in exact_a.items()}
+        b = {c: v * (1 + offsets[launch] + rng.gauss(0, noise.level)) for c, v in exact_b.items()}
+        rounds.append(DuetRound(a, b, {}, stats.geomean(b.values()) / stats.geomean(a.values())))
+        if settled(paired_of(rounds, stats.MAX_PAIRS)):
+            break
+    search.tell(step, Dueted(tuple((r.a, r.b) for r in rounds), stats.MAX_PAIRS))
 
 
 def score(value: float, baseline: float, optimum: float) -> float:
