@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 
 import pytest
@@ -460,7 +461,12 @@ def test_an_unpaired_lead_over_a_drifted_baseline_is_not_established() -> None:
 
 
 def _duet_rounds(
-    rng: Any, truth: float, level_gain: list[float], sigma: float, round_sigma: float, n: int
+    rng: random.Random,
+    truth: float,
+    level_gain: list[float],
+    sigma: float,
+    round_sigma: float,
+    n: int,
 ) -> list[tuple[float, ...]]:
     """`n` rounds of blocks: each level's B/A log ratio is the truth, plus that level's own
     gain (summing to zero: the objective's truth stays `truth`), plus a noise of its block
