@@ -250,6 +250,8 @@ class Agent:
             model=turn.model,
             **extra,  # the thinking summary, for watch and the report
         )
+        for call, plan in turn.plans.items():  # why a call is made, where the brain says it
+            self.run.append("planned", call=call, **plan)
         uses = turn.tool_uses  # independent calls overlap; the log stays in call order
         if turn.stop_reason not in WHOLE:  # no call of a cut reply runs: each is answered
             results = [self.refuse_cut(block, turn.stop_reason) for block in uses]

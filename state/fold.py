@@ -102,6 +102,8 @@ class RunState:
     # each tool call's typed result (a tool_result event's `data`), by call id: what code reads,
     # apart from the text the model reads (which compaction may prune)
     tool_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what the autopilot made a call for (a `planned` event: a launch's experiment), by call id
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: FleetState | None = None  # a fleet run's boxes and trials (state/fleet.py)
 
     def apply(self, event: Event) -> None:
@@ -208,6 +210,9 @@ class RunState:
         self.last_results.append({k: e.get(k) for k in keep})
         if isinstance(e.get("data"), dict) and e["data"]:
             self.tool_data[str(e["id"])] = e["data"]
+
+    def _on_planned(self, e: Event) -> None:
+        self.plans[str(e["call"])] = {k: v for k, v in e.items() if k not in ("seq", "ts", "type")}
 
     def _user_blocks(self) -> list[dict[str, Any]]:
         """The open user message: tool results and notes gather there until the next model turn."""

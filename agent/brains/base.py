@@ -30,6 +30,9 @@ class Turn:
     cost_usd: float = 0.0
     model: str = ""
     exchange: dict[str, Any] | None = None  # the HTTP exchange to record (anthropic brain)
+    # a planner brain's reason for a call (the autopilot: each start_server's experiment), by its
+    # tool_use id: recorded as `planned` events beside the message, read back by the planner
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def tool_uses(self) -> list[dict[str, Any]]:

@@ -30,18 +30,21 @@ The contract:
 
 Who asks and tells: the one-box brain asks every turn and tells through its run's events (observe.py
 rebuilds the History from the fold with the same writer, so a resumed or replayed run asks the
-same question; `resume` names the experiment the server up was launched for, which start_server
-does not record); the fleet controller and the offline models (offline.simulate for the efficiency
-study, benchmarks/fleet_speedup.py) ask and tell here. A `plan` tool for a model (issue 26) would
-build an AskTell on its run's History and answer with `suggest()`.
+same question; `resume` names the experiment the server up was launched for, from the `planned`
+event the brain recorded with its start_server call); the fleet controller and the offline models
+(offline.simulate for the efficiency study, benchmarks/fleet_speedup.py) ask and tell here. A
+`plan` tool for a model (issue 26) would build an AskTell on its run's History and answer with
+`suggest()`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agent.brains.autopilot.batch import plan_batch, reused_launch
 from agent.brains.autopilot.history import Duet, History
+from agent.brains.autopilot.launch_plan import recorded_step
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 
 
@@ -132,17 +135,24 @@ class AskTell:
         h = self.history
         return h.running_key() != h.key(step.config) or (step.fresh and not h.running_fresh())
 
-    def resume(self) -> None:
-        """A History rebuilt from a one-box log (observe.py) has the launch of the server up but
-        not what it was launched for (start_server records flags, not a purpose). When that server
-        is the last launch and was not measured yet, its experiment is told in flight as the
-        planner named it: the planner's step on the History before that launch (it is pure).
-        A launch it would not make now (the directives changed since) names none: the planner
-        reads it as launched. The launches the minutes left pay for (Settings.launches_fit) count
-        that launch as started: before it, it was one more - else the one launch that fit would
-        be read as one too many, and concluded on unmeasured."""
+    def resume(self, recorded: dict[str, Any] | None = None) -> None:
+        """A History rebuilt from a one-box log (observe.py) has the launch of the server up;
+        when that server is the last launch and was not measured yet, the experiment it was
+        launched for is told in flight. `recorded`: that launch's `planned` event (the autopilot
+        records why it starts each server: launch_plan.py), read as it is while the settings it
+        was planned under (the directives, the wrap-up) still hold. Without one - a log from
+        before the `planned` events, a model's run, or settings changed since - it is
+        re-derived: the planner's step on the History before that launch (it is pure). A launch
+        it would not make now names none: the planner reads it as launched. The launches the
+        minutes left pay for (Settings.launches_fit) count that launch as started: before it, it
+        was one more - else the one launch that fit would be read as one too many, and concluded
+        on unmeasured."""
         h = self.history
         if h.in_flight or not h.running_fresh() or h.running != len(h.launches) - 1:
+            return
+        told = recorded_step(recorded, self.planner.settings) if recorded else None
+        if told is not None and h.key(told.config) == h.running_key():
+            h.started(told)
             return
         before = History(
             h.space, h.launches[:-1], h.measurements, None, h.broken, duets=h.duets, side=h.side

@@ -14,6 +14,7 @@ from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdi
 from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.conclude import DUET_ROUNDS
 from agent.brains.autopilot.history import History
+from agent.brains.autopilot.launch_plan import plan_record
 from agent.brains.autopilot.observe import (
     SIDE,
     busy_port,
@@ -76,18 +77,32 @@ class Campaign:
         self.space, self.objective = self.planner.space, self.planned.objective
         self.h: History = observe(state, self.space, self.server, run_path, slo_of(config))
         self.search = AskTell(self.planner, self.h)  # told through the run's events (observe)
-        self.search.resume()  # the experiment the server up was launched for, still in flight
+        self.search.resume(self.launch_plan())  # why the server up was started, still in flight
         self.blocks: list[dict[str, Any]] = []
+        self.plans: dict[str, dict[str, Any]] = {}  # a start_server call's experiment, by its id
         self.calls = 0
+
+    def launch_plan(self) -> dict[str, Any] | None:
+        """The `planned` event of the start_server call that launched the run's server last
+        (None: not recorded - a log from before those events, or a start made by hand)."""
+        ids = [
+            str(block["tool_use_id"])
+            for name, inp, block in tool_exchanges(self.state)
+            if name == "start_server"
+            and inp.get("name", "server") == self.server
+            and not busy_port(block)
+        ]
+        return self.state.plans.get(ids[-1]) if ids else None
 
     # --- building the turn ---------------------------------------------------------------------
     def say(self, text: str) -> None:
         self.blocks.append({"type": "text", "text": text})
 
-    def call(self, name: str, inp: dict[str, Any]) -> None:
+    def call(self, name: str, inp: dict[str, Any]) -> str:
         self.calls += 1
         block_id = f"toolu_ap_{self.state.steps + 1:03d}_{self.calls}"
         self.blocks.append({"type": "tool_use", "id": block_id, "name": name, "input": inp})
+        return block_id
 
     def write_todos(self, items: list[dict[str, Any]]) -> None:
         items = pipeline.finished_todos(self.state, self.config) + items
@@ -124,7 +139,7 @@ class Campaign:
     def done(self, stop: str) -> Turn:
         if not self.blocks:
             self.say("...")
-        return Turn(content=self.blocks, stop_reason=stop, model="autopilot")
+        return Turn(content=self.blocks, stop_reason=stop, model="autopilot", plans=self.plans)
 
     # --- the stages ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -167,7 +182,8 @@ class Campaign:
                     f"server goes to {port + busy}."
                 )
                 start["port"] = port + busy
-            self.call("start_server", start)
+            call = self.call("start_server", start)
+            self.plans[call] = plan_record(step, self.planner.settings)  # why, in the record
             return
         if step.purpose == "duet":
             self.duet(step)
