@@ -56,6 +56,7 @@ def test_lab_setup_writes_models_and_a_config_that_loads(tmp_path: Path) -> None
     assert "copy probe at lab setup" in lab.config.read_text()
     assert "--metrics" in config.server.command.split()  # /metrics sampled during each level
     assert config.bench.concurrency == [1, 2, 4, 8]
+    assert config.server.side_by_side  # its models are tiny: the winner is proven in a duet
     space = SearchSpace.parse(config.search)
     base = space.baseline
     # a quantized V cache only with flash attention; the draft model only with draft-simple
@@ -67,3 +68,16 @@ def test_lab_setup_writes_models_and_a_config_that_loads(tmp_path: Path) -> None
         "--spec-draft-n-max": 8,
     }
     assert not space.problems({**base, **spec})
+
+
+def test_the_vllm_lab_runs_side_by_side_where_two_servers_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """About 4 GiB a server: a duet where the machine holds two with room, launch pairs on a
+    smaller one."""
+    from tools.servers.vllm_cpu import lab as vllm_lab
+
+    for memory, side in ((24 << 30, True), (8 << 30, False)):
+        monkeypatch.setattr(vllm_lab, "memory_bytes", lambda m=memory: m)
+        body = vllm_lab.lab_toml(Path("/venv/bin/python"), tmp_path / "model", 8000)
+        assert body["server"]["side_by_side"] is side

@@ -77,6 +77,9 @@ def lab_toml(binary: Path, target: Path, draft: Path, port: int, cpus: int) -> d
             "port": port,
             "ready_timeout_s": 120.0,
             "kill_timeout_s": 10.0,
+            # the lab's models are tens of MB: two servers always fit, so the winner is proven
+            # in a duet, not launch pairs (docs/statistics.md, "Duets")
+            "side_by_side": True,
         },
         "bench": {
             "concurrency": [1, 2, 4, 8],

@@ -6,6 +6,7 @@ and eager vs compiled. The KV cache space is an environment variable on this bac
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,14 @@ def search_space() -> dict[str, Any]:
     }
 
 
+SIDE_BY_SIDE_BYTES = 12 << 30  # two servers of about 4 GiB each (weights, KV space, torch)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def lab_toml(python: Path, model: Path, port: int) -> dict[str, Any]:
     words = [str(python), "-m", SERVER_MODULE, "--model", str(model), "--max-model-len", "2048"]
     return {
@@ -70,6 +79,9 @@ def lab_toml(python: Path, model: Path, port: int) -> dict[str, Any]:
             "port": port,
             "ready_timeout_s": 300.0,
             "kill_timeout_s": 20.0,
+            # two servers fit where the machine holds two of about 4 GiB with room to spare: the
+            # winner is then proven in a duet, not launch pairs (docs/statistics.md, "Duets")
+            "side_by_side": memory_bytes() >= SIDE_BY_SIDE_BYTES,
         },
         "bench": {
             "concurrency": [1, 2, 4, 8],
