@@ -31,8 +31,9 @@ from typing import Any, Protocol
 
 from tests.hostile_server import HostileServer
 from tools.bench.deadlines import Deadlines
-from tools.bench.schema import Workload
+from tools.bench.schema import ServerRef, Workload
 from tools.bench.sweep import BenchError, SweepOutcome, SweepSpec, run_sweep
+from tools.learned_deadline import served_ttft_s
 
 DEADLINES = Deadlines(
     head_s=0.5, first_token_s=1.5, pace_tok_s=1000.0, floor_s=2.0, probe_s=1.0, slack=4.0
@@ -54,8 +55,11 @@ class Outcome:
 
 
 class Scenario(Protocol):
-    name: str
-    expect: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def expect(self) -> str: ...
 
     async def run(self) -> Outcome: ...
 
@@ -209,6 +213,49 @@ class EngineScenario:
         return text, len(failed) == len(points) > 0 and kind_ok, measured > 0
 
 
+@dataclass
+class LearnedScenario(EngineScenario):
+    """Swept once whole, then again after the engine went to keep-alives only (issue 49, item 8):
+    the second sweep's first-token deadline is learned from the first's p99 TTFT
+    (tools/learned_deadline.py), so it is cut there, not at the static deadline."""
+
+    learned: float | None = None  # the second sweep's first-token deadline
+
+    async def run(self) -> Outcome:
+        srv = HostileServer(**self.server)
+        await srv.start()
+        t0 = time.monotonic()
+        first = await run_sweep(self._spec(srv.url))
+        wl = self._spec(srv.url).workload
+        seen = {"server": None, "url": srv.url, "flags": {}, "workload": wl.model_dump(),
+                "points": {str(p["max_concurrency"]): p for p in first.points}}  # fmt: skip
+        ttft_s = served_ttft_s([seen], ServerRef(url=srv.url), wl, list(self.levels), None)
+        self.deadlines = self.deadlines if ttft_s is None else self.deadlines.served(ttft_s)
+        self.learned = self.deadlines.first_token_s
+        got: SweepOutcome | BenchError | None = None
+        hang = False
+        try:
+            async with asyncio.timeout(self.hang_s):
+                got = await run_sweep(self._spec(srv.url))
+        except BenchError as err:
+            got = err
+        except TimeoutError:
+            hang = True
+        seconds = time.monotonic() - t0
+        if isinstance(got, SweepOutcome) and got.interrupted:
+            hang, got = True, None  # cancelled at hang_s: it kept what it had
+        await srv.stop()
+        left = await left_running(srv.port)
+        text, right, false_finish = self._judge(got)
+        right = right and ttft_s is not None and self.learned < STATIC_FIRST_TOKEN_S
+        text = f"{text}; cut at {self.learned:g} s" if self.learned is not None else text
+        return Outcome(self.name, self.expect, text, seconds, right and not hang, false_finish,
+                       hang, left)  # fmt: skip
+
+
+STATIC_FIRST_TOKEN_S = 30.0  # the learned-deadline row's static deadline (600 s by default)
+
+
 async def _restart_after(srv: HostileServer, completions: int, down_s: float) -> None:
     while srv.completions < completions:
         await asyncio.sleep(0.01)
@@ -251,6 +298,13 @@ ENGINE: list[EngineScenario] = [
     EngineScenario("restarts on the same port mid-level", ("failed", "disconnect"),
                    {"mode": "slow_ok", "gap_s": 0.01}, levels=(1, 1, 1, 1, 1), requests=6,
                    during=lambda s: _restart_after(s, 3, 0.3), last_measured=True),
+    # round four (issue 49)
+    EngineScenario("choices with indexes 0, 0, 7 for n=1", ("failed", "bad_response"),
+                   {"mode": "extra_choices"}),
+    LearnedScenario("keep-alives after serving whole", ("failed", "ttft_timeout"),
+                    {"mode": "keepalive", "healthy_first": 5},
+                    deadlines=Deadlines(**{**DEADLINES.to_job(),
+                                           "first_token_s": STATIC_FIRST_TOKEN_S})),
 ]  # fmt: skip
 
 

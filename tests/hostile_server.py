@@ -26,6 +26,10 @@ or `trickle` (GET /server_info as the models trickle). /tokenize is 404 (prompts
 passes readiness's test completion, then misbehaves under the benchmark).
 `die_after` n: after n completions started, the server closes its socket and every connection
 (an engine dying mid-level); `restart()`: the same, then listening again on the same port.
+`oom_above` n: a completion that would make more than n run at once kills the server as out of
+memory under load does (the process: `CUDA out of memory` on its output, then exit 1);
+`max_num_seqs` n: at most n completions run at once, the rest wait their turn (an engine's cap
+that makes it queue instead).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +74,11 @@ class HostileServer:
     quick: int = 0  # slow_ok: completions served at full speed first
     healthy_first: int = 0  # completions served whole before the mode applies
     first_s: float = 0.0  # slow_first: seconds before the first token
+    oom_above: int | None = None  # more completions at once than this: out of memory
+    max_num_seqs: int | None = None  # completions run at once, at most (the rest queue)
+    on_oom: Callable[[], None] | None = None  # the process's death (main); in a test: stop()
+    running: int = 0  # completions running now
+    seqs: asyncio.Semaphore | None = None  # max_num_seqs's turns, made on the first completion
     port: int = 0
     completions: int = 0  # completions started
     server: asyncio.Server | None = None
@@ -163,7 +174,23 @@ class HostileServer:
         if self.die_after is not None and self.completions > self.die_after:
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
             await asyncio.sleep(3600)  # the stop aborts this connection
-        return await self._complete(int(body.get("max_tokens") or 8), w)
+        if self.max_num_seqs is not None:
+            self.seqs = self.seqs or asyncio.Semaphore(self.max_num_seqs)
+            async with self.seqs:
+                return await self._running(body, w)
+        return await self._running(body, w)
+
+    async def _running(self, body: dict[str, Any], w: asyncio.StreamWriter) -> bool:
+        self.running += 1
+        try:
+            if self.oom_above is not None and self.running > self.oom_above:
+                if self.on_oom is not None:
+                    self.on_oom()
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
+                await asyncio.sleep(3600)  # the stop aborts this connection
+            return await self._complete(int(body.get("max_tokens") or 8), w)
+        finally:
+            self.running -= 1
 
     async def _small(self, w: asyncio.StreamWriter, data: bytes, trickle: bool) -> bool:
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
@@ -233,10 +260,13 @@ class HostileServer:
             await w.drain()
             return True
         if mode == "extra_choices":
-            for i in range(max_tokens if not w.is_closing() else 0):
+            for i in range(max_tokens):
+                if w.is_closing():  # the client gave up at the first bad message
+                    return False
                 choices = [{"index": k, "text": f" t{i}", "finish_reason": None} for k in (0, 0, 7)]
                 msg = json.dumps({"choices": choices}, separators=(",", ":")).encode()
                 w.write(chunk(b"data: " + msg + b"\n\n"))
+                await w.drain()
             w.write(chunk(usage(max_tokens) + DONE) + b"0\r\n\r\n")
             await w.drain()
             return True
@@ -268,6 +298,16 @@ async def _serve_forever(server: HostileServer) -> None:
     await asyncio.Event().wait()
 
 
+def _out_of_memory() -> None:
+    """What an engine's process says and does when a batch outgrows the KV cache."""
+    print(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.19 GiB of which 1.06 GiB is free.",
+        flush=True,
+    )
+    os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m tests.hostile_server --port P --mode M ...`: the same server as a process, for
     a campaign's start_server (benchmarks/chaos_campaign.py). Unknown flags are ignored: a
@@ -283,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--info", default="none", choices=["none", "trickle"])
     ap.add_argument("--die-after", type=int)
     ap.add_argument("--healthy-first", type=int, default=0)
+    ap.add_argument("--oom-above", type=int)
+    ap.add_argument("--max-num-seqs", type=int)
     ns, _ = ap.parse_known_args(argv)
     server = HostileServer(
         mode=ns.mode,
@@ -291,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
         info=ns.info,
         die_after=ns.die_after,
         healthy_first=ns.healthy_first,
+        oom_above=ns.oom_above,
+        max_num_seqs=ns.max_num_seqs,
+        on_oom=_out_of_memory,
         port=ns.port,
     )
     with contextlib.suppress(KeyboardInterrupt):
