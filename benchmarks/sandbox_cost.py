@@ -3,13 +3,16 @@ allowed outright vs run in bubblewrap (issue 25).
 
     .venv/bin/python -m benchmarks.sandbox_cost --calls 200
 
-The same command, `awk 'BEGIN { }'` (a few ms of its own), is run three ways on the local host:
-with no rule it is a program the rules do not know, so it runs in the sandbox (since issue 47's
-last round: with its own network namespace, a pids cgroup or RLIMIT_NPROC, RLIMIT_FSIZE and
-capped /tmp and /dev/shm); with `[guard] allow = ["awk:*"]` a supervisor's rule runs it in the
-mask (a program that runs code: the machine as the user has it, the inbox keys and the run's
-control files kept from it); with that rule and `[guard] sandbox = false` it runs outright.
-Calls alternate, so that load on the machine hits the ways alike.
+The same program, `cat /dev/null` (a few ms of its own), is run three ways on the local host:
+with an assignment before it (`X=1 cat /dev/null`) the line is not certain, so it runs in the
+sandbox (since issue 47's last rounds: with its own network namespace, a pids cgroup or
+RLIMIT_NPROC, RLIMIT_FSIZE, capped /tmp and /dev/shm, as nobody in a user namespace where the
+user is root, and the watch on what the call writes); with `[guard] allow = ["cat:*"]` a
+supervisor's rule runs that line in the mask (a program the rules do not count as acting on
+processes only: the machine as the user has it, the inbox keys and the run's control files kept
+from it); plain `cat /dev/null` is allowed outright. (Until issue 47's third round the command
+was `awk 'BEGIN { }'`, outright through a rule with `[guard] sandbox = false`: that host now
+refuses a rule for code.) Calls alternate, so that load on the machine hits the ways alike.
 Printed: median and p90 per way, and the difference of the medians (the sandbox's cost). The
 decision itself (tools.guard.decide) is timed apart, per call, on the ordinary corpus.
 """
@@ -31,7 +34,9 @@ from tools.domain.config import Config, GuardConfig, HostConfig, ServerConfig
 from tools.guard import Context, decide
 from tools.hosts import HostPool
 
-COMMAND = "awk 'BEGIN { }'"  # not allowed outright: sandboxed, unless a rule allows it
+# the line each way runs: not certain (an assignment) - sandboxed, or masked under a rule - and
+# the same program allowed outright
+COMMANDS = {"sandbox": "X=1 cat /dev/null", "mask": "X=1 cat /dev/null", "outside": "cat /dev/null"}
 
 
 def context(root: Path, allow: list[str], sandbox: bool = True) -> ToolContext:
@@ -47,15 +52,15 @@ async def measure(calls: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         ways = {
             "sandbox": context(Path(tmp) / "a", []),
-            "mask": context(Path(tmp) / "c", ["awk:*"]),
-            "outside": context(Path(tmp) / "b", ["awk:*"], sandbox=False),
+            "mask": context(Path(tmp) / "c", ["cat:*"]),
+            "outside": context(Path(tmp) / "b", []),
         }
         box = ToolBox([Bash()])
         times: dict[str, list[float]] = {k: [] for k in ways}
         for i in range(calls + 2):
             for way, ctx in ways.items():
                 start = time.perf_counter()
-                result, _ = await box.call(ctx, "bash", {"command": COMMAND})
+                result, _ = await box.call(ctx, "bash", {"command": COMMANDS[way]})
                 took = time.perf_counter() - start
                 action = result.data.get("guard", {}).get("action", "allow")
                 expected = "sandbox" if way == "sandbox" else "allow"

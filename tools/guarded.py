@@ -114,8 +114,8 @@ UNMASKED = (
     "mask it in: it would run with the run's inbox key and control files (a rule for code "
     "applies only where bubblewrap runs; the supervisor can run it at the terminal)"
 )
-# a rule that makes the line root: the supervisor gave it the machine (bwrap's no_new_privs
-# would stop sudo)
+# a rule that makes the line root runs outright (bwrap's no_new_privs would stop sudo): decide()
+# allows it only for programs that run no code of the line's, never a destructive command
 PRIVILEGED = re.compile(r"(?:Bash\()?(?:sudo|doas|pkexec|run0)\b")
 
 

@@ -18,9 +18,16 @@ lets one be made - root, cgroup v1 - else, for a user that is not root, RLIMIT_N
 machine's task count plus MAX_TASKS: the kernel counts the user's tasks, so the line may add
 MAX_TASKS and the other users' count; root is exempt from RLIMIT_NPROC, even in a user namespace,
 so root without a writable pids cgroup has no limit, and the probe says so); no file larger
-than the workdir's free space less a reserve (RLIMIT_FSIZE: one file cannot fill the disk); /tmp,
+than the workdir's free space less a reserve (RLIMIT_FSIZE: one file cannot fill the disk), nor
+more than that in all (the wrapper reads the disk every POLL_S and kills a call whose writes leave
+it under the reserve: many files cannot fill it either, _watch); /tmp,
 /dev/shm and /run private tmpfs capped at SCRATCH_MB (a quarter of the memory at most, where bwrap
 takes --size): /dev/shm is the line's own, the engines' IPC segments outside are not there.
+
+Who the line is (issue 47): where the host's user is root and bwrap makes a user namespace, nobody
+(UNPRIVILEGED) inside - no capability, not root by name; the kernel still maps it to the user for
+files, so the read-only binds keep root's files, and the system's secret files (/etc/shadow, ...)
+are emptied.
 
 Secrets (issue 47): the environment is an allow-list (bwrap runs under `env -i` with only the
 variables tools/guard/boundary.py ENV_ALLOWED names and that do not look like a secret's:
