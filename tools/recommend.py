@@ -326,12 +326,15 @@ def paired_evidence(
     common: list[int],
     objective: Any,
 ) -> stats.Paired | None:
-    """The configuration against the baseline measured so that a drift cancels: its latest duet
-    (results.duet_rounds: both up at once, a round each comparison), else its launch pairs
-    (results.pairs); each round's or pair's objective ratio over the common levels. None: none
-    measured."""
-    rounds, looks = result_files.duet_rounds(base, mine)
-    found = rounds or result_files.pairs(base, mine)
+    """The configuration against the baseline measured so that a drift cancels: its crossovers
+    on a fleet (results.crossover_periods: both at once on two boxes, then swapped; two periods
+    a comparison, stats.crossovers), else its latest duet (results.duet_rounds: both up at
+    once, a round each comparison), else its launch pairs (results.pairs); each round's, pair's
+    or period's objective ratio over the common levels. None: none measured."""
+    periods = result_files.crossover_periods(base, mine)
+    periods = periods if len(periods) >= 2 else []  # one period alone is no crossover yet
+    rounds, looks = ([], 0) if periods else result_files.duet_rounds(base, mine)
+    found = periods or rounds or result_files.pairs(base, mine)
     ratios, blocks = [], []
     for b, w in found:
         sb = stats.mean_sweep(result_files.sweep_of(r) for r in b)
@@ -345,8 +348,11 @@ def paired_evidence(
         blocks.append(stats.level_blocks(sb, sw, levels))
     if not ratios:
         return None
+    same_levels = len({len(row) for row in blocks}) == 1
+    if periods:
+        rows = stats.crossover_blocks(blocks) if objective.kind == "geomean" and same_levels else ()
+        return stats.Paired(stats.crossovers(ratios), unit="crossover", blocks=rows)
     if rounds:
-        same_levels = len({len(row) for row in blocks}) == 1
         by_level = objective.kind == "geomean" and same_levels
         return stats.Paired(
             tuple(ratios), looks=looks, unit="duet round", blocks=tuple(blocks) if by_level else ()

@@ -348,6 +348,32 @@ def pairs(
     return stats.launch_pairs(sweeps, lambda parts: parts[0].id in base_ids)[0]
 
 
+CROSS = "cross-P"  # a crossover period's half (the autopilot's `cross` on a fleet): cross-P03-...
+
+
+def period_of(label: str) -> int | None:
+    """The crossover period a label names (`cross-P03-L12-fa3`: 3), or None: not a crossover's."""
+    if not label.startswith(CROSS):
+        return None
+    number = label[len(CROSS) :].split("-", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
+def crossover_periods(
+    baseline: list[BenchResult], candidate: list[BenchResult]
+) -> list[tuple[list[BenchResult], list[BenchResult]]]:
+    """The crossover periods of the candidate against the baseline (a fleet's: both measured at
+    the same time on two boxes, the label naming the period), in period order, each (the
+    baseline's results, the candidate's); a period without both halves is left out."""
+    found: dict[int, tuple[list[BenchResult], list[BenchResult]]] = {}
+    for side, results in enumerate((baseline, candidate)):
+        for r in results:
+            k = period_of(r.label)
+            if k is not None:
+                found.setdefault(k, ([], []))[side].append(r)
+    return [found[k] for k in sorted(found) if found[k][0] and found[k][1]]
+
+
 def duet_rounds(
     baseline: list[BenchResult], candidate: list[BenchResult]
 ) -> tuple[list[tuple[list[BenchResult], list[BenchResult]]], int]:

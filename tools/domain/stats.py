@@ -40,7 +40,10 @@ decides keeps a false claim under 2.5 %. A duet's round is every level once for 
 its ratio is the mean of its level blocks' (the geometric-mean objective); where the rounds show
 no effect of their own (an F test), the spread is read from every block, level by level, with
 L degrees of freedom a round instead of one (`Paired.blocks`): the same interval, far fewer
-rounds to a verdict. A win is an interval whose low end is above
+rounds to a verdict. A crossover on a fleet (`crossover_ratio`) is a pair too: the candidate and
+the baseline measured at the same time on two boxes, then on the boxes swapped, its ratio the
+geometric mean of the two periods', so a box effect and a common drift cancel. A win is an
+interval whose low end is above
 1 + MIN_GAIN, the indifference zone declared beforehand (a smaller gain is not worth a change of
 deployment: a product decision, not a noise figure); `no_gain` the other way, its top below it.
 Otherwise it is not established, and `pairs_needed` says how many pairs the same mean and spread
@@ -329,6 +332,30 @@ def launch_pairs(
         else:
             waiting = run
     return pairs, waiting
+
+
+def crossover_ratio(first: float, second: float) -> float:
+    """One crossover's ratio, candidate over baseline, from its two periods (each the candidate's
+    objective over the baseline's measured at the same time on two boxes, the boxes swapped in
+    the second): their geometric mean. A box effect k enters one period as k and the other as
+    1 / k, and a drift common to both boxes enters neither, so both cancel. 0.0: a period
+    failed."""
+    return geomean((first, second))
+
+
+def crossovers(periods: Sequence[float]) -> tuple[float, ...]:
+    """The crossovers' ratios from a candidate's periods in the order measured: the first and the
+    second, the third and the fourth... (the second of each on the boxes swapped); a last period
+    alone waits for its swap."""
+    return tuple(crossover_ratio(periods[i], periods[i + 1]) for i in range(0, len(periods) - 1, 2))
+
+
+def crossover_blocks(periods: Sequence[Sequence[float]]) -> tuple[tuple[float, ...], ...]:
+    """`crossovers` level by level: each period's ratio at each level (level_blocks), each
+    crossover's row its two periods' crossover_ratio at each level - the Paired.blocks whose
+    geometric mean is the crossover's ratio (the geometric-mean objective)."""
+    pairs = range(0, len(periods) - 1, 2)
+    return tuple(tuple(map(crossover_ratio, periods[i], periods[i + 1])) for i in pairs)
 
 
 @dataclass(frozen=True)
