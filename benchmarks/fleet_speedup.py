@@ -21,8 +21,11 @@ time. Figures go to docs/fleet.md.
 agent/brains/autopilot/ask_tell.py) with no cluster, against the simulator's truth (1.5 % noise),
 trials taking their typical lab times (a screen 9 s, a challenger's screen 4 s, a full sweep
 25 s, +-10 %) and no CPU contention: the critical path of the planning alone, per seed - the batch
-that screens ahead of a confirmation (now) beside the one that held the free boxes (before), in
-one run - and the median ratio.
+that held the free boxes (held), the one that screens ahead of a confirmation with the winner
+proven in launch pairs alone (ahead), and the fleet's own proof since issue 46: crossovers, the
+winner and the baseline at once on two boxes and then swapped, beside other work (crossover) -
+and the median ratio, the time the fleet ran only re-validations or launch pairs, and in how many
+seeds the winner was established by its paired comparisons.
 """
 
 from __future__ import annotations
@@ -124,11 +127,15 @@ class Model:
     trials: int
     share: float
     serial: float
-    alone: float  # the trials that run alone (steps.SERIAL: re-validations, launch pairs)
+    alone: float  # the time only re-validations or launch pairs run (steps.SERIAL), nothing else
+    proven: bool  # the winner established by its paired comparisons (launch pairs, crossovers)
 
 
-def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
-    """The batched campaign on `boxes` slots, trials ending when their modelled time is up."""
+def offline(boxes: int, seed: int, screen_ahead: bool = True, crossover: bool = False) -> Model:
+    """The batched campaign on `boxes` slots, trials ending when their modelled time is up;
+    `crossover`: the winner proven in crossovers (two boxes at once, beside other work) instead
+    of launch pairs alone, the box of a period's half that ended held until the other ends (as
+    agent/fleet/controller.py holds it)."""
     import random
 
     from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Sweep
@@ -141,33 +148,39 @@ def offline(boxes: int, seed: int, screen_ahead: bool = True) -> Model:
     from tools.domain.space import SearchSpace
 
     space = SearchSpace.parse(default_space(), check=engine_check("sim"))
-    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS)))
+    planner = Planner(space, Settings(levels=tuple(DEFAULT_LEVELS), crossover=crossover))
     search, rng = AskTell(planner), random.Random(seed)
     truth, optimum = sim_truth(), lab_truth.optimum(default_space())[1]
     now, trials, serial, alone = 0.0, 0, 0.0, 0.0
     flight = list[tuple[float, int, Experiment]]()
+    ended = set[int]()  # the crossover periods a half of which came back
     while True:
-        free = boxes - len(flight)
+        held = sum(1 for _, _, e in flight if e.period and e.period in ended)
+        free = boxes - len(flight) - held
         steps = search.suggest_batch(free, screen_ahead)  # beside the trials told placed
         if steps and isinstance(steps[0], Finish):
             best = steps[0].best
             share = lab_truth.config_value(best) / optimum if best else 0.0
-            return Model(now, trials, share, serial, alone)
+            proven = steps[0].paired is not None and steps[0].established
+            return Model(now, trials, share, serial, alone, proven)
         for step in steps:
             if isinstance(step, Experiment):
                 trials += 1
                 took = modelled(step) * rng.uniform(0.9, 1.1)
                 serial += took
-                alone += took if step.purpose in SERIAL else 0.0
                 flight.append((now + took, trials, step))
                 search.placed(step)
         flight.sort(key=lambda f: f[:2])
+        if all(f[2].purpose in SERIAL for f in flight):  # the fleet waits on them alone
+            alone += flight[0][0] - now
         now, _, e = flight.pop(0)
+        ended.add(e.period)
         got = truth(e.config, e.levels)
         if isinstance(got, str):
             search.tell(e, NotStarted(got))
         else:
-            search.tell(e, Measured((Sweep({c: v * rng.gauss(1, 0.015) for c, v in got.items()}),)))
+            sweep = Sweep({c: v * rng.gauss(1, 0.015) for c, v in got.items()})
+            search.tell(e, Measured((sweep,), e.label))
 
 
 def modelled(step: Any) -> float:
@@ -182,21 +195,23 @@ def main_offline(counts: list[int], seeds: int) -> int:
     trials one after another - the speedup at exactly the same decisions."""
     import statistics
 
-    kinds = {"held": False, "ahead": True}
+    kinds = {"held": (False, False), "ahead": (True, False), "crossover": (True, True)}
     ratios: dict[tuple[int, str], list[float]] = {}
     floors: dict[tuple[int, str], list[float]] = {}  # the trials run alone / the one-box time
     same: dict[tuple[int, str], list[float]] = {}
     shares: dict[tuple[int, str], list[float]] = {}
+    proven: dict[tuple[int, str], list[bool]] = {}
     for seed in range(seeds):
         one = offline(counts[0], seed)
         parts = [f"{counts[0]} box(es) {one.time:.0f} s, {one.trials} trials, {one.share:.1%}"]
         for n in counts[1:]:
-            for kind, flag in kinds.items():
-                m = offline(n, seed, flag)
+            for kind, (flag, cross) in kinds.items():
+                m = offline(n, seed, flag, cross)
                 ratios.setdefault((n, kind), []).append(m.time / one.time)
                 floors.setdefault((n, kind), []).append(m.alone / one.time)
                 same.setdefault((n, kind), []).append(m.time / m.serial)
                 shares.setdefault((n, kind), []).append(m.share)
+                proven.setdefault((n, kind), []).append(m.proven)
                 parts.append(
                     f"{n} {kind} {m.time:.0f} s ({m.time / one.time:.2f}x), {m.trials} trials, "
                     f"{m.share:.1%}"
@@ -205,18 +220,23 @@ def main_offline(counts: list[int], seeds: int) -> int:
     print(f"over {seeds} seeds, median (min-max) of the model time:")
     for (n, kind), rs in ratios.items():
         ss, qs = same[(n, kind)], shares[(n, kind)]
-        what = "screens ahead of a confirmation" if kind == "ahead" else "boxes held (before)"
+        what = {
+            "held": "boxes held (before)",
+            "ahead": "screens ahead of a confirmation, launch pairs alone",
+            "crossover": "screens ahead, the winner proven in crossovers beside other work",
+        }[kind]
         print(
             f"  {n} boxes, {what}: {statistics.median(rs):.2f}x (min {min(rs):.2f}, "
             f"max {max(rs):.2f}) the one-box time; {statistics.median(ss):.2f}x "
             f"(min {min(ss):.2f}, max {max(ss):.2f}) its own trials one after another; "
-            f"{min(qs):.1%}-{max(qs):.1%} of the optimum"
+            f"{min(qs):.1%}-{max(qs):.1%} of the optimum; the winner established by its "
+            f"paired comparisons in {sum(proven[(n, kind)])} of {seeds} seeds"
         )
         fs = floors[(n, kind)]
         print(
-            f"    of which its trials that run alone (validate, pair: no box count shortens "
-            f"them): {statistics.median(fs):.2f}x (min {min(fs):.2f}, max {max(fs):.2f}) the "
-            "one-box time"
+            f"    of which only re-validations or launch pairs ran (nothing beside them: no box "
+            f"count shortens it): {statistics.median(fs):.2f}x (min {min(fs):.2f}, max "
+            f"{max(fs):.2f}) the one-box time"
         )
     return 0
 

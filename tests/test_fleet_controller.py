@@ -84,8 +84,10 @@ class FakeFleet:
         self,
         held: Callable[[str], bool] = lambda _trial: False,
         idle: Callable[[], object] | None = None,
+        slots: int = 2,
     ) -> None:
-        self.config = FleetConfig(boxes=2, max_trials=2)
+        self.config = FleetConfig(boxes=slots, max_trials=slots)
+        self.boxes = slots
         self.held, self.idle = held, idle
         self.pending: list[Submitted] = []
         self.placed: list[str] = []
@@ -99,7 +101,7 @@ class FakeFleet:
         return {"n1": "box1", "n2": "box2"}
 
     def slots(self) -> int:
-        return 2
+        return self.boxes
 
     def submit(
         self, spec: TrialSpec, avoid: str | None = None, attempt: int = 1, pin: str | None = None
@@ -219,7 +221,9 @@ def test_the_steps_budget_counts_planning_rounds_and_warns_first(tmp_path: Path)
     warned = [i for i, e in enumerate(log) if e["type"] == "budget_warning"]
     assert len(warned) == 1 and log[warned[0]]["limit"] == "max_steps"
     later = [e["purpose"] for e in log[warned[0] :] if e["type"] == "trial_started"]
-    assert later == ["validate"]  # wrapped up: the best re-validated, no new candidate
+    # wrapped up: no new candidate, the best proven - on two boxes in a crossover, whose first
+    # period is its two halves at once (tests/test_fleet_crossover.py)
+    assert later == ["cross", "cross"]
     assert (run.path / "recommendation.json").is_file()
     end = log[-1]
     assert (end["status"], end["exit_code"]) == ("budget_exhausted", 3)
@@ -252,10 +256,11 @@ def test_say_reaches_the_planner_and_is_answered_as_on_one_box(tmp_path: Path) -
 
 
 def test_the_launch_pairs_run_one_at_a_time_on_one_box(tmp_path: Path) -> None:
-    """The winner against the baseline in launch pairs (baseline, winner, winner, baseline):
-    each alone on the fleet, and every one after the first on the first one's node."""
+    """On a fleet of one box (two prove in crossovers: tests/test_fleet_crossover.py) the winner
+    against the baseline in launch pairs (baseline, winner, winner, baseline): each alone on the
+    fleet, and every one after the first on the first one's node."""
     run = new_run(tmp_path)
-    fleet = FakeFleet()
+    fleet = FakeFleet(slots=1)
     campaign = FleetCampaign(run, tiny_config(tmp_path), fleet)
     assert asyncio.run(campaign.drive()) == 0
     started = [e for e in events(run.path) if e["type"] == "trial_started"]

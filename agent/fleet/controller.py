@@ -7,7 +7,11 @@ when it comes back, one `benchmark` event per group of levels (the result files,
 run_benchmark writes them, the server named after the trial, its host the box) and `trial_ended
 {trial, node, box, ok, reason, started, ended, seconds, log_tail, cleanup}` - last: a trial that
 has its trial_ended has all its measurements in the log. A trial lost with its node or worker is
-retried once on another node (`trial_retried`). The conclusion is the autopilot's: compare and
+retried once on another node (`trial_retried`). With two boxes or more the winner is proven in
+crossovers (agent/brains/autopilot/conclude.cross): a period's two halves - the baseline and the
+winner, `trial_started {..., period}` - run at once on two boxes, and the crossover's second
+period on the same two boxes swapped (`pin`), so a box effect cancels; the box a half ended on is
+held until its other half ends. The conclusion is the autopilot's: compare and
 recommend are called as tools (run_planner.conclusion_calls, from the planner's Finish: its
 verdict is tools/domain/decision.decide's), then the report. The planner is asked and told through
 AskTell only; the one-box brain (Campaign) is not built here.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.brains.autopilot import directives, narrate
@@ -106,6 +111,8 @@ class FleetCampaign:
         self.attempts: dict[str, int] = {}  # trial in flight -> its attempt
         self.trials = 0
         self.pair_node: str | None = None  # where the launch pairs run: all on one box
+        # crossover period -> (its candidate's key, {the baseline's half?: the node it ran on})
+        self.periods: dict[int, tuple[str, dict[bool, str]]] = {}
         self.unfinished: list[tuple[str, Experiment, int]] = []  # (trial, step, attempt)
         self.status, self.reason = "finished", "the campaign concluded across the fleet"
         if events:
@@ -117,6 +124,7 @@ class FleetCampaign:
         from what was measured. The exit code; `status` and `reason` say how it ended."""
         nodes = self.fleet.nodes()
         slots = self.fleet.slots()
+        self.search.planner = crossing(self.planned.planner, slots)  # two boxes: crossovers
         auth = secured(self.run, self.fleet)
         self.run.append("fleet_started", engine="ray", nodes=nodes, slots=slots, auth=auth)
         try:
@@ -124,7 +132,7 @@ class FleetCampaign:
             await self.place_unfinished()
             while True:
                 self.supervise()
-                free = slots - len(self.placed)
+                free = slots - len(self.placed) - self.held()
                 steps = self.search.suggest_batch(free)  # beside the History's in flight
                 if steps and isinstance(steps[0], Finish):
                     return await self.conclude(steps[0])
@@ -154,7 +162,7 @@ class FleetCampaign:
         """The planner under the directives in force and the budget warning, built as the
         one-box autopilot builds it each turn (run_planner), asked from now on."""
         self.planned = run_planner(self.run.state, self.config)
-        self.search.planner = self.planned.planner
+        self.search.planner = crossing(self.planned.planner, self.fleet.slots())  # as drive's
         self.answer()
 
     @property
@@ -189,7 +197,7 @@ class FleetCampaign:
             self.trials += 1
             await self.write_todos(stage_of(step, self.h))
             words = tag(self.planner.space, step.config)
-            first = f"{step.purpose}-L{self.trials:02d}"
+            first = f"{step.label}-L{self.trials:02d}"  # a crossover half: cross-P03-L21
             first += "" if words == "baseline" else f"-{words}"
         trial = try_name(first, attempt)
         self.placed[trial], self.attempts[trial] = step, attempt
@@ -207,10 +215,13 @@ class FleetCampaign:
             levels=list(step.levels),
             fresh=step.fresh,
             attempt=attempt,
+            **({"period": step.period} if step.period else {}),
         )
         # a launch pair compares two launches on one box: the pairs after the first trial of
         # one go to its node (a retry of a lost one goes elsewhere, and the pairs follow it)
         pin = self.pair_node if step.purpose == "pair" and avoid is None else None
+        if step.period and avoid is None:
+            pin = self.swapped(step)
         self.fleet.submit(spec, avoid=avoid, attempt=attempt, pin=pin)
         return f"{trial} ({step.why})"
 
@@ -250,6 +261,9 @@ class FleetCampaign:
         step = self.placed.pop(trial)
         if step.purpose == "pair" and out.node and out.end == "measured":
             self.pair_node = out.node
+        if step.period and out.node and out.end == "measured":
+            _, nodes = self.periods.setdefault(step.period, (self.candidate(step), {}))
+            nodes[self.based(step)] = out.node
         self.attempts.pop(trial, None)
         retry = self.retries(out.end, sub.attempt)
         events = [] if retry else self.record(step, out)  # before trial_ended: its commit
@@ -260,6 +274,31 @@ class FleetCampaign:
             await self.start(step, sub.attempt + 1, out.node or sub.node, first_name(trial))
             return
         self.learn(step, out.end, out.reason, events)
+
+    def based(self, step: Experiment) -> bool:
+        """Whether `step` is the baseline's half of a crossover period."""
+        return self.h.key(step.config) == self.h.key(self.planner.space.baseline)
+
+    def candidate(self, step: Experiment) -> str:
+        """The key of the configuration a crossover period's half proves against the baseline."""
+        return self.h.key(step.base if self.based(step) and step.base else step.config)
+
+    def swapped(self, step: Experiment) -> str | None:
+        """Where a crossover's half runs: in a crossover's second period, on the box its other
+        side had in the first (that candidate's latest whole period, when an odd number of
+        them is whole - as conclude.cross_periods pairs them); else where Ray places it."""
+        mine = self.candidate(step)
+        whole = [nodes for key, nodes in self.periods.values() if key == mine and len(nodes) == 2]
+        return whole[-1][not self.based(step)] if len(whole) % 2 else None
+
+    def held(self) -> int:
+        """The boxes held for a crossover period half ended: its other half still runs, and the
+        next period's swap needs both boxes."""
+        return sum(
+            1
+            for step in self.placed.values()
+            if step.period and len(self.periods.get(step.period, ("", {}))[1]) == 1
+        )
 
     def retries(self, end: TrialEnd, attempt: int) -> bool:
         """Whether a trial that ended so runs again: lost with its node, tries left."""
@@ -352,6 +391,11 @@ class FleetCampaign:
                 print(f"fleet: {name}: {result.text.splitlines()[0]}", file=sys.stderr)
         await self.write_todos("report", done=True)
         return 0
+
+
+def crossing(planner: Planner, slots: int) -> Planner:
+    """The planner a fleet asks: with two boxes or more its winner is proven in crossovers."""
+    return replace(planner, settings=replace(planner.settings, crossover=slots >= 2))
 
 
 def record_cleanups(run: Run, fleet: Any, logged: bool = True) -> None:

@@ -39,6 +39,7 @@ def experiment_of(event: dict[str, Any]) -> Experiment:
         purpose=purpose,
         why=str(event.get("why") or ""),
         fresh=bool(event.get("fresh", False)),
+        period=int(event.get("period") or 0),
     )
 
 

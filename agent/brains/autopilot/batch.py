@@ -32,7 +32,12 @@ best -> its neighbours) is the critical path; the batch shapes it:
 - the launch pairs (the baseline then the winner, the winner then the baseline: conclude.pair) run
   one launch at a time, alone: a pair measured on two boxes at once would compare the boxes, and a
   trial beside it would load the box it shares. The controller places a pair's second launch on the
-  node of its first (fleet_controller: `pin`).
+  node of its first (fleet_controller: `pin`);
+- on a fleet that proves in crossovers (Settings.crossover) a crossover's period is its two halves
+  placed together (the baseline and the winner at once, `conclude.partner`), one period at a time,
+  beside other work: a re-validation of the challenger, and - while exploring - screens and
+  confirmations; boxes that nothing else needs while exploring begin the leader's crossovers early
+  (`conclude.crossing`). The controller swaps the boxes for a crossover's second period.
 
 `plan_batch(..., screen_ahead=False)` holds the free boxes instead (the previous batch, kept for
 benchmarks/fleet_speedup.py's comparison).
@@ -42,9 +47,10 @@ from __future__ import annotations
 
 import math
 
+from agent.brains.autopilot import conclude
 from agent.brains.autopilot.history import History, Measurement
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
-from agent.brains.autopilot.steps import FIRST, MOVES_BEST, PARTIAL, SERIAL
+from agent.brains.autopilot.steps import CROSS, FIRST, MOVES_BEST, PARTIAL, SERIAL
 
 
 def pending(
@@ -61,13 +67,13 @@ def pending(
         sweep: dict[int, float] | None = None
         if e.purpose in FIRST:
             sweep = dict.fromkeys(levels, 0.0)
-        elif e.purpose in SERIAL:  # validated at the value it has: the next one to validate
+        elif e.purpose in (*SERIAL, *CROSS):  # at the value it has: the next one to validate
             now = h.estimate(e.config)
             sweep = {c: now.get(c, 0.0) for c in levels}
         elif guess and e.purpose in MOVES_BEST:
             sweep = predicted(h, e, levels)
         if sweep is not None:
-            out.measured(e.config, launch, sweep, e.purpose)
+            out.measured(e.config, launch, sweep, e.label)
     return out
 
 
@@ -92,14 +98,17 @@ def plan_batch(planner: Planner, h: History, free: int, screen_ahead: bool = Tru
     nothing is in flight and the planner concludes; [] when the next decision must wait for a
     trial in flight."""
     levels, in_flight = planner.settings.levels, list(h.in_flight)
-    if any(e.purpose in SERIAL for e in in_flight):
+    serial = any(e.purpose in SERIAL for e in in_flight)
+    if serial and not planner.settings.crossover:
         return []
-    out: list[Experiment] = leaders(planner, h, in_flight, free, everyone=screen_ahead)
+    out: list[Experiment] = [] if serial else leaders(planner, h, in_flight, free, screen_ahead)
     while len(out) < free:
         busy = [*in_flight, *out]
         step = planner.next_step(pending(h, busy, levels))
         if isinstance(step, Finish):
             return [step] if not busy else list(out)
+        if serial and step.purpose not in CROSS:
+            break  # beside a validation in flight only a crossover's period starts
         confirming = any(e.purpose in MOVES_BEST for e in busy)
         if any(same(step, e, h) for e in busy) or (step.purpose in PARTIAL and confirming):
             # it waits for something in flight, or it is a neighbour of a best that a pending
@@ -109,12 +118,29 @@ def plan_batch(planner: Planner, h: History, free: int, screen_ahead: bool = Tru
             break
         if any(e.purpose in FIRST for e in busy) and step.purpose not in (*FIRST, "screen"):
             break  # the A/A pair gives the noise floor: only screens run beside it
-        if step.purpose in SERIAL and any(e.purpose not in SERIAL for e in busy):
+        if step.purpose in SERIAL and any(e.purpose not in (*SERIAL, *CROSS) for e in busy):
             break  # validate on a quiet fleet: the leader must not move under it
         if busy and (step.purpose == "pair" or any(e.purpose == "pair" for e in busy)):
             break  # a launch pair's two launches one after the other, each alone on the fleet
+        if step.purpose in CROSS:  # both halves of a period at once, one period at a time
+            if free - len(out) < 2 or any(e.purpose in CROSS for e in busy):
+                break
+            out += [step, conclude.partner(step)]
+            continue
         out.append(step)
-    return list(out)
+    return [*out, *crossing(planner, h, [*in_flight, *out], free - len(out))]
+
+
+def crossing(planner: Planner, h: History, busy: list[Experiment], free: int) -> list[Experiment]:
+    """On a fleet that proves in crossovers, while exploring: two boxes nothing else needs begin
+    the leader's crossovers (conclude.crossing: a period's two halves); none beside the A/A
+    pair, a validation or another crossover period."""
+    if not planner.settings.crossover or free < 2:
+        return []
+    if any(e.purpose in (*FIRST, *SERIAL, *CROSS) for e in busy):
+        return []
+    step = conclude.crossing(planner.read(h))
+    return [] if step is None else [step, conclude.partner(step)]
 
 
 def ahead(planner: Planner, h: History, busy: list[Experiment], free: int) -> list[Experiment]:

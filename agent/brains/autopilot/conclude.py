@@ -10,7 +10,14 @@ minutes apart (the baseline's at the start, a candidate's later) measures the ma
 configuration. At least MIN_PAIRS, then more while the interval is not decided and more pairs could
 decide it (within the budget). The verdict reads only the pairs: a win when their anytime-valid
 interval excludes every gain under stats.MIN_GAIN, else "not established" with what it would
-take."""
+take.
+
+On a fleet (Settings.crossover) the winner is proven in crossovers instead (`cross`): the
+baseline and the winner measured at the same time on two boxes, then each on the other's box;
+each crossover one comparison (stats.crossover_ratio), read by the same stats.Paired and
+decide(). They run beside other work: a third box re-validates the challenger, and while
+exploring goes on, boxes nothing else needs begin the current leader's crossovers early
+(`crossing`)."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from dataclasses import replace
 from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
+from tools.bench.results import period_of
 from tools.domain import stats
 from tools.domain.decision import decide, decide_paired
 from tools.domain.space import Flags
@@ -57,12 +65,13 @@ def validations_done(r: Reading) -> int:
     return sum(1 for c in r.h.configs() if validated(r, c) and c != r.space.baseline)
 
 
-def validate(r: Reading, inc: Flags, left: int) -> Experiment | None:
-    """The winner, then the challenger, swept again on a fresh launch (within the budget)."""
+def validate(r: Reading, inc: Flags, left: int, winner: bool = True) -> Experiment | None:
+    """The winner, then the challenger, swept again on a fresh launch (within the budget). Not
+    `winner`: the challenger only (a crossover launches the winner afresh)."""
     levels = r.settings.levels
     if left < 1 or validations_done(r) >= MAX_VALIDATIONS:
         return None
-    if not validated(r, inc):
+    if winner and not validated(r, inc):
         why = "re-validate the winner on a fresh launch"
         return Experiment(inc, levels, "validate", why, fresh=True)
     found = r.challenger(inc) if r.settings.challenger else None
@@ -98,10 +107,14 @@ def pair_runs(r: Reading, inc: Flags) -> tuple[list[tuple[Measurement, Measureme
 
 
 def paired(r: Reading, inc: Flags) -> stats.Paired:
-    """`inc` against the baseline measured so that a drift cancels: its latest duet with the
-    baseline (each round's objective ratio, valid over the duet's most rounds), else its launch
-    pairs (each pair's objective ratio) - as recommend reads them (results.duet_rounds)."""
+    """`inc` against the baseline measured so that a drift cancels: its crossovers on a fleet
+    (`crossovers`), else its latest duet with the baseline (each round's objective ratio, valid
+    over the duet's most rounds), else its launch pairs (each pair's objective ratio) - as
+    recommend reads them (results.crossover_periods, results.duet_rounds, results.pairs)."""
     s = r.settings
+    crossed = crossovers(r, inc)
+    if crossed.n:
+        return crossed
     found = r.h.duet_of(r.space.baseline, inc)
     if found is not None:
         o = s.objective
@@ -120,6 +133,89 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
         wv = s.objective.value(w.per_level, w.slo_ok, s.levels)
         ratios.append(wv / bv if bv > 0 else 0.0)
     return stats.Paired(tuple(ratios))
+
+
+def cross_periods(r: Reading, inc: Flags) -> list[tuple[Measurement, Measurement]]:
+    """`inc`'s crossover periods with both halves measured, in period order, each (the
+    baseline's sweep, `inc`'s): the two measured at the same time on two boxes."""
+    h, base, levels = r.h, r.space.baseline, r.settings.levels
+    halves: dict[int, dict[bool, Measurement]] = {}
+    for m in h.measurements:
+        k = period_of(m.label)
+        if k is not None and set(levels) <= set(m.per_level):
+            halves.setdefault(k, {})[h.key(m.config) == h.key(base)] = m
+    return [
+        (p[True], p[False])
+        for _, p in sorted(halves.items())
+        if len(p) == 2 and h.key(p[False].config) == h.key(inc)
+    ]
+
+
+def crossovers(r: Reading, inc: Flags) -> stats.Paired:
+    """`inc` against the baseline in crossovers: each period's objective ratio, each two
+    periods (the boxes swapped in the second) one crossover (stats.crossovers), read level by
+    level where the objective is their geometric mean (as a duet's rounds); none: n = 0."""
+    s, o = r.settings, r.settings.objective
+    ratios, blocks = [], []
+    for a, b in cross_periods(r, inc):
+        va = o.value(a.per_level, a.slo_ok, s.levels)
+        vb = o.value(b.per_level, b.slo_ok, s.levels)
+        ratios.append(vb / va if va > 0 else 0.0)
+        blocks.append(stats.level_blocks(a.per_level, b.per_level, s.levels))
+    rows = stats.crossover_blocks(blocks) if o.kind == "geomean" else ()
+    return stats.Paired(stats.crossovers(ratios), unit="crossover", blocks=rows)
+
+
+def cross(r: Reading, inc: Flags, left: int) -> Experiment | None:
+    """The baseline's half of the next crossover period of `inc` (`partner`: the winner's half,
+    placed with it): at least MIN_PAIRS crossovers, more while they leave the verdict open and
+    more could settle it - where the budget has room for both halves. None: not a fleet,
+    nothing to prove, decided or no room."""
+    h, base = r.h, r.space.baseline
+    if not r.settings.crossover or h.key(inc) == h.key(base) or left < 2:
+        return None
+    periods = len(cross_periods(r, inc))
+    k = periods // 2 + 1
+    if periods % 2:
+        why = f"crossover {k}, swapped: the baseline and the winner each on the other's box"
+    else:
+        done = crossovers(r, inc)
+        if left < 4 or (done.n >= MIN_PAIRS and pairs_wanted(done, left // 2) == done.n):
+            return None  # no room for both periods, or decided, or no count would decide it
+        why = f"crossover {k}: the baseline and the winner at the same time on two boxes"
+    number = 1 + max((period_of(m.label) or 0 for m in h.measurements), default=0)
+    return Experiment(base, r.settings.levels, "cross", why, fresh=True, base=inc, period=number)
+
+
+def partner(half: Experiment) -> Experiment:
+    """The other half of a crossover period: the configuration it is compared with, at once."""
+    if half.base is None:
+        raise ValueError("a crossover's half names what it is compared with (base)")
+    return replace(half, config=half.base, base=half.config)
+
+
+def cross_subject(r: Reading) -> Flags:
+    """The configuration the crossovers prove: the one crossed last, unless the incumbent beats
+    it by more than the noise of that comparison (then the incumbent); the incumbent when none
+    was crossed. A near-tie that moves ahead by a sweep does not throw the evidence away."""
+    h, base, inc = r.h, r.space.baseline, r.incumbent
+    crossed = [m.config for m in h.measurements if m.purpose == "cross"]
+    crossed = [c for c in crossed if h.key(c) != h.key(base)]
+    if not crossed or h.key(crossed[-1]) == h.key(inc):
+        return inc
+    last = crossed[-1]
+    if h.key(inc) == h.key(base):
+        return last
+    ratio, _ = r.compare(inc, last, r.settings.levels)
+    return inc if ratio is not None and ratio > 1 + r.precision(inc, last) else last
+
+
+def crossing(r: Reading) -> Experiment | None:
+    """While exploring goes on, for boxes nothing else needs: the next crossover period of the
+    configuration the crossovers prove (`cross_subject`), begun early - where the budget keeps
+    what exploring reserves for the end."""
+    left = r.budget_left - reserved(r.settings.max_launches)
+    return cross(r, cross_subject(r), left) if left >= 4 else None
 
 
 DUET_ROUNDS = stats.MAX_PAIRS  # a duet's most rounds (tools/duet.py stops when it decides)
@@ -204,6 +300,12 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     fresh = fresh[: max(0, MAX_VALIDATIONS - validations_done(r))]
     if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in
         return min(left, len(fresh) + (0 if r.h.duet_of(r.space.baseline, inc) else 2))
+    if r.settings.crossover:  # two launches a period, two periods a crossover
+        done = crossovers(r, inc)
+        want = MIN_PAIRS if done.n < MIN_PAIRS else pairs_wanted(done, (left - len(fresh)) // 2)
+        periods = len(cross_periods(r, inc))
+        others = [c for c in fresh if r.h.key(c) != r.h.key(inc)]  # the winner is crossed
+        return min(left, len(others) + max(0, 4 * want - 2 * periods))
     pairs, waiting = pair_runs(r, inc)
     if len(pairs) < MIN_PAIRS:
         base_value = r.value(r.space.baseline)
@@ -249,6 +351,8 @@ def settled(r: Reading) -> Flags:
     """The configuration the campaign concludes on: the one its last duet or its launch pairs
     tested (a tested claim over an untested one, whatever the sweeps' means say after), else
     the incumbent."""
+    if r.settings.crossover:
+        return cross_subject(r)
     tested = [d.b for d in r.h.duets if d.rounds and r.h.key(d.a) == r.h.key(r.space.baseline)]
     return (tested[-1] if tested else None) or paired_subject(r) or r.incumbent
 

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # steps.py reads this module's Purpose and Objective
 # within the noise (bundle), a full sweep again inside the noise (repeat), a fresh launch of the
 # winner (validate), a launch of the baseline or the winner in the paired comparison that decides
 # the verdict (pair), or the winner's fresh launch for a duet with the baseline up beside it
-# (duet). batch.py groups them.
+# (duet), or a fleet's crossover: the baseline or the winner in one period, both halves at once
+# on two boxes (cross). batch.py groups them.
 Purpose = Literal[
     "baseline",
     "noise",
@@ -48,6 +49,7 @@ Purpose = Literal[
     "validate",
     "pair",
     "duet",
+    "cross",
 ]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 

@@ -39,7 +39,9 @@ plain function of what was measured (a Reading of the History), in a file cut by
 4. the challenger (families.tune): a family (speculation) that beats the best at some levels, or
    comes close, has its own parameters tuned on those levels, for a concurrency policy;
 5. the winner (and the challenger) re-validated on a fresh launch (conclude.validate); then the
-   conclusion (conclude.finish). Figures come from tools/domain/stats.py (reading.py).
+   conclusion (conclude.finish). On a fleet (Settings.crossover) the winner is proven in
+   crossovers (conclude.cross), the challenger re-validated beside them. Figures come from
+   tools/domain/stats.py (reading.py).
 """
 
 from __future__ import annotations
@@ -135,6 +137,13 @@ class Planner:
         # pairs (ABBA: the verdict reads them), then conclude;
         # once a pair of the winner is measured, the pairs go on with it unless another leads
         # and the budget can still test that one (conclude.pairs_go_on)
+        if s.crossover:  # a fleet: the challenger re-validated beside the crossovers
+            crossed = conclude.cross_subject(r)
+            return (
+                conclude.validate(r, crossed, left, winner=False)
+                or conclude.cross(r, crossed, left)
+                or conclude.finish(r)
+            )
         subject = conclude.pairs_go_on(r)
         if subject is not None:
             return conclude.pair(r, subject, left) or conclude.finish(r)

@@ -31,6 +31,9 @@ class Settings:
     # [server] side_by_side: the host runs two servers at once, so the winner is proven in a duet
     # with the baseline beside it (conclude.duet) rather than in launch pairs
     side_by_side: bool = False
+    # a fleet of two boxes or more: the winner is proven in crossovers (conclude.cross: it and
+    # the baseline at once on two boxes, then swapped), beside other work, not in launch pairs
+    crossover: bool = False
     # the run engine's [parallelism] (its profile's spellings of the GPU count, a user's profile
     # file's too), for "fewer GPUs at the same value"; None: every built-in profile's spellings
     parallelism: Parallelism | None = None
@@ -54,6 +57,7 @@ SERIAL: tuple[Purpose, ...] = ("validate", "pair", "duet")
 # a few levels, from the best
 PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle", "contrary")
 MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
+CROSS: tuple[Purpose, ...] = ("cross",)  # a crossover's halves: two boxes at once, beside others
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,16 @@ class Experiment:
     # a full sweep's measurement of the objective's level alone (precision where it reads):
     # that level runs the requests it runs in a full sweep
     at_level: bool = False
+    period: int = 0  # a crossover's period (its two halves share it); 0: not a crossover
 
     @property
     def full(self) -> bool:
         return self.purpose not in PARTIAL
+
+    @property
+    def label(self) -> str:
+        """Its measurement's label: the purpose, with a crossover's period (`cross-P03`)."""
+        return f"cross-P{self.period:02d}" if self.period else self.purpose
 
 
 @dataclass(frozen=True)
