@@ -56,8 +56,9 @@ def test_ratios_winners_crossover_and_geomean() -> None:
     assert cmp.baseline == "b001-base"
     assert cmp.ratios["b002-eagle"][1] == pytest.approx(96.1 / 92.6)
     assert cmp.winners == {1: "b002-eagle", 10: "b001-base", 100: "b001-base"}
-    assert cmp.crossovers["b002-eagle"] == [
-        "between C=1 and C=10: b002-eagle ahead at C<=1, b001-base at C>=10"
+    assert cmp.crossovers["b002-eagle"] == [  # nothing measured twice: no floor to clear
+        "between C=1 and C=10: b002-eagle ahead at C<=1, b001-base at C>=10 (noise floor "
+        "unknown at C=1: not established)"
     ]
     expected = ((96.1 / 92.6) * (400 / 500) * (354 / 773)) ** (1 / 3)
     assert cmp.geomean["b002-eagle"] == pytest.approx(expected)
@@ -109,6 +110,26 @@ def test_unfair_and_multi_factor_launches() -> None:
     assert any("not a one-factor comparison - 2 flags differ" in n for n in cmp.notes)
     unknown = compare([a, result("b005", {1: 1.0}, command=None)])
     assert any("server command of b005 unknown" in n for n in unknown.notes)
+
+
+def test_a_crossover_needs_a_margin_over_the_one_sweep_floor() -> None:
+    """Issue 49, item 14: compare declared a crossover on a 1.3 % edge against a 0.8 % floor. The
+    floor is one launch's A/A pair: an edge must clear twice it, and 2 %, to set a policy."""
+    aa = [[{1: 1000.0, 100: 500.0}, {1: 1004.0, 100: 502.0}]]  # 0.8 % apart
+    base = result("b001", {1: 1000.0, 100: 500.0})
+    flags = {"--speculative-algorithm": "EAGLE3"}
+    command = BASE + " --speculative-algorithm EAGLE3"
+    thin = result("b003", {1: 1013.0, 100: 400.0}, command=command, flags=flags)
+    cmp = compare([base, thin], repeats=aa)
+    assert cmp.noise[1] == pytest.approx(0.008, abs=0.0002)
+    (line,) = cmp.crossovers["b003"]
+    assert line.endswith(
+        "(an edge of 1.3 % at C=1 against a one-sweep floor of 0.8 %: a crossover needs 2x the "
+        "floor and at least 2 %: not established)"
+    ), line
+    clear = result("b004", {1: 1030.0, 100: 400.0}, command=command, flags=flags)
+    (line,) = compare([base, clear], repeats=aa).crossovers["b004"]
+    assert line == "between C=1 and C=100: b004 ahead at C<=1, b001 at C>=100"  # 3 % clears
 
 
 def test_noise_floor_from_repeats_marks_small_differences() -> None:

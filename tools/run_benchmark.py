@@ -29,7 +29,7 @@ from tools.bench.level_traffic import requests_at_rate
 from tools.bench.random_prompts import sweep_seed
 from tools.bench.rate_search import START_RATE, RateSearch, find_max_rate
 from tools.bench.remote import run_remote
-from tools.bench.schema import ClientInfo, ServerRef, Workload
+from tools.bench.schema import ClientInfo, ServerRef, Workload, level_name
 from tools.bench.sweep import (
     BenchError,
     Observer,
@@ -115,6 +115,12 @@ class RunBenchmarkInput(ToolInput):
         "the config's), starting at request_rate[0] (default 1 req/s); the answer is the "
         "result's first note",
     )
+    warmup: bool = Field(
+        default=False,
+        description="A warm-up pass before the first measured sweep of a fresh launch: sent as "
+        "asked, then thrown away - no result, no ledger line, nothing compare, recommend or the "
+        "noise floor reads",
+    )
 
 
 class RunBenchmark(Tool):
@@ -126,6 +132,8 @@ class RunBenchmark(Tool):
         if inp.concurrency and inp.request_rate:
             raise ToolError("give `concurrency` or `request_rate`, not both")
         rates = inp.request_rate or (None if inp.concurrency else bench.request_rate)
+        if inp.warmup and inp.find_max_rate:
+            raise ToolError("a warm-up sends fixed levels: drop find_max_rate")
         if inp.find_max_rate:
             if inp.concurrency:
                 raise ToolError("find_max_rate searches request rates: drop `concurrency`")
@@ -209,6 +217,10 @@ class RunBenchmark(Tool):
                 client.event_loop = "uvloop" if outcome.processes else "asyncio"
         except BenchError as err:
             raise ToolError(str(err)) from None
+        if inp.warmup:
+            if outcome.interrupted:
+                raise asyncio.CancelledError
+            return warmed_up(server.name or server.url or "", outcome)
         workload.model, workload.dataset_digest = outcome.model, outcome.dataset_digest
         result = results.build_result(
             result_id=result_id,
@@ -276,6 +288,22 @@ class RunBenchmark(Tool):
             tag,
             observer=observer,
         )
+
+
+def warmed_up(server: str, outcome: SweepOutcome) -> ToolResult:
+    """A warm-up's answer: what was sent and served, and that none of it is a measurement."""
+    sent = sum(int(p.get("num_prompts") or 0) for p in outcome.points)
+    done = sum(int(p.get("completed") or 0) for p in outcome.points)
+    levels = ", ".join(level_name(p) for p in outcome.points) or "none"
+    text = (
+        f"warm-up of {server} done: {levels}, {done} of {sent} requests completed; not recorded "
+        "as a sweep (no result, nothing to compare) - measure now"
+    )
+    failed = [p["max_concurrency"] for p in outcome.points if p.get("level_failed")]
+    if failed:
+        text += f"\nfailed during the warm-up at C={', '.join(map(str, failed))}: read the log"
+    data = {"warmup": True, "server": server, "sent": sent, "completed": done, "failed": failed}
+    return ToolResult(text=text, data=data, is_error=bool(outcome.points) and done == 0)
 
 
 # --- where a server is (the duet tool's too) ---------------------------------------------------

@@ -18,6 +18,8 @@ from tools.servers.probe import probe
 from tools.servers.profiles import Engine, ProfileError, engine_for
 from tools.servers.readiness import StartFailure, Watch, wait_ready
 
+MOST_READY_S = 6 * 3600  # a model load longer than this is not a slow start
+
 
 class StartServerInput(ToolInput):
     name: str | None = Field(
@@ -30,6 +32,13 @@ class StartServerInput(ToolInput):
     )
     host: str | None = Field(default=None, description="Host name; default: the server's host")
     port: int | None = Field(default=None, ge=1, le=65535, description="default: the config's")
+    ready_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MOST_READY_S,
+        description="How long to wait for ready this time (default: the config's "
+        "server.ready_timeout_s): more for a start that was still loading when the wait ended",
+    )
 
 
 class StartServer(Tool):
@@ -88,7 +97,7 @@ class StartServer(Tool):
             pid,
             log,
             port,
-            cfg.ready_timeout_s,
+            inp.ready_timeout_s or cfg.ready_timeout_s,
             model=cfg.model,
             on_progress=_progress(ctx, name),
         )

@@ -55,7 +55,8 @@ def call_words(name: str, raw: Any) -> str:
     if name == "run_benchmark":
         levels = ",".join(map(str, _list(inp.get("concurrency")))) or "the configured levels"
         label = f" ({inp['label']})" if inp.get("label") else ""
-        return f"run_benchmark on {server or 'the server'} at C={levels}{label}"
+        warmup = " (warm-up, not recorded)" if inp.get("warmup") is True else ""
+        return f"run_benchmark on {server or 'the server'} at C={levels}{label}{warmup}"
     who = "" if server in ("", "server") else f" {server}"  # not "start_server server"
     if name == "start_server":
         flags = " ".join(_flags(inp.get("flags")))

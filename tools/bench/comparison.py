@@ -134,9 +134,7 @@ def compare(
         if config_of[r.id] != config_of[base.id]
     }
     names = {p.max_concurrency: p.name for r in results for p in r.points}
-    crossovers = {
-        r.id: _crossovers(r.id, base.id, ratios[r.id], within[r.id], names) for r in others
-    }
+    crossovers = {r.id: _crossovers(r.id, base.id, ratios[r.id], noise, names) for r in others}
     geomean = {rid: v.ratio for rid, v in versus.items()}
     wins = [rid for rid, v in versus.items() if decide(v.ratio, v.floor).verdict == "win"]
     winner = max(wins, key=lambda rid: versus[rid].ratio or 0.0, default=base.id)
@@ -168,11 +166,16 @@ def _config_key(r: BenchResult) -> str:
     return f"{r.config_hash} {sorted(workload_key(r.workload.model_dump()).items())}"
 
 
+# a crossover's side is established only past this margin: the floor is one launch's (an A/A pair
+# within it), blind to the variance between launches, and a policy is a claim (stats.MIN_GAIN)
+MARGIN = 2.0  # x the level's one-sweep floor
+
+
 def _crossovers(
-    rid: str, bid: str, ratios: dict[int, float], noisy: list[int], names: dict[int, str]
+    rid: str, bid: str, ratios: dict[int, float], noise: dict[int, float], names: dict[int, str]
 ) -> list[str]:
-    """Where the ratio crosses 1 between consecutive levels; one inside the noise on either side
-    is said to be not established."""
+    """Where the ratio crosses 1 between consecutive levels; a crossover whose edge on either
+    side does not clear the margin is said to be not established, and why."""
     out = []
     pts = sorted(ratios.items())
     for (l1, r1), (l2, r2) in itertools.pairwise(pts):
@@ -181,10 +184,28 @@ def _crossovers(
             n1, n2 = names.get(l1, f"C={l1}"), names.get(l2, f"C={l2}")
             at1, at2 = _at(n1, "<="), _at(n2, ">=")
             line = f"between {n1} and {n2}: {ahead} ahead at {at1}, {behind} at {at2}"
-            if l1 in noisy or l2 in noisy:
-                line += " (within the noise floor: not established)"
+            short = [w for w in (_short(n1, r1, noise.get(l1)), _short(n2, r2, noise.get(l2))) if w]
+            if short:
+                line += f" ({short[0]}: not established)"
             out.append(line)
     return out
+
+
+def _short(name: str, ratio: float, floor: float | None) -> str | None:
+    """Why one side's edge does not establish a crossover; None when it clears the margin."""
+    mark = at_level(ratio, floor)
+    if floor is None or mark == "noise unknown":
+        return f"noise floor unknown at {name}"
+    if mark == "within noise":
+        return "within the noise floor"
+    edge, need = abs(ratio - 1), max(MARGIN * floor, stats.MIN_GAIN)
+    if edge <= need:
+        return (
+            f"an edge of {100 * edge:.1f} % at {name} against a one-sweep floor of "
+            f"{stats.percent(floor)}: a crossover needs {MARGIN:g}x the floor and at least "
+            f"{100 * stats.MIN_GAIN:g} %"
+        )
+    return None
 
 
 def _at(name: str, op: str) -> str:

@@ -27,6 +27,7 @@ POLL_S = 0.2  # log, process and health, together (health: >= 2/s even over a sl
 GRACE_S = 0.5  # after a failure line, for the rest of the message
 READ_CHUNK = 1 << 20
 LOG_KEEP = 256 * 1024  # bytes of the newest log kept for the diagnosis
+QUIET_S = 4 * POLL_S  # a log silent longer than this (and a quarter of the wait) is not loading
 HOST_LOST_S = 60.0  # how long the host may be unreachable during a wait
 # Each probe whole, the caller's deadline (httpx's timeouts are per read: a body trickled a byte
 # at a time never trips them): a health check, /v1/models, the streaming completion
@@ -68,6 +69,19 @@ class Watch:
     failed_at: float | None = None
     last_fraction: float | None = None
     progress_lines: list[str] = field(default_factory=list)
+    grew_at: float | None = None  # when the log last grew (time.monotonic)
+
+    def verdict(self, now: float) -> str:
+        """A wait that ran out, told apart (the process is alive, the log shows no failure): a
+        slow start still writes its log, a hung one has gone quiet."""
+        quiet = now - self.grew_at if self.grew_at is not None else None
+        if quiet is not None and quiet <= max(QUIET_S, self.timeout / 4):
+            return (
+                "the process still running and its log still growing - a slow start, not a "
+                "crash: start it again with a longer ready_timeout_s"
+            )
+        said = "wrote no log" if quiet is None else f"its log silent for the last {quiet:.0f} s"
+        return f"the process still running but it {said} - stuck, not slow"
 
     async def read_log(self) -> None:
         try:
@@ -76,6 +90,7 @@ class Watch:
             return  # not created yet
         if not data:
             return
+        self.grew_at = time.monotonic()
         self.offset += len(data)
         self.recent += data
         if len(self.recent) > 2 * LOG_KEEP:
@@ -157,9 +172,8 @@ async def wait_ready(w: Watch) -> Ready:
             if now - start > w.timeout:
                 d = w.diagnosis()
                 last = d.excerpt.strip().splitlines()[-1:] or ["(empty log)"]
-                d.text = (
-                    f"not ready after {w.timeout:g} s (ready_timeout_s); last log line: {last[0]}"
-                )
+                d.text = f"not ready after {w.timeout:g} s (ready_timeout_s): {w.verdict(now)}; "
+                d.text += f"last log line: {last[0]}"
                 raise StartFailure(d, now - start)
             await asyncio.sleep(POLL_S)
     finally:

@@ -165,6 +165,8 @@ def observe(
         elif name == "duet":  # its rounds by the id its typed result names (a duet a crash cut
             # short has saved rounds too, under its own id: never read as a later call's)
             _duet(h, inp, duets.get(str(block["data"].get("duet")), []), server, block)
+        elif name == "run_benchmark" and inp.get("warmup") is True:
+            continue  # a warm-up is no sweep: it wrote no benchmark event to be read as one
         elif name == "run_benchmark" and h.running is not None:
             if error:  # twice on one launch: that server is no good, the next try relaunches
                 failures[h.running] = failures.get(h.running, 0) + 1
