@@ -36,8 +36,10 @@ best -> its neighbours) is the critical path; the batch shapes it:
 - on a fleet that proves in crossovers (Settings.crossover) a crossover's period is its two halves
   placed together (the baseline and the winner at once, `conclude.partner`), one period at a time,
   beside other work: a re-validation of the challenger, and - while exploring - screens and
-  confirmations; boxes that nothing else needs while exploring begin the leader's crossovers early
-  (`conclude.crossing`). The controller swaps the boxes for a crossover's second period.
+  confirmations. While exploring, two boxes free at once while no confirmation is in flight (the
+  leader stands) begin the leader's crossovers before more screens, and two boxes left over
+  after the batch do too (`conclude.crossing`, which keeps the budget to prove another leader).
+  The controller swaps the boxes for a crossover's second period.
 
 `plan_batch(..., screen_ahead=False)` holds the free boxes instead (the previous batch, kept for
 benchmarks/fleet_speedup.py's comparison).
@@ -101,6 +103,10 @@ def plan_batch(planner: Planner, h: History, free: int, screen_ahead: bool = Tru
     serial = any(e.purpose in SERIAL for e in in_flight)
     if serial and not planner.settings.crossover:
         return []
+    if not serial and free >= 2 and not any(e.purpose in MOVES_BEST for e in in_flight):
+        early = crossing(planner, h, in_flight, free)  # the leader stands: its proof first
+        if early:
+            return list(early)
     out: list[Experiment] = [] if serial else leaders(planner, h, in_flight, free, screen_ahead)
     while len(out) < free:
         busy = [*in_flight, *out]
@@ -132,9 +138,9 @@ def plan_batch(planner: Planner, h: History, free: int, screen_ahead: bool = Tru
 
 
 def crossing(planner: Planner, h: History, busy: list[Experiment], free: int) -> list[Experiment]:
-    """On a fleet that proves in crossovers, while exploring: two boxes nothing else needs begin
-    the leader's crossovers (conclude.crossing: a period's two halves); none beside the A/A
-    pair, a validation or another crossover period."""
+    """On a fleet that proves in crossovers, while exploring: two free boxes begin the leader's
+    crossovers (conclude.crossing: a period's two halves); none beside the A/A pair, a
+    validation or another crossover period."""
     if not planner.settings.crossover or free < 2:
         return []
     if any(e.purpose in (*FIRST, *SERIAL, *CROSS) for e in busy):

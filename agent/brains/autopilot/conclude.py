@@ -211,11 +211,13 @@ def cross_subject(r: Reading) -> Flags:
 
 
 def crossing(r: Reading) -> Experiment | None:
-    """While exploring goes on, for boxes nothing else needs: the next crossover period of the
-    configuration the crossovers prove (`cross_subject`), begun early - where the budget keeps
-    what exploring reserves for the end."""
+    """While exploring goes on, for two free boxes: the next crossover period of the
+    configuration the crossovers prove (`cross_subject`), begun early - where the budget keeps,
+    beyond what exploring reserves for the end, the launches of MIN_PAIRS + 1 crossovers: a
+    leader that moves later can still be proven (offline, a guard of one crossover's launches
+    left 2 of 10 campaigns unestablished, benchmarks/fleet_speedup.py)."""
     left = r.budget_left - reserved(r.settings.max_launches)
-    return cross(r, cross_subject(r), left) if left >= 4 else None
+    return cross(r, cross_subject(r), left) if left >= 4 * (MIN_PAIRS + 1) else None
 
 
 DUET_ROUNDS = stats.MAX_PAIRS  # a duet's most rounds (tools/duet.py stops when it decides)
