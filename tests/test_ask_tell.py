@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from agent.brains.autopilot.ask_tell import (
     AskTell,
     Beside,
@@ -19,6 +21,7 @@ from agent.brains.autopilot.ask_tell import (
     Sweep,
 )
 from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.history import Objective
 from agent.brains.autopilot.offline import sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from sim.space import DEFAULT_LEVELS, default_space
@@ -224,6 +227,13 @@ def test_a_duet_is_told_as_the_server_beside_then_its_rounds() -> None:
     assert len({m.launch for m in rounds[-2 * len(duet.rounds) :]}) == 2
     assert finish.paired is not None and finish.paired.unit == "duet round"
     assert finish.paired.n == len(duet.rounds) and finish.established
+    # an objective at one level: each round decided on that level's ratio, as the duet tool does
+    # (a round's geometric mean over the levels had stopped it before the level was proven)
+    one = Settings(levels=LEVELS, side_by_side=True, objective=Objective("level", 1))
+    h, finish = simulate(Planner(SPACE, one), sim_truth(), seed=1)
+    assert h.duets and finish.paired is not None and finish.established
+    a, b = h.duets[-1].rounds[-1]
+    assert finish.paired.ratios[-1] == pytest.approx(b[1] / a[1])
     # told by hand: the winner's server up, the server beside it refused
     s = AskTell(Planner(SPACE, settings))
     step = Experiment(FA3, LEVELS, "duet", "prove it", fresh=True, base=BASE)

@@ -161,12 +161,14 @@ def _duet(
     assert launch is not None
     exact_a, exact_b = truth(step.base, step.levels), truth(step.config, step.levels)
     assert not isinstance(exact_a, str) and not isinstance(exact_b, str)
+    o = search.planner.settings.objective  # a round's ratio is the objective's, as the tool's
     rounds: list[DuetRound] = []
     while len(rounds) < stats.MAX_PAIRS:
         a = {c: v * (1 + offsets[side] + rng.gauss(0, noise.level)) for c, v in exact_a.items()}
         b = {c: v * (1 + offsets[launch] + rng.gauss(0, noise.level)) for c, v in exact_b.items()}
-        rounds.append(DuetRound(a, b, {}, stats.geomean(b.values()) / stats.geomean(a.values())))
-        if settled(paired_of(rounds, stats.MAX_PAIRS)):
+        va, vb = o.value(a, None, step.levels), o.value(b, None, step.levels)
+        rounds.append(DuetRound(a, b, {}, vb / va if va > 0 else 0.0))
+        if settled(paired_of(rounds, stats.MAX_PAIRS, by_level=o.kind == "geomean")):
             break
     search.tell(step, Dueted(tuple((r.a, r.b) for r in rounds), stats.MAX_PAIRS))
 
