@@ -38,6 +38,7 @@ from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import Objective
 from agent.brains.autopilot.offline import Noise, sim_truth, simulate
 from agent.brains.autopilot.planner import Planner, Settings
+from agent.brains.autopilot.steps import SERIAL
 from sim import truth as T
 from sim.space import SpaceError, lab_names, load_lab
 from tools.domain.objective import describe_objective
@@ -111,7 +112,7 @@ def autopilot(lab: Lab, seed: int, side_by_side: bool = False) -> Outcome:
         real = next((c for c in levels if b[c] >= a[c]), None)
         ok = real is not None and abs(levels.index(finish.crossover[-1]) - levels.index(real)) <= 1
     points = sum(len(m.per_level) for m in h.measurements)
-    end = {m.launch for m in h.measurements if m.purpose in ("validate", "pair", "duet")}
+    end = {m.launch for m in h.measurements if m.purpose in SERIAL}
     won = finish.best is not None and h.key(finish.best) != h.key(lab.space.baseline)
     return Outcome(
         h.launches_used(),

@@ -1,5 +1,5 @@
 """An experiment's purpose and the pipeline's next action are types (issue 30.2):
-history.Purpose (steps.Experiment.purpose, Measurement.purpose, the groups FIRST, SERIAL, PARTIAL,
+purposes.Purpose (steps.Experiment.purpose, Measurement.purpose, the groups FIRST, SERIAL, PARTIAL,
 MOVES_BEST) and pipeline.Action (Where.action). mypy (strict_equality) rejects `== "word"` outside
 the Literal; this test parses the modules that read purposes and actions and rejects the rest: a
 word outside the Literal tested with `in`, a purpose read from a label's words."""
@@ -10,10 +10,9 @@ import ast
 from pathlib import Path
 from typing import get_args
 
-from agent.brains.autopilot.history import PURPOSES, Measurement, purpose_of
+from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.pipeline import Action
-from agent.brains.autopilot.todo_plan import STAGE
-from agent.report.measured import AUTOPILOT_LABEL, LABEL_WORDS
+from agent.brains.autopilot.purposes import PURPOSES, purpose_of
 
 ROOT = Path(__file__).resolve().parent.parent
 READERS = [  # every module that tells purposes or pipeline actions apart
@@ -86,14 +85,6 @@ def test_the_scan_finds_a_stray_word() -> None:
         "fine = step.purpose in (*FIRST, 'screen') and at.action == 'poll'\n"
     )
     assert strays(code) == [(1, "confrim"), (2, "screens"), (3, "polling"), (4, "surrogate")]
-
-
-def test_every_purpose_has_its_words_for_the_reader_and_its_todo() -> None:
-    """The report's label words and the todo stages name exactly the planner's purposes."""
-    assert set(LABEL_WORDS) == set(PURPOSES)
-    assert {k for k in STAGE if k is not None} == set(PURPOSES)
-    for purpose in PURPOSES:
-        assert AUTOPILOT_LABEL.match(f"{purpose}-L03-fa3")
 
 
 def test_a_label_of_no_purpose_has_none() -> None:

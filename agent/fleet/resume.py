@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.brains.autopilot.history import purpose_of
 from agent.brains.autopilot.planner import Experiment
+from agent.brains.autopilot.purposes import purpose_of
 from state.fleet import first_name
 from state.run import Run
 from tools.fleet.trial import TrialEnd, reap, reap_unnamed

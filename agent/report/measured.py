@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agent.brains.autopilot.purposes import KINDS, Purpose, purpose_of
 from state.events import Event
 from state.fold import RunState, fold
 from state.server_events import ServerFailed, ServerStarted, server_event
@@ -52,36 +53,29 @@ def flags_change(flags: dict[str, Any] | None, base: dict[str, Any] | None) -> s
     return ", ".join(parts) or "(baseline flags)"
 
 
-# the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot), in the
-# words a reader uses; any other label (Claude's, a person's) is shown as it is
-AUTOPILOT_LABEL = re.compile(
-    r"^(baseline|noise|screen|surrogate|bundle|contrary|confirm|repeat|challenger|validate|pair|duet)"
-    r"-L\d+(?:-(.+))?$"
-)
-LABEL_WORDS = {
-    "baseline": "baseline",
-    "noise": "baseline repeat",  # the baseline's A/A sweep, for the noise floor
-    "screen": "screened",
-    "surrogate": "screened",
-    "bundle": "screened",
-    "contrary": "screened",
-    "confirm": "candidate",
-    "validate": "candidate",
-    "repeat": "repeat",
-    "challenger": "challenger",
-    "pair": "paired",  # the baseline or the winner, launched alternately for the verdict
-    "duet": "duet",  # the winner, or the baseline beside it, measured in alternated blocks
-}
+# the autopilot's labels, `<purpose>-L<launch>[-<what changed>]` (agent/brains/autopilot): the
+# purpose's word is the registry's (purposes.KINDS), the rest is this tail (a fleet's crossover
+# half names its period first: cross-P03-L21-fa3); any other label (Claude's, a person's) is
+# shown as it is
+LAUNCH_TAIL = re.compile(r"(?:P\d+-)?L\d+(?:-(.+))?")
+
+
+def autopilot_label(label: str) -> tuple[Purpose, str | None] | None:
+    """An autopilot label's purpose and what changed (None where it names nothing), or None for a
+    label the autopilot did not write."""
+    word, _, rest = label.partition("-")
+    purpose, tail = purpose_of(word), LAUNCH_TAIL.fullmatch(rest)
+    return None if purpose is None or tail is None else (purpose, tail.group(1))
 
 
 def human_label(label: str) -> str:
     """`noise-L01` -> "baseline repeat", `validate-L14-fa3` -> "candidate: fa3"."""
-    found = AUTOPILOT_LABEL.match(label)
+    found = autopilot_label(label)
     if found is None:
         return label
-    purpose, changed = found.groups()
-    word = LABEL_WORDS[purpose]
-    return word if purpose in ("baseline", "noise") or not changed else f"{word}: {changed}"
+    purpose, changed = found
+    word = KINDS[purpose].word
+    return word if KINDS[purpose].group == "first" or not changed else f"{word}: {changed}"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from agent.brains.autopilot.steps import FIRST
 from agent.report.measured import flags_change, human_label
 from agent.view.words import clock, short
 from state.events import Event
@@ -148,7 +149,7 @@ def purpose_words(t: Trial) -> str:
 
 def flags_text(t: Trial, fleet: FleetState) -> str:
     """How the trial's flags differ from the baseline's (all of them before a baseline ran)."""
-    if t.purpose in ("baseline", "noise"):
+    if t.purpose in FIRST:
         return "(baseline flags)"
     return short(flags_change(t.flags, fleet.baseline), 120)
 

@@ -19,48 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
+from agent.brains.autopilot.purposes import Purpose as Purpose
+from agent.brains.autopilot.purposes import purpose_of
 from tools.domain import stats
 from tools.domain.objective import objective_value
 from tools.domain.space import Flags, SearchSpace
 
-if TYPE_CHECKING:  # steps.py reads this module's Purpose and Objective
+if TYPE_CHECKING:  # steps.py reads this module's Objective
     from agent.brains.autopilot.steps import Experiment
-
-# What an experiment is for (steps.Experiment.purpose), the first word of its measurement's label:
-# the baseline, its A/A sweep (noise), a screen of a neighbour, a full sweep of a promising screen
-# (confirm), a family tuned per level (challenger), the surrogate's screen, a bundle of changes
-# within the noise (bundle), a full sweep again inside the noise (repeat), a fresh launch of the
-# winner (validate), a launch of the baseline or the winner in the paired comparison that decides
-# the verdict (pair), or the winner's fresh launch for a duet with the baseline up beside it
-# (duet), or a fleet's crossover: the baseline or the winner in one period, both halves at once
-# on two boxes (cross). batch.py groups them.
-Purpose = Literal[
-    "baseline",
-    "noise",
-    "screen",
-    "confirm",
-    "challenger",
-    "surrogate",
-    "bundle",
-    "contrary",
-    "repeat",
-    "validate",
-    "pair",
-    "duet",
-    "cross",
-]
-PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
-
-
-def purpose_of(word: str) -> Purpose | None:
-    """The purpose a label's first word (or a recorded event's `purpose`) names; None for a label
-    that names none (a benchmark measured by hand)."""
-    for purpose in PURPOSES:
-        if word == purpose:
-            return purpose
-    return None
 
 
 @dataclass(frozen=True)

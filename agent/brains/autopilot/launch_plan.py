@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from agent.brains.autopilot.history import purpose_of
+from agent.brains.autopilot.purposes import purpose_of
 from agent.brains.autopilot.steps import Experiment, Settings
 
 # the record's names for the experiment's fields where they differ (flags, as events name them)

@@ -9,6 +9,7 @@ from typing import Any
 from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
+from agent.brains.autopilot.steps import SERIAL
 from state.fold import RunState
 from state.sweeps import count
 from state.todos import render
@@ -96,7 +97,7 @@ def crash(result: dict[str, Any]) -> str:
 
 
 def launch(space: SearchSpace, step: Experiment, number: int) -> str:
-    what = "fresh launch" if step.purpose in ("validate", "pair", "duet") else "launch"
+    what = "fresh launch" if step.purpose in SERIAL else "launch"
     return f"L{number:02d} ({what}): {short(space, step.config)} - {step.why}."
 
 

@@ -62,6 +62,7 @@ from agent.brains.autopilot import (
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import (
+    SERIAL,
     Experiment,
     Finish,
     PolicyRange,
@@ -108,7 +109,7 @@ class Planner:
             done = conclude.finish(r)
             return replace(done, why=f"{done.why}; {stuck}")
         left = r.budget_left
-        validating = any(m.purpose in ("validate", "pair", "duet") for m in h.measurements)
+        validating = any(m.purpose in SERIAL for m in h.measurements)
         if not s.wrap_up and not validating:  # once validation starts, exploring is over
             # 2. a screen that may beat the best (or win some levels) gets its full sweep
             # a full sweep inside the noise of the best is swept again before deciding

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 
 from agent.brains.autopilot.history import History
-from agent.brains.autopilot.reading import AT_LEVEL, Reading
-from agent.brains.autopilot.steps import Experiment, sweep_requests
+from agent.brains.autopilot.purposes import AT_LEVEL
+from agent.brains.autopilot.reading import Reading
+from agent.brains.autopilot.steps import FIRST, Experiment, sweep_requests
 from tools.domain.space import Flags
 
 MAX_SWEEPS = 3  # full sweeps of one configuration on one launch, at most, to buy precision
@@ -54,7 +55,7 @@ def baseline_full(r: Reading) -> Experiment | None:
     n = len(h.sweeps(base, r.settings.levels))
     if floor is None or floor <= target or n >= MAX_BASELINE_SWEEPS:
         return None
-    if h.running_key() != h.key(base) or h.measurements[-1].purpose not in ("baseline", "noise"):
+    if h.running_key() != h.key(base) or h.measurements[-1].purpose not in FIRST:
         return None  # only right after the A/A, on the baseline's own server
     if floor / math.sqrt(n) <= target:
         return None  # the baseline's mean is already that precise
@@ -136,7 +137,7 @@ def baseline_at_level(r: Reading) -> Experiment | None:
     base, h = r.space.baseline, r.h
     if level is None or floor is None or floor <= target or h.running is None:
         return None
-    if h.running_key() != h.key(base) or h.measurements[-1].purpose not in ("baseline", "noise"):
+    if h.running_key() != h.key(base) or h.measurements[-1].purpose not in FIRST:
         return None  # only right after the A/A, on the baseline's own server
     n = r.samples(base)
     if floor / math.sqrt(n) <= target:

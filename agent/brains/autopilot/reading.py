@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from agent.brains.autopilot.history import History
+from agent.brains.autopilot.purposes import AT_LEVEL
 from agent.brains.autopilot.steps import Settings, show_value
 from tools.domain import stats
 from tools.domain.decision import at_level
@@ -21,8 +22,6 @@ from tools.domain.gpus import gpus_of
 from tools.domain.space import Flags, SearchSpace, same
 
 NOISE_DEFAULT = 0.03  # what the planner plans with before a repeat measures the floor
-# the purposes that measure the objective's level alone, as a full sweep measures it
-AT_LEVEL = ("noise", "repeat")
 TIE = 1e-9  # objective values this close are a tie (max_load counts levels): the simpler wins
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from agent.brains.autopilot.history import Objective, Purpose
+from agent.brains.autopilot.history import Objective
+from agent.brains.autopilot.purposes import Purpose, of_group
 from tools.domain import stats
 from tools.domain.engines import Parallelism
 from tools.domain.space import Flags
@@ -50,14 +51,12 @@ class Settings:
         return self.screen_levels or spread(self.levels)
 
 
-# the purposes' groups, as the fleet's batch planner (batch.py) orders them
-FIRST: tuple[Purpose, ...] = ("baseline", "noise")  # everything after them reads the noise floor
-# the leader may change with each one; a pair's two launches are one after the other, alone
-SERIAL: tuple[Purpose, ...] = ("validate", "pair", "duet")
-# a few levels, from the best
-PARTIAL: tuple[Purpose, ...] = ("screen", "challenger", "surrogate", "bundle", "contrary")
-MOVES_BEST: tuple[Purpose, ...] = ("confirm", "repeat")  # a full sweep that may move the best
-CROSS: tuple[Purpose, ...] = ("cross",)  # a crossover's halves: two boxes at once, beside others
+# the purposes' groups, as the fleet's batch planner (batch.py) orders them (purposes.KINDS)
+FIRST = of_group("first")  # everything after them reads the noise floor
+SERIAL = of_group("serial")  # the leader may change with each one; a pair's launches alone
+PARTIAL = of_group("partial")  # a few levels, from the best
+MOVES_BEST = of_group("moves_best")  # a full sweep that may move the best
+CROSS = of_group("cross")  # a crossover's halves: two boxes at once, beside others
 
 
 @dataclass(frozen=True)

@@ -6,27 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from agent.brains.autopilot import conclude, families, screening
-from agent.brains.autopilot.history import History, Purpose
+from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
+from agent.brains.autopilot.purposes import KINDS, Purpose, of_todo
 from agent.brains.autopilot.reading import gated
 from state.sweeps import count
 from tools.domain.space import Flags
 
 ORDER = ("cleanup", "baseline", "noise", "explore", "family", "validate", "report")
-STAGE: dict[Purpose | None, str] = {  # a purpose's todo item (None: a label of no purpose)
-    "baseline": "baseline",
-    "noise": "noise",
-    "screen": "explore",
-    "confirm": "explore",
-    "surrogate": "explore",
-    "bundle": "explore",
-    "contrary": "explore",
-    "repeat": "explore",
-    "challenger": "family",
-    "validate": "validate",
-    "pair": "validate",
-    "duet": "validate",
-}
+# the partial measurements of the explore item: a screen done there marks it done
+SCREENS = tuple(p for p in of_todo("explore") if KINDS[p].group == "partial")
+
+
+def stage(purpose: Purpose | None, default: str) -> str:
+    """A purpose's todo item (purposes.KINDS), `default` for a label of no purpose."""
+    return default if purpose is None else KINDS[purpose].todo
 
 
 def plan(planner: Planner) -> dict[str, tuple[str, str]]:
@@ -65,8 +59,8 @@ def stage_of(step: Step, h: History) -> str:
         return "report"
     assert isinstance(step, Experiment)
     if step.purpose == "confirm" and h.measurements:
-        return STAGE.get(h.measurements[-1].purpose, "explore")
-    return STAGE.get(step.purpose, "explore")
+        return stage(h.measurements[-1].purpose, "explore")
+    return KINDS[step.purpose].todo
 
 
 def todos(
@@ -77,10 +71,8 @@ def todos(
     supervisor dropped it (`agent say "skip speculation"`: it will not run, and a pending item
     would say it might); with done=True every stage is closed."""
     items = plan(planner)
-    used = {STAGE.get(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
-    screened = any(
-        m.purpose in ("screen", "surrogate", "bundle", "contrary") for m in h.measurements
-    )
+    used = {stage(m.purpose, "") for m in h.measurements} | {"cleanup", "report"}
+    screened = any(m.purpose in SCREENS for m in h.measurements)
     used |= {"explore"} if screened else set()
     at = len(ORDER) if done or current is None else ORDER.index(current)
     out = []
