@@ -3,23 +3,31 @@ time on two boxes, then each on the other's box; each crossover's ratio the geom
 two periods' (stats.crossover_ratio), read by stats.Paired and decision.decide like launch pairs
 and duets. On constructed data - a box 20 % slower than the other, a drift common to both - and
 through the fleet controller (agent/fleet/controller.py) around a fake fleet whose second box
-slows down once the proof begins."""
+slows down once the proof begins; and the batched campaign on three boxes (batch.py), where the
+proof runs beside other work."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent.brains.autopilot.ask_tell import AskTell, Measured, NotStarted, Sweep
+from agent.brains.autopilot.engine_limits import engine_check
+from agent.brains.autopilot.offline import sim_truth
+from agent.brains.autopilot.planner import Experiment, Finish, Planner, Settings
 from agent.fleet.controller import FleetCampaign
 from agent.fleet.resume import experiment_of
+from sim.space import DEFAULT_LEVELS, default_space
 from tests.test_fleet_controller import FakeFleet, events, new_run, tiny_config, truth
 from tools.bench.results import period_of
-from tools.domain import stats
+from tools.domain import lab_truth, stats
 from tools.domain.decision import decide
+from tools.domain.space import SearchSpace
 from tools.fleet.ray_backend import Submitted
 from tools.fleet.trial import TrialOutcome, TrialSpec
 
@@ -143,3 +151,49 @@ def test_the_fleet_proves_the_winner_in_crossovers_on_two_boxes_swapped(tmp_path
     # a resumed controller places a crossover's half again with its period
     assert experiment_of(crossed[0]).period == crossed[0]["period"]
     run.close()
+
+
+def test_on_three_boxes_the_proof_runs_beside_other_work_and_establishes_the_best() -> None:
+    """The batched campaign on three boxes against the simulator's truth (1.5 % noise, trials
+    ending when their lab time is up): each crossover period's two halves start in one batch, one
+    period in flight at a time, the challenger's re-validation never alone, and the conclusion
+    established by its crossovers."""
+    space = SearchSpace.parse(default_space(), check=engine_check("sim"))
+    settings = Settings(levels=tuple(DEFAULT_LEVELS), crossover=True)
+    search, truth, rng = AskTell(Planner(space, settings)), sim_truth(), random.Random(1)
+    flight: list[tuple[float, Experiment]] = []
+    now, batches, alone = 0.0, list[list[Experiment]](), 0
+    for _ in range(500):
+        steps = search.suggest_batch(3 - len(flight))
+        if steps and isinstance(steps[0], Finish):
+            break
+        started = [s for s in steps if isinstance(s, Experiment)]
+        batches += [started] if started else []
+        for step in started:
+            search.placed(step)
+            flight.append((now + (25.0 if step.full else 9.0) * rng.uniform(0.9, 1.1), step))
+        assert len({e.period for _, e in flight if e.period}) <= 1  # one period at a time
+        if [e.purpose for _, e in flight] == ["validate"]:
+            alone += 1
+        flight.sort(key=lambda f: f[0])
+        now, e = flight.pop(0)
+        got = truth(e.config, e.levels)
+        if isinstance(got, str):
+            search.tell(e, NotStarted(got))
+        else:
+            noisy = {c: v * rng.gauss(1, 0.015) for c, v in got.items()}
+            search.tell(e, Measured((Sweep(noisy),), e.label))
+    finish = steps[0]
+    assert isinstance(finish, Finish) and finish.best is not None
+    assert finish.established and finish.paired is not None
+    assert finish.paired.unit == "crossover" and finish.paired.n >= 2
+    assert lab_truth.config_value(finish.best) >= 0.98 * lab_truth.optimum(default_space())[1]
+    halves = [e for b in batches for e in b if e.purpose == "cross"]
+    for b in batches:  # a period's halves in one batch: the baseline and what it is compared with
+        crossed = [e for e in b if e.purpose == "cross"]
+        assert len(crossed) in (0, 2) and len({e.period for e in crossed}) <= 1
+        if crossed:
+            assert crossed[0].config == crossed[1].base and crossed[1].config == crossed[0].base
+    assert len({e.period for e in halves}) >= 4  # two crossovers at least
+    assert any(e.purpose == "validate" for b in batches for e in b) and alone == 0
+    assert search.history.launches_used() <= settings.max_launches
