@@ -54,3 +54,29 @@ def test_not_before_a_third_of_the_budget_and_not_again_once_measured_flat() -> 
     h.launched(both)  # together as the additive model expects: no interaction, nothing more
     h.measured(both, len(h.launches) - 1, dict.fromkeys(LEVELS, 90.25), "contrary")
     assert contrary.contrary(Reading(SPACE, SETTINGS, h), BASE) is None
+
+
+def test_a_part_that_a_known_failure_explains_is_left_out() -> None:
+    """A bundle that a crash already explains would teach nothing: the part that completes it is
+    left out (the worst first), and each crashed bundle counts towards MAX_CONTRARY."""
+    parts = (
+        ({**BASE, "--part-a": "high"}, 95.0),
+        ({**BASE, "--part-b": True}, 95.0),
+        ({**BASE, "--knob-b": True}, 94.0),
+    )
+    h = measured(*parts)
+    h.launched({**BASE, "--part-b": True, "--knob-b": True}, ok=False, reason="OOM")
+    step = contrary.contrary(Reading(SPACE, SETTINGS, h), BASE)
+    assert step is not None and SPACE.diff(BASE, step.config) == {
+        "--part-a": "high",
+        "--part-b": True,
+    }
+    h = measured(*parts)  # three bundles that crashed: the stage is spent
+    bundles: list[Flags] = [
+        {"--part-a": "high", "--part-b": True, "--knob-b": True},
+        {"--part-a": "high", "--knob-b": True},
+        {"--part-b": True, "--knob-b": True},
+    ]
+    for crashed in bundles:
+        h.launched({**BASE, **crashed}, ok=False, reason="OOM")
+    assert contrary.contrary(Reading(SPACE, SETTINGS, h), BASE) is None

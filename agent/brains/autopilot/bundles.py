@@ -133,8 +133,8 @@ def apply_changes(r: Reading, inc: Flags, chosen: list[Flags]) -> Flags | None:
     for change in chosen:
         cand.update(change)
     cand = r.space.repair(cand)
-    if not r.space.admissible(cand) or not r.allowed(cand):
-        return None
+    if not r.space.admissible(cand) or not r.allowed(cand) or r.fails_like(cand):
+        return None  # a bundle a known failure explains would teach nothing
     return cand
 
 

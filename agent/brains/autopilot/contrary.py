@@ -18,7 +18,7 @@ from agent.brains.autopilot.bundles import apply_changes, next_of
 from agent.brains.autopilot.combine import changes
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment
-from tools.domain.space import Flags
+from tools.domain.space import Flags, same
 
 WIDE = 0.12  # a change that lost by up to this alone may still be a part of an interaction
 MAX_CONTRARY = 3  # contrary-bundle launches at most
@@ -56,10 +56,14 @@ def early(r: Reading, inc: Flags) -> Experiment | None:
 def contrary(r: Reading, inc: Flags) -> Experiment | None:
     """The next contrary bundle to launch, or None (see the module docstring)."""
     h, base = r.h, r.space.baseline
+    found = parts(r)
     used = [c for c in h.configs() if any(m.purpose == "contrary" for m in h.of(c))]
+    used += [
+        launch.config for launch in h.launches if not launch.ok and _was(r, launch.config, found)
+    ]
     if len(used) >= MAX_CONTRARY:
         return None
-    found = parts(r)
+    found = startable(r, found)
     if len(found) < 2:
         return None
     full = apply_changes(r, base, [change for _, change, _ in found])
@@ -76,3 +80,23 @@ def contrary(r: Reading, inc: Flags) -> Experiment | None:
     target = ahead + math.log(1 + r.objective_noise)
     words = (first, "the changes that did not win alone")
     return next_of(r, base, full, found, stop, target, "contrary", words)
+
+
+def startable(r: Reading, found: list[tuple[float, Flags, str]]) -> list[tuple[float, Flags, str]]:
+    """The parts, best first, less each one that would make the bundle one a known failure
+    explains (or one the space refuses): a crash teaches the bundle nothing."""
+    kept: list[tuple[float, Flags, str]] = []
+    for part in found:
+        if apply_changes(r, r.space.baseline, [c for _, c, _ in [*kept, part]]) is not None:
+            kept.append(part)
+    return kept
+
+
+def _was(r: Reading, config: Flags, found: list[tuple[float, Flags, str]]) -> bool:
+    """A crashed launch this stage proposed (crashes carry no purpose): two roots or more
+    changed from the baseline, each to a value of one of the parts."""
+    change = r.space.diff(r.space.baseline, config)
+    values = [c for _, c, _ in found]
+    return len(r.roots(change)) >= 2 and all(
+        any(f in c and same(c[f], v) for c in values) for f, v in change.items()
+    )

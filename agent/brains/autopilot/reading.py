@@ -268,6 +268,22 @@ class Reading:
                 break
         return out
 
+    def fails_like(self, cand: Flags) -> str | None:
+        """Why `cand` is expected to fail to start, whatever its base, or None: it has every flag
+        value a failure was put down to (each crash read as a change from the swept
+        configuration nearest it). For a launch of many changes at once, where crash_reason's
+        one change from a base does not apply."""
+        for config, why in self.h.crashed().values():
+            changes = [self.space.diff(ref, config) for ref in self.swept_configs]
+            changes = [c for c in changes if c]
+            if not changes:
+                continue
+            change = min(changes, key=lambda c: len(self.roots(c)))
+            blame = self.blame(config, change, self.started_with(change))
+            if all(same(cand.get(f, False), config.get(f, False)) for f in blame):
+                return why
+        return None
+
     def roots(self, change: Flags) -> set[str]:
         """The flags of a change that no other changed flag gates."""
         return {f for f in change if not set(self.space.requires.get(f, {})) & set(change)}
