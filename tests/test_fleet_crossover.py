@@ -148,8 +148,21 @@ def test_the_fleet_proves_the_winner_in_crossovers_on_two_boxes_swapped(tmp_path
         a, b = measured[halves[True]["trial"]], measured[halves[False]["trial"]]
         ratio = math.prod(float(b[str(c)]) / float(a[str(c)]) for c in levels) ** (1 / 2)
         assert abs(ratio / gain - 1) >= 0.2 - 1e-6
-    # a resumed controller places a crossover's half again with its period
+    # a resumed controller places a crossover's half again with its period, and reads from the
+    # log where a crossover's first period ran: its second is swapped as it would have been
     assert experiment_of(crossed[0]).period == crossed[0]["period"]
+    one, two = periods[order[0]], periods[order[1]]
+    firsts = {one[True]["trial"], one[False]["trial"]}
+    cut = max(i for i, x in enumerate(log) if x["type"] == "trial_ended" and x["trial"] in firsts)
+    resumed = FleetCampaign(run, tiny_config(tmp_path), BoxFleet(), log[: cut + 1])
+    assert resumed.swapped(experiment_of(two[True])) == fleet.on[one[False]["trial"]]
+    assert resumed.swapped(experiment_of(two[False])) == fleet.on[one[True]["trial"]]
+    assert (
+        FleetCampaign(run, tiny_config(tmp_path), BoxFleet(), log[:cut]).swapped(
+            experiment_of(two[True])
+        )
+        is None
+    )  # the first period not whole yet: where Ray places it
     run.close()
 
 

@@ -9,7 +9,7 @@ run_benchmark writes them, the server named after the trial, its host the box) a
 has its trial_ended has all its measurements in the log. A trial lost with its node or worker is
 retried once on another node (`trial_retried`). With two boxes or more the winner is proven in
 crossovers (agent/brains/autopilot/conclude.cross): a period's two halves - the baseline and the
-winner, `trial_started {..., period}` - run at once on two boxes, and the crossover's second
+winner, `trial_started {..., period, base}` - run at once on two boxes, and the crossover's second
 period on the same two boxes swapped (`pin`), so a box effect cancels; the box a half ended on is
 held until its other half ends. The conclusion is the autopilot's: compare and
 recommend are called as tools (run_planner.conclusion_calls, from the planner's Finish: its
@@ -43,7 +43,7 @@ from agent.brains.autopilot.run_planner import conclusion_calls, run_planner
 from agent.brains.autopilot.steps import request_groups
 from agent.brains.autopilot.todo_plan import stage_of, todos
 from agent.ends import RunEnded
-from agent.fleet.resume import RESUMED, reap_left, replay
+from agent.fleet.resume import RESUMED, experiment_of, reap_left, replay
 from agent.interrupts import Interrupts, reason_now
 from agent.supervision import Supervision
 from state.fleet import first_name, try_name
@@ -61,7 +61,7 @@ from tools.fleet.trial import (
 )
 from tools.registry import all_tools
 from tools.run_benchmark import RunBenchmarkInput, trial_deadlines, workload_of
-from tools.trial_outcome import ended_fields, record_outcome, runs_again
+from tools.trial_outcome import end_of, ended_fields, record_outcome, runs_again
 
 CANCELLED = "cancelled with the fleet (RayFleet.close)"
 
@@ -215,7 +215,7 @@ class FleetCampaign:
             levels=list(step.levels),
             fresh=step.fresh,
             attempt=attempt,
-            **({"period": step.period} if step.period else {}),
+            **({"period": step.period, "base": dict(step.base or {})} if step.period else {}),
         )
         # a launch pair compares two launches on one box: the pairs after the first trial of
         # one go to its node (a retry of a lost one goes elsewhere, and the pairs follow it)
@@ -326,6 +326,21 @@ class FleetCampaign:
         """A resumed run's History from its log (agent/fleet/resume.replay, with this session's
         `learn` and `retries`); the trials it left unfinished kept to place again."""
         self.trials, self.unfinished = replay(events, self.learn, self.retries)
+        self.crossed(events)
+
+    def crossed(self, events: list[dict[str, Any]]) -> None:
+        """The boxes a resumed run's crossover halves were measured on (`periods`), from its
+        log: a crossover's second period placed after the resume is swapped as it would have
+        been."""
+        started = {str(e["trial"]): e for e in events if e.get("type") == "trial_started"}
+        for e in events:
+            first = started.get(str(e.get("trial")))
+            if e.get("type") != "trial_ended" or first is None or not first.get("period"):
+                continue
+            if e.get("node") and end_of(e) == "measured":
+                step = experiment_of(first)
+                _, nodes = self.periods.setdefault(step.period, (self.candidate(step), {}))
+                nodes[self.based(step)] = str(e["node"])
 
     async def place_unfinished(self) -> None:
         """On resume: each trial that never came back placed again as its next attempt

@@ -40,6 +40,7 @@ def experiment_of(event: dict[str, Any]) -> Experiment:
         why=str(event.get("why") or ""),
         fresh=bool(event.get("fresh", False)),
         period=int(event.get("period") or 0),
+        base=dict(event["base"]) if event.get("base") else None,  # a crossover half's other
     )
 
 
