@@ -23,6 +23,11 @@ from state.text import utf8
 
 Event = dict[str, Any]
 
+# the longest line an event may be: a compaction's rebuilt conversation (a whole context window,
+# JSON-escaped) is the largest any writer writes, a few MB; a recorded session's longest is 42 KB.
+# A longer line is an edit, refused before it is parsed: a 50 MB one made `report` take 6.7 s
+MAX_EVENT_BYTES = 16 * 2**20
+
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -97,6 +102,11 @@ def parse_lines(
         if nl < 0:
             out.torn = data[pos:]
             break
+        if nl - pos > MAX_EVENT_BYTES:
+            raise ValueError(
+                f"the event at byte {start_offset + pos} is a line of {nl - pos:,} bytes, past "
+                f"the {MAX_EVENT_BYTES // 2**20} MiB an event may be (no writer writes one)"
+            )
         line = data[pos:nl]
         if line.strip():
             try:

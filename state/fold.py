@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from state.event_types import KNOWN, event_problem
 from state.events import Event, epoch
 from state.fleet import FleetState
-from state.numbers import limits_problem
 
 STUB = "[output pruned by compaction; full text: {path}]"
 
@@ -105,9 +105,18 @@ class RunState:
     # what the autopilot made a call for (a `planned` event: a launch's experiment), by call id
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: FleetState | None = None  # a fleet run's boxes and trials (state/fleet.py)
+    # events of a type no writer writes (seq, type), skipped: the readers say so (skipped_note)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
 
     def apply(self, event: Event) -> None:
         self.last_seq = event["seq"]
+        kind = event["type"]
+        if not isinstance(kind, str) or kind not in KNOWN:
+            self.skipped.append((event["seq"], kind if isinstance(kind, str) else repr(kind)))
+            return
+        problem = event_problem(event)
+        if problem is not None:  # a hand edit the fold would act on: refused, never folded
+            raise BadEvent(f"event seq {event['seq']} ({kind}): {problem}")
         if self.fleet is None and event["type"] == "fleet_started":
             self.fleet = FleetState()
         if self.fleet is not None:
@@ -120,7 +129,7 @@ class RunState:
     def _on_run_started(self, e: Event) -> None:
         self.run_id, self.goal = e.get("run_id", ""), e["goal"]
         self.brain, self.model = e.get("brain", ""), e.get("model", "")
-        self.config, self.limits = e.get("config", {}), dict(_limits(e, e.get("limits", {})))
+        self.config, self.limits = e.get("config") or {}, dict(e.get("limits") or {})
         self.started_ts = self.session_ts = e["ts"]
         self.replay_of = e.get("replay_of")
 
@@ -143,7 +152,7 @@ class RunState:
         self.minutes_before += e.get("session_minutes", 0.0)
 
     def _on_limits_changed(self, e: Event) -> None:
-        self.limits.update(_limits(e, e["limits"]))
+        self.limits.update(e["limits"])
         self.warned_budget = False
         self.minutes_warning = None
         self.inbox_done.add(e.get("inbox_id", ""))
@@ -234,7 +243,8 @@ class RunState:
 
     # --- what the tools did --------------------------------------------------------------------
     def _on_todo(self, e: Event) -> None:
-        self.todos = e["todos"]
+        # an item without a priority (a hand edit) gets todowrite's default; the others as written
+        self.todos = [t if "priority" in t else {**t, "priority": "medium"} for t in e["todos"]]
 
     def _on_server_started(self, e: Event) -> None:
         self.launches_started += 1
@@ -274,18 +284,10 @@ class RunState:
         self.results.append({k: v for k, v in e.items() if k not in ("seq", "type")})
 
 
-class BadLimits(ValueError):
-    """A budget in the log that no config nor `agent budget` could have set (an edited log):
-    folding it would switch a limit off or end the run at once."""
-
-
-def _limits(e: Event, limits: Any) -> dict[str, Any]:
-    """The budget limits an event carries, checked with the bounds agent.toml's have."""
-    problem = limits_problem(limits)
-    if problem is not None:
-        raise BadLimits(f"event seq {e['seq']} ({e['type']}): {problem}")
-    assert isinstance(limits, dict)
-    return limits
+class BadEvent(ValueError):
+    """An event that no writer could have written (an edited log) with a field the fold acts on:
+    a budget of "inf" or -3 steps, a pid of -1, a todo list of strings (state/event_types.py).
+    Folding it would change what the run does, so it is refused in one line, never folded."""
 
 
 def fold(events: list[Event]) -> RunState:

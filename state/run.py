@@ -23,7 +23,7 @@ from typing import Any
 
 from state.atomic import write_atomic
 from state.events import Event, EventLog, LogContents, read_events
-from state.fold import BadLimits, RunState, fold
+from state.fold import BadEvent, RunState, fold
 from state.lock import Locked, acquire
 from state.secrets import Scrubber, secret_values
 from state.text import utf8
@@ -152,7 +152,7 @@ def _read(events_path: Path) -> LogContents:
 def _fold(events_path: Path, contents: LogContents) -> RunState:
     try:
         return fold(contents.events)
-    except BadLimits as err:  # a budget edited into the log: said in one line, never folded
+    except BadEvent as err:  # an event edited into the log: said in one line, never folded
         raise RunError(f"{events_path}: {err}") from None
 
 

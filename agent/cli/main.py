@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.args import Parser, fleet_args, positive, runs_dir_arg, within
+from state.event_types import skipped_note
 from state.files import LinkedRunFile, read_run_file
 from state.numbers import Dollars, Minutes, Steps
 from state.run import RunError, read_state, resolve_run
@@ -200,7 +201,11 @@ def cmd_todos(args: argparse.Namespace) -> int:
         except FileNotFoundError:
             sys.stdout.write('{"todos": []}\n')
     else:
-        print(render(read_state(path).todos))
+        state = read_state(path)
+        print(render(state.todos))
+        note = skipped_note(state.skipped)
+        if note is not None:
+            print(f"agent todos: {path / 'events.jsonl'}: {note}", file=sys.stderr)
     return 0
 
 

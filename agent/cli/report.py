@@ -7,8 +7,9 @@ from pathlib import Path
 
 from agent.cli.args import Parser, runs_dir_arg
 from agent.report import gather, render_files
+from state.event_types import skipped_note
 from state.events import read_events
-from state.fold import BadLimits
+from state.fold import BadEvent
 from state.run import RunError, resolve_run
 
 
@@ -39,9 +40,12 @@ def main(argv: list[str]) -> int:
     out = args.out or path
     try:
         gathered = gather(path, contents.events)
-    except BadLimits as err:  # a budget edited into the log (state/fold.py)
+    except BadEvent as err:  # an event edited into the log (state/fold.py)
         print(f"agent report: {path / 'events.jsonl'}: {err}", file=sys.stderr)
         return 2
+    note = skipped_note(gathered.m.state.skipped)
+    if note is not None:
+        print(f"agent report: {path / 'events.jsonl'}: {note}", file=sys.stderr)
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = render_files(gathered, out)

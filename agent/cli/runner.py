@@ -20,6 +20,7 @@ from agent.session import (
 )
 from agent.view.bars import Progress
 from state.atomic import is_disk_full
+from state.event_types import skipped_note
 from state.run import Run, RunError
 from tools.domain.config import Config
 from tools.domain.goal_slo import with_goal_slo
@@ -44,6 +45,9 @@ def resume_campaign(path: Path) -> int:
                 "nothing was resumed and nothing written through it"
             )
     run = Run.open(path)
+    note = skipped_note(run.state.skipped)
+    if note is not None:
+        print(f"run {run.id}: {note}", file=sys.stderr)
     if not run.state.goal:  # killed between creating the folder and its first event
         run.close()
         raise RunError(

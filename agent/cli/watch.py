@@ -9,7 +9,7 @@ from rich.console import Console
 from agent.cli.args import Parser, runs_dir_arg
 from agent.view.watch import NoEvents, stream_json, watch_view
 from state.files import LinkedRunFile
-from state.fold import BadLimits
+from state.fold import BadEvent
 from state.run import RunError, resolve_run
 
 
@@ -66,8 +66,8 @@ def main(argv: list[str]) -> int:
         return 2
     except ValueError as err:  # a line damaged or the sequence broken: as `todos` says it
         sys.stdout.flush()
-        # a budget edited into the log (state/fold.py BadLimits) is no torn line either
-        why = "" if isinstance(err, BadLimits) else "; the log was damaged, not torn"
+        # an event edited into the log (state/fold.py BadEvent) is no torn line either
+        why = "" if isinstance(err, BadEvent) else "; the log was damaged, not torn"
         print(f"agent watch: {path}: {err}{why}", file=sys.stderr)
         return 2
     return 1 if board.gone else 0
