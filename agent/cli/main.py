@@ -22,6 +22,7 @@ from tools.domain.config import (
     ConfigError,
     ModelConfig,
     UsageError,
+    defaults_note,
     load_config,
 )
 
@@ -172,6 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.goal.strip():
         raise UsageError("the goal is empty: say what to achieve, e.g. --goal 'beat baseline'")
     config = load_config(args.config)
+    defaults = defaults_note(config)  # a box's defaults that are not the lab's: said, not hidden
+    if defaults:
+        print(defaults, file=sys.stderr)
     model, notice = choose_model(args.model, config)
     if notice:
         print(notice, file=sys.stderr)

@@ -342,6 +342,45 @@ def load_config(path: Path | None) -> Config:
         raise ConfigError(f"{path}: {explain(err, raw)}") from None
 
 
+# what the lab's own box is (its engine, where it runs, how it starts): no default of another box
+LAB_BOX = {"server": {"engine", "host", "command", "port"}}
+
+
+def defaults_note(config: Config) -> str | None:
+    """Where a box's config takes a real box's default that is not the lab's (the file leaves the
+    key out): one line naming each, with both values - so a campaign that runs 2.5x as long per
+    sweep as the lab's says why (`agent run` prints it). None: the lab, or nothing differs."""
+    if config.lab:
+        return None
+    lab = lab_config(port=1)  # a port of its own: no socket is probed for a note
+    differ = []
+    for section, values in lab.model_dump(exclude_unset=True, exclude={"search", "lab"}).items():
+        mine = getattr(config, section, None)
+        if not isinstance(values, dict) or mine is None:
+            continue
+        for key, theirs in values.items():
+            if key in LAB_BOX.get(section, set()) or key in mine.model_fields_set:
+                continue
+            if getattr(mine, key) != theirs:
+                differ.append(
+                    f"{section}.{key} = {_said(getattr(mine, key))} (the lab's {_said(theirs)})"
+                )
+    if not differ:
+        return None
+    return (
+        f"{config.source}: a box's defaults where it says nothing, not the lab's: "
+        f"{', '.join(differ)}; set them there to change them"
+    )
+
+
+def _said(value: Any) -> str:
+    return (
+        f"{value:g}"
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        else repr(value)
+    )
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """The file's TOML, read up to MAX_CONFIG_BYTES; each failure one line."""
     try:
