@@ -4,7 +4,7 @@ on the baseline, once a third of the budget is spent."""
 
 from __future__ import annotations
 
-from agent.brains.autopilot import contrary
+from agent.brains.autopilot import bundles, contrary
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.planner import Settings
 from agent.brains.autopilot.reading import Reading
@@ -80,3 +80,22 @@ def test_a_part_that_a_known_failure_explains_is_left_out() -> None:
     for crashed in bundles:
         h.launched({**BASE, **crashed}, ok=False, reason="OOM")
     assert contrary.contrary(Reading(SPACE, SETTINGS, h), BASE) is None
+
+
+def test_a_bundle_that_failed_to_start_is_tried_without_each_part() -> None:
+    """The bundle stage after its bundle crashed: the bundle is what a known failure explains
+    now, yet the stage goes on to it without each part, to find which (it stopped there)."""
+    inc = {**BASE, "--knob-a": True}
+    h = measured((inc, 104.0))
+    h.measured(inc, len(h.launches) - 1, dict.fromkeys(LEVELS, 104.0), "confirm")  # in full
+    for flag, value in (("--part-b", True), ("--knob-b", True), ("--knob-c", True)):
+        near = {**inc, flag: value}  # within the noise of the best
+        h.launched(near)
+        h.measured(near, len(h.launches) - 1, dict.fromkeys(SETTINGS.screens(), 103.5), "screen")
+    r = Reading(SPACE, SETTINGS, h)
+    step = bundles.bundle(r, inc)
+    assert step is not None and step.purpose == "bundle"
+    h.launched(step.config, ok=False, reason="OOM")
+    after = bundles.bundle(Reading(SPACE, SETTINGS, h), inc)
+    assert after is not None and after.purpose == "bundle" and "failed to start" in after.why
+    assert len(SPACE.diff(inc, after.config)) == len(SPACE.diff(inc, step.config)) - 1

@@ -100,12 +100,14 @@ def next_of(
     when its residual against the additive model is at most `stop` (a log), else the bundle
     without each part, the worst first - the interaction is kept, what is in its way is not -
     while the residual times the parts kept is expected to beat `ref` by more than `target` (a
-    log); a bundle that failed to start, without each part, to find which. words[1] names the
-    bundle in the reason."""
+    log); a bundle that failed to start, without each part, to find which - and one a known
+    start failure explains (Reading.fails_like) is read as failed, not launched: it would teach
+    nothing. words[1] names the bundle in the reason."""
     h = r.h
-    if not h.tried(full):
+    known = None if h.tried(full) else r.fails_like(full)
+    if not h.tried(full) and known is None:
         return Experiment(full, r.settings.screens(), purpose, words[0], fresh=True, base=ref)
-    crashed = h.key(full) in h.crashed()
+    crashed = known is not None or h.key(full) in h.crashed()
     extra = None if crashed else residual(r, full, ref, found)
     if extra is not None and extra <= stop:
         return None
@@ -116,10 +118,12 @@ def next_of(
             if gain <= target:
                 continue
         cand = apply_changes(r, ref, keep)
-        if cand is None or h.tried(cand):
+        if cand is None or h.tried(cand) or r.fails_like(cand):
             continue
         seen = (
-            "failed to start"
+            "would fail to start as a launch before did"
+            if known is not None
+            else "failed to start"
             if crashed
             else f"beat the additive model by {math.exp(extra or 0):.3f}x"
         )
@@ -133,8 +137,8 @@ def apply_changes(r: Reading, inc: Flags, chosen: list[Flags]) -> Flags | None:
     for change in chosen:
         cand.update(change)
     cand = r.space.repair(cand)
-    if not r.space.admissible(cand) or not r.allowed(cand) or r.fails_like(cand):
-        return None  # a bundle a known failure explains would teach nothing
+    if not r.space.admissible(cand) or not r.allowed(cand):
+        return None
     return cand
 
 

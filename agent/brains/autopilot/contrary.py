@@ -87,7 +87,8 @@ def startable(r: Reading, found: list[tuple[float, Flags, str]]) -> list[tuple[f
     explains (or one the space refuses): a crash teaches the bundle nothing."""
     kept: list[tuple[float, Flags, str]] = []
     for part in found:
-        if apply_changes(r, r.space.baseline, [c for _, c, _ in [*kept, part]]) is not None:
+        cand = apply_changes(r, r.space.baseline, [c for _, c, _ in [*kept, part]])
+        if cand is not None and r.fails_like(cand) is None:
             kept.append(part)
     return kept
 
