@@ -173,6 +173,9 @@ def test_following_the_plan_reaches_the_autopilots_conclusion_on_the_lab() -> No
         call = next(j for j in range(i, 0, -1) if events[j]["type"] == "tool_call")
         assert advise(fold(events[:call]), config).data() == answer["data"], f"event {i}"
     last = answers[-1][1]["data"]
+    # issue 50: the plan proposes what the search does, the changes that lost alone launched
+    # together included (the contrary bundle)
+    assert any(a["data"].get("purpose") == "contrary" for _, a in answers)
     ours, autopilot = recommendation(events), recommendation(events_of(AUTOPILOT))
     assert last["step"] == "conclude" and last["recommendation"]["config"] == ours["config"]
     _, best = lab_truth.optimum(default_space(), max_tokens=128)

@@ -76,6 +76,16 @@ def test_interactions_are_allowed_and_the_stopping_rule_is_stated() -> None:
     assert "Having found one win is no reason to stop" in text
 
 
+def test_changes_that_lost_alone_are_combined_when_and_how_the_planner_does() -> None:
+    """Issue 50: every other stage builds on what won alone; the prompt says when to launch the
+    changes that lost alone together (the planner's contrary bundle), where, and how to read it."""
+    text = words(system_prompt())
+    assert "A change that lost beyond the noise is not ruled out of combinations" in text
+    assert "once a third of the budget is spent, launch the changes that lost alone" in text
+    assert "together on the baseline" in text and "the product of their ratios alone" in text
+    assert "launch it without each part in turn" in text and "`plan` proposes these" in text
+
+
 def test_revalidation_measures_the_baseline_again_and_todos_keep_the_figures() -> None:
     text = words(system_prompt())
     assert "and the baseline too - kill, start again, sweep every level" in text

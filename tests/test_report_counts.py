@@ -5,9 +5,12 @@ a concurrency policy is deployed as one server per range, each with its command,
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,13 +87,51 @@ def test_the_caveats_count_sweeps_not_calls(lab: tuple[Path, str]) -> None:
     assert not any(len(c.sweeps) > 1 and c.launches == 1 and len(c.levels) < 3 for c in f.m.configs)
 
 
-def test_a_policy_recorded_without_commands_gets_one_per_server(lab: tuple[Path, str]) -> None:
-    _, md = lab  # recorded before recommend wrote a command per range: the launches give them
-    conclusion = section(md, "## Conclusion")
-    assert "**Deploy two servers and route by concurrency** (crossover at C=5)" in conclusion
+def recorded_policy() -> list[dict[str, Any]]:
+    """The policy of the lab session's recommendation, each range with the command recommend
+    wrote for it."""
+    for line in reversed(LAB.read_text().splitlines()):
+        e = json.loads(line)
+        if e["type"] == "tool_result" and e.get("name") == "recommend":
+            return list(e["data"]["recommendation"].get("policy") or [])
+    raise AssertionError("the lab session has no recommendation")
+
+
+def no_port(command: str) -> list[str]:
+    """A command's words without its port (the launches' port is not the deploy's)."""
+    words = shlex.split(command)
+    at = words.index("--port")
+    return words[:at] + words[at + 2 :]
+
+
+def test_a_policy_recorded_without_commands_gets_one_per_server(tmp_path: Path) -> None:
+    """A recommendation recorded before recommend wrote a command per range: the report takes
+    each range's command from the launches of its configuration - the command recommend would
+    have written, but for the port."""
+    policy = recorded_policy()
+    assert len(policy) == 2 and all(p.get("command") for p in policy)
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    lines = []
+    for line in LAB.read_text().splitlines():
+        e = json.loads(line)
+        if e["type"] == "tool_result" and e.get("name") == "recommend":
+            for p in e["data"]["recommendation"].get("policy") or []:
+                del p["command"]
+        lines.append(json.dumps(e))
+    (folder / "events.jsonl").write_text("\n".join(lines) + "\n")
+    render_files(gather(folder, read_events(folder / "events.jsonl").events), folder)
+    conclusion = section((folder / "report.md").read_text(), "## Conclusion")
+    at = policy[1]["from_concurrency"]
+    assert f"**Deploy two servers and route by concurrency** (crossover at C={at})" in conclusion
     assert conclusion.count("```\n") == 4  # two commands, fenced
-    assert "Server for **C=1-2**: **" in conclusion and "Server for **C>=5**: **" in conclusion
-    assert "--speculative-algorithm EAGLE3" in conclusion.split("Server for **C>=5**")[0]
+    for p in policy:
+        lo, hi = p["from_concurrency"], p["to_concurrency"]
+        span = f"C>={lo}" if not hi else f"C={lo}" if hi == lo else f"C={lo}-{hi}"
+        after = conclusion.split(f"Server for **{span}**: **", 1)
+        assert len(after) == 2, (span, conclusion)
+        fenced = after[1].split("```\n")[1]
+        assert no_port(fenced) == no_port(p["command"]), span
     assert "**Routing:** one server per range; a router" in conclusion
 
 
