@@ -165,9 +165,15 @@ class EventLog:
         line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
         if self.scrub is not None:
             line = self.scrub(line)  # a secret never reaches the disk, whatever the tool printed
+        raw = utf8(line) + b"\n"
+        if len(raw) > MAX_EVENT_BYTES:  # no reader would take it back: the run stays readable
+            raise ValueError(
+                f"a {type} event of {len(raw):,} bytes, past the {MAX_EVENT_BYTES // 2**20} MiB "
+                "an event may be: not written"
+            )
         end = os.lseek(self._fd, 0, os.SEEK_END)
         try:
-            write_all(self._fd, utf8(line) + b"\n")
+            write_all(self._fd, raw)
             os.fsync(self._fd)
         except OSError:
             os.ftruncate(self._fd, end)  # no half event stays behind (a full disk, say)

@@ -175,3 +175,16 @@ def test_a_huge_line_is_refused_unparsed(
     assert code == 2 and one_line(err), err[:300]
     assert f"the event at byte {at} is a line of 16,777,3" in err
     assert "past the 16 MiB an event may be" in err, err
+
+
+def test_the_writer_never_writes_a_line_the_readers_refuse(tmp_path: Path) -> None:
+    run = a_run(tmp_path)
+    run = Run.open(run.path)
+    with pytest.raises(
+        ValueError, match=r"a tool_result event of 16,777,2\d\d bytes, past the 16 MiB"
+    ):
+        run.append("tool_result", id="t", text="x" * MAX_EVENT_BYTES)
+    run.append("run_finished", status="finished", exit_code=0, reason="done")  # it goes on
+    run.close()
+    events = read_events(run.events_path).events  # readable, nothing torn, no seq skipped
+    assert [e["seq"] for e in events] == [1, 2, 3] and events[-1]["type"] == "run_finished"
