@@ -149,18 +149,8 @@ class EngineScenario:
         await srv.start()
         helper = asyncio.ensure_future(self.during(srv)) if self.during else None
         t0 = time.monotonic()
-        hang = False
-        got: SweepOutcome | BenchError | None = None
-        try:
-            async with asyncio.timeout(self.hang_s):
-                got = await run_sweep(self._spec(srv.url))
-        except BenchError as err:
-            got = err
-        except TimeoutError:
-            hang = True
+        got, hang = await self._sweep(srv.url)
         seconds = time.monotonic() - t0
-        if isinstance(got, SweepOutcome) and got.interrupted:
-            hang, got = True, None  # the sweep keeps what it had when cancelled: here, a hang
         if helper is not None:
             helper.cancel()
             await asyncio.gather(helper, return_exceptions=True)
@@ -169,6 +159,21 @@ class EngineScenario:
         text, right, false_finish = self._judge(got)
         return Outcome(self.name, self.expect, text, seconds, right and not hang, false_finish,
                        hang, left)  # fmt: skip
+
+    async def _sweep(self, url: str) -> tuple[SweepOutcome | BenchError | None, bool]:
+        """One sweep within `hang_s`: what it gave (None: nothing) and whether it hung - the sweep
+        keeps what it had when cancelled, which is a hang here."""
+        got: SweepOutcome | BenchError | None = None
+        try:
+            async with asyncio.timeout(self.hang_s):
+                got = await run_sweep(self._spec(url))
+        except BenchError as err:
+            return err, False
+        except TimeoutError:
+            return None, True
+        if isinstance(got, SweepOutcome) and got.interrupted:
+            return None, True
+        return got, False
 
     def _spec(self, url: str) -> SweepSpec:
         wl = Workload(
@@ -232,18 +237,8 @@ class LearnedScenario(EngineScenario):
         ttft_s = served_ttft_s([seen], ServerRef(url=srv.url), wl, list(self.levels), None)
         self.deadlines = self.deadlines if ttft_s is None else self.deadlines.served(ttft_s)
         self.learned = self.deadlines.first_token_s
-        got: SweepOutcome | BenchError | None = None
-        hang = False
-        try:
-            async with asyncio.timeout(self.hang_s):
-                got = await run_sweep(self._spec(srv.url))
-        except BenchError as err:
-            got = err
-        except TimeoutError:
-            hang = True
+        got, hang = await self._sweep(srv.url)
         seconds = time.monotonic() - t0
-        if isinstance(got, SweepOutcome) and got.interrupted:
-            hang, got = True, None  # cancelled at hang_s: it kept what it had
         await srv.stop()
         left = await left_running(srv.port)
         text, right, false_finish = self._judge(got)
