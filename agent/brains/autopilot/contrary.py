@@ -8,7 +8,8 @@ is launched by none of them. One launch of every such change together tests ever
 among them at once (group testing); it is read against the additive model as the bundle stage
 reads its own: a residual beyond a clear margin means an interaction is there, and the bundle
 without each part that loses alone (the worst first) is launched while the model expects the rest
-to beat the best by more than the floor. At most MAX_CONTRARY launches a campaign."""
+to beat the best by more than the floor. At most MAX_CONTRARY launches a campaign. A bundle a
+known start failure explains is read as failed, not launched (bundles.next_of)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from agent.brains.autopilot.bundles import apply_changes, next_of
 from agent.brains.autopilot.combine import changes
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment
-from tools.domain.space import Flags, same
+from tools.domain.space import Flags
 
 WIDE = 0.12  # a change that lost by up to this alone may still be a part of an interaction
 MAX_CONTRARY = 3  # contrary-bundle launches at most
@@ -56,14 +57,10 @@ def early(r: Reading, inc: Flags) -> Experiment | None:
 def contrary(r: Reading, inc: Flags) -> Experiment | None:
     """The next contrary bundle to launch, or None (see the module docstring)."""
     h, base = r.h, r.space.baseline
-    found = parts(r)
     used = [c for c in h.configs() if any(m.purpose == "contrary" for m in h.of(c))]
-    used += [
-        launch.config for launch in h.launches if not launch.ok and _was(r, launch.config, found)
-    ]
     if len(used) >= MAX_CONTRARY:
         return None
-    found = startable(r, found)
+    found = parts(r)
     if len(found) < 2:
         return None
     full = apply_changes(r, base, [change for _, change, _ in found])
@@ -80,24 +77,3 @@ def contrary(r: Reading, inc: Flags) -> Experiment | None:
     target = ahead + math.log(1 + r.objective_noise)
     words = (first, "the changes that did not win alone")
     return next_of(r, base, full, found, stop, target, "contrary", words)
-
-
-def startable(r: Reading, found: list[tuple[float, Flags, str]]) -> list[tuple[float, Flags, str]]:
-    """The parts, best first, less each one that would make the bundle one a known failure
-    explains (or one the space refuses): a crash teaches the bundle nothing."""
-    kept: list[tuple[float, Flags, str]] = []
-    for part in found:
-        cand = apply_changes(r, r.space.baseline, [c for _, c, _ in [*kept, part]])
-        if cand is not None and r.fails_like(cand) is None:
-            kept.append(part)
-    return kept
-
-
-def _was(r: Reading, config: Flags, found: list[tuple[float, Flags, str]]) -> bool:
-    """A crashed launch this stage proposed (crashes carry no purpose): two roots or more
-    changed from the baseline, each to a value of one of the parts."""
-    change = r.space.diff(r.space.baseline, config)
-    values = [c for _, c, _ in found]
-    return len(r.roots(change)) >= 2 and all(
-        any(f in c and same(c[f], v) for c in values) for f, v in change.items()
-    )
