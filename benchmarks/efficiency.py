@@ -6,7 +6,8 @@ noise, so the study takes seconds to minutes. Run by hand:
     .venv/bin/python benchmarks/efficiency.py [--space NAME_OR_FILE] [--profile FILE] \
         [--seeds 10] [--noise 0.02] [--max-tokens 128] [--json]
     .venv/bin/python benchmarks/efficiency.py --list     # the built-in spaces
-    .venv/bin/python benchmarks/efficiency.py --space generated:20[:SEED] [--seeds 10]
+    .venv/bin/python benchmarks/efficiency.py --space generated:20[:SEED] [--seeds 10] \
+        [--without-tpe]
 
 A space is a built-in one (a shipped profile of sim/profiles/ with a [search] table; "default" is
 the reference lab), a profile file with a [search] table, or a space file run on --profile;
@@ -294,6 +295,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the box runs two servers at once: the winner is proven in a duet",
     )
     parser.add_argument("--list", action="store_true", help="name the built-in spaces")
+    parser.add_argument(
+        "--without-tpe",
+        action="store_true",
+        help="a generated draw without Optuna's TPE (the slow method: most of a draw's time)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(lab_names()))  # "default" is the reference lab too
@@ -343,7 +349,8 @@ def generated(args: argparse.Namespace) -> int:
     spaces = space_generator.draw(count, seed)
     labs = [Lab(args.max_tokens, args.noise, str(s.write())) for s in spaces]
     seeds = range(args.seeds)
-    methods = ("autopilot", "random search, same launches", "Optuna TPE, same launches")
+    every = ("autopilot", "random search, same launches", "Optuna TPE, same launches")
+    methods: tuple[str, ...] = every[:2] if args.without_tpe else every
     per: dict[str, list[tuple[Lab, list[Outcome]]]] = {m: [] for m in methods}
     if not args.json:
         print(
@@ -361,8 +368,9 @@ def generated(args: argparse.Namespace) -> int:
         runs = {
             methods[0]: ours,
             methods[1]: [random_search(lab, s, b) for s, b in zip(seeds, budgets, strict=True)],
-            methods[2]: [tpe(lab, s, b) for s, b in zip(seeds, budgets, strict=True)],
         }
+        if not args.without_tpe:
+            runs[methods[2]] = [tpe(lab, s, b) for s, b in zip(seeds, budgets, strict=True)]
         for name, outcomes in runs.items():
             per[name].append((lab, outcomes))
             if not args.json:
