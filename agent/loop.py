@@ -403,7 +403,9 @@ class Agent:
                 status=status,
                 exit_code=exit_code,
                 reason=reason,
-                session_minutes=round((time.monotonic() - self.session_start) / 60, 4),
+                # never below 0: a session_start read off another clock (a replay's, a test's)
+                # is no time spent, and the fold refuses a negative figure
+                session_minutes=max(0.0, round((time.monotonic() - self.session_start) / 60, 4)),
             )
         except OSError as err:
             if not is_disk_full(err):

@@ -49,17 +49,28 @@ def test_todos_render_has_no_escape_and_no_forged_line() -> None:
 
 
 def test_agent_todos_through_a_closed_pipe_prints_no_traceback(tmp_path: Path) -> None:
+    """`agent todos RUN | head -1`: the reader goes after one line, and the rest of the list meets
+    a closed pipe. The list's bounds (50 items of 500 characters, state/todos.py) keep it under a
+    default pipe's 64 KiB, so the pipe is cut to one page to make the write meet it."""
+    import fcntl
+
     run = Run.create(tmp_path, "r")
-    todos = [Todo(id=str(i), content="x" * 400, status="pending") for i in range(400)]
-    run.write_todos(todos)  # 160 KB of output: more than a pipe holds
+    todos = [Todo(id=str(i), content="x" * 400, status="pending") for i in range(50)]
+    run.write_todos(todos)  # 20 KB of output: five times what the pipe holds
     run.close()
     agent = Path(sys.executable).parent / "agent"
-    proc = subprocess.run(
-        ["bash", "-c", f"{agent} todos {run.path} 2>{tmp_path}/err | head -1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONUNBUFFERED": "0"},
-    )
-    assert proc.stdout.startswith("[ ] 0: xxx")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    with (tmp_path / "err").open("wb") as err:
+        proc = subprocess.Popen(
+            [str(agent), "todos", str(run.path)],
+            stdout=write_end,
+            stderr=err,
+            env={**os.environ, "PYTHONUNBUFFERED": "0"},
+        )
+        os.close(write_end)
+        with os.fdopen(read_end) as out:
+            first = out.readline()  # closed here, as head closes it
+        assert proc.wait(timeout=120) is not None
+    assert first.startswith("[ ] 0: xxx")
     assert (tmp_path / "err").read_text() == ""

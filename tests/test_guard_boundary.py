@@ -412,3 +412,16 @@ async def test_read_log_reads_no_secret(canary_world: dict[str, Any], tmp_path: 
         assert not result.is_error and "a line" in result.text, result.text
     finally:
         await close_context(ctx)
+
+
+def test_a_trap_that_only_ignores_or_resets_a_signal_runs_no_code() -> None:
+    """Without a sandbox a supervisor's rule for code is refused (it would run with the inbox
+    key); `trap '' TERM` (ignore) and `trap - TERM` (reset) run no shell text, so a rule for
+    them runs the line as any rule for a process program does; a trap with an action is code."""
+    from tools.guarded import runs_code
+
+    rule = "Bash(trap:*)"
+    assert not runs_code("trap '' TERM; echo ready; sleep 60 & wait; sleep 60", rule)
+    assert not runs_code("trap - TERM INT", rule)
+    assert runs_code("trap 'rm -rf ~' EXIT; sleep 1", rule)
+    assert runs_code("trap '' TERM; python3 -c 'print(1)'", rule)

@@ -67,7 +67,7 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
             why_not = f"{leak} leads to a credential or a key (a symlink)"
             decision = _not_outright(decision, why_not, sandbox, why)
     unmasked = sandbox is None and host.is_local and decision.action == "allow"
-    if unmasked and decision.rule and _runs_code(command, decision.rule):
+    if unmasked and decision.rule and runs_code(command, decision.rule):
         # no mask here: the line would run with the run's inbox key and control files
         return Decision("refuse", f"{UNMASKED.format(rule=decision.rule)} ({why})"), command
     if sandbox is None or decision.action == "refuse":
@@ -82,7 +82,7 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
     if host.is_local:
         hide.append(str(key_dir()))  # the runs' inbox keys (state/inbox.py): an empty folder
     if decision.action == "allow":
-        if decision.rule and host.is_local and _runs_code(command, decision.rule):
+        if decision.rule and host.is_local and runs_code(command, decision.rule):
             # a supervisor's rule may name a program that runs any code (`python3 -c:*`): it
             # runs with the machine as the user has it, but the kernel hides the inbox keys
             # and keeps the run's control files read-only (issue 47)
@@ -107,7 +107,7 @@ def _disk(path: str) -> tuple[int, int] | None:
 # programs that run no code of the line's and act on the host's processes (a pid namespace of
 # their own would hide them): a supervisor's rule for these alone runs them as it would outright
 PROCESS_PROGRAMS = {"kill", "pkill", "killall", "fuser", "pgrep", "ps", "nvidia-smi", "renice"}
-PROCESS_PROGRAMS |= {"ionice", "taskset", "lsof", "ss", "true", "echo", "sleep"}
+PROCESS_PROGRAMS |= {"ionice", "taskset", "lsof", "ss", "true", "echo", "sleep", "wait"}
 # a supervisor's rule for code on this machine without a sandbox: refused (issue 47)
 UNMASKED = (
     "the supervisor's rule {rule!r} lets this line run code, and this host has no sandbox to "
@@ -119,7 +119,7 @@ UNMASKED = (
 PRIVILEGED = re.compile(r"(?:Bash\()?(?:sudo|doas|pkexec|run0)\b")
 
 
-def _runs_code(command: str, rule: str) -> bool:
+def runs_code(command: str, rule: str) -> bool:
     """Whether a line a supervisor's rule allows runs in the mask (Sandbox.mask): unless the
     rule makes it root, or every program of the line acts on processes and runs no code."""
     if PRIVILEGED.match(rule):
@@ -130,7 +130,14 @@ def _runs_code(command: str, rule: str) -> bool:
     except Exception:  # not read: masked
         return True
     heads = [unwrap(list(c.argv), []) for c in commands]
-    return not heads or any(not h or name_of(h[0]) not in PROCESS_PROGRAMS for h in heads)
+    return not heads or any(not h or not _runs_no_code(h) for h in heads)
+
+
+def _runs_no_code(argv: list[str]) -> bool:
+    """A program of PROCESS_PROGRAMS, or `trap '' SIG...` / `trap - SIG...`: an empty action
+    ignores the signals and `-` resets them - only another action is shell text run later."""
+    name = name_of(argv[0])
+    return name in PROCESS_PROGRAMS or (name == "trap" and len(argv) > 1 and argv[1] in ("", "-"))
 
 
 def _not_outright(decision: Decision, why: str, sandbox: Sandbox | None, no: str) -> Decision:
