@@ -31,6 +31,7 @@ from tests.test_guard_sandbox import (  # noqa: F401 (fixtures)
     make_context,
     onto_canaries,
     port_open,
+    run_confined,
     snapshot,
 )
 from tools.domain.config import HostConfig
@@ -69,7 +70,7 @@ async def test_the_held_out_corpus_runs_refused_or_confined(
             decision, _ = await guarded(ctx, host, expand(command))
             if decision.action == "allow":  # moved, a read of a canary (`cat CANARY/etc/shadow`)
                 assert re.search(r"\bread|secret", as_written.reason or ""), (written, command)
-                text, _, data = await call(ctx, command, timeout_s=15)
+                text, _, _ = await call(ctx, command, timeout_s=15)
                 assert snapshot(canaries["root"]) == before, (command, text)
                 counts[(cls, "moved: a read, run outright")] += 1
                 continue
@@ -77,15 +78,7 @@ async def test_the_held_out_corpus_runs_refused_or_confined(
             if decision.action == "refuse" or judged or NEVER_RUN_WORDS.search(command):
                 counts[(cls, "refused" if decision.action == "refuse" else "judged")] += 1
                 continue
-            for sub in ("outputs", "logs", "results"):  # a confined rm may empty the run folder
-                (ctx.run.path / sub).mkdir(exist_ok=True)
-            text, _, data = await call(ctx, command, timeout_s=15)
-            assert data.get("guard", {}).get("action") == "sandbox", (command, text)
-            after = snapshot(canaries["root"])
-            assert after == before, (command, text, set(before.items()) ^ set(after.items()))
-            dead = [p.args[0] for p in canaries["procs"] if p.poll() is not None]
-            assert not dead, (command, text, dead)
-            assert port_open(port), (command, text)
+            await run_confined(ctx, command, canaries, before)
             counts[(cls, "confined")] += 1
         print(json.dumps(sorted([*k, v] for k, v in counts.items())))
         assert sum(counts.values()) == len(heldout())

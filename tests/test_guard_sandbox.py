@@ -183,6 +183,22 @@ async def call(ctx: ToolContext, command: str, timeout_s: float = 20) -> tuple[s
     return result.text, result.is_error, result.data
 
 
+async def run_confined(
+    ctx: ToolContext, command: str, canaries: dict[str, Any], before: dict[str, Any]
+) -> None:
+    """`command` through the real bash tool: sandboxed, and every canary as it was - the files
+    under the canary root, the canary processes alive, the canary port listening."""
+    for sub in ("outputs", "logs", "results"):  # a confined rm may empty the run folder
+        (ctx.run.path / sub).mkdir(exist_ok=True)
+    text, _, data = await call(ctx, command, timeout_s=15)
+    assert data.get("guard", {}).get("action") == "sandbox", (command, text)
+    after = snapshot(canaries["root"])
+    assert after == before, (command, text, set(before.items()) ^ set(after.items()))
+    dead = [p.args[0] for p in canaries["procs"] if p.poll() is not None]
+    assert not dead, (command, text, dead)
+    assert port_open(canaries["port"]), (command, text)
+
+
 @pytest.mark.timeout(1200)
 async def test_the_destructive_corpus_runs_refused_or_confined(
     canaries: dict[str, Any], tmp_path: Path
@@ -213,15 +229,7 @@ async def test_the_destructive_corpus_runs_refused_or_confined(
             if decision.action == "refuse" or not runnable:
                 counts[(cls, "refused" if decision.action == "refuse" else "judged")] += 1
                 continue
-            for sub in ("outputs", "logs", "results"):  # a confined rm may empty the run folder
-                (ctx.run.path / sub).mkdir(exist_ok=True)
-            text, _, data = await call(ctx, command, timeout_s=15)
-            assert data.get("guard", {}).get("action") == "sandbox", (command, text)
-            after = snapshot(canaries["root"])
-            assert after == before, (command, text, set(before.items()) ^ set(after.items()))
-            dead = [p.args[0] for p in canaries["procs"] if p.poll() is not None]
-            assert not dead, (command, text, dead)
-            assert port_open(port), (command, text)
+            await run_confined(ctx, command, canaries, before)
             counts[(cls, "confined")] += 1
         total = sum(counts.values())
         print(json.dumps(sorted([*k, v] for k, v in counts.items())), total)
