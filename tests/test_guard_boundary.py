@@ -164,6 +164,14 @@ async def test_a_file_written_into_the_inbox_by_a_model_command_is_refused_and_l
         await close_context(ctx)
 
 
+async def kill_by_rule(ctx: Any, sleeper: subprocess.Popen[bytes]) -> None:
+    """A rule for kill alone acts on the host's processes as outright, sandbox or not: the
+    host's `sleeper` ends by the line's SIGTERM."""
+    text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
+    assert data["guard"]["rule"] == "Bash(kill -TERM:*)" and not err, text
+    assert sleeper.wait(30) == -15
+
+
 async def test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_control_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,7 +212,7 @@ async def test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_contr
             " except OSError as e:\n  print('REFUSED', n, e.errno)\n"
         )
         hidden = str(path).encode().hex()
-        text, err, data = await call(ctx, f"python3 -c {shlex.quote(probe)} {run.path} {hidden}")
+        text, _, data = await call(ctx, f"python3 -c {shlex.quote(probe)} {run.path} {hidden}")
         assert data["guard"]["action"] == "allow", text
         assert data["guard"]["rule"] == "Bash(python3 -c:*)", text
         assert stored.hex() not in text and stored.decode(errors="replace") not in text, text
@@ -215,9 +223,7 @@ async def test_a_supervisors_rule_for_code_runs_it_without_the_runs_key_or_contr
         assert "REFUSED inbox/x.json 30" in text and "REFUSED events.jsonl 30" in text
         assert control_state(run.path) == before
         # a rule for kill alone: the host's processes, as outright
-        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
-        assert data["guard"]["rule"] == "Bash(kill -TERM:*)" and not err, text
-        assert sleeper.wait(30) == -15
+        await kill_by_rule(ctx, sleeper)
     finally:
         sleeper.kill()
         sleeper.wait(5)
@@ -270,9 +276,7 @@ async def test_without_a_sandbox_a_supervisors_rule_for_code_is_refused(
         assert why in text and "\n" not in text.strip(), text
         assert stored.hex() not in text and "KEY" not in text, text
         assert control_state(run.path) == before
-        text, err, data = await call(ctx, f"kill -TERM {sleeper.pid}")
-        assert data["guard"]["rule"] == "Bash(kill -TERM:*)" and not err, text
-        assert sleeper.wait(30) == -15
+        await kill_by_rule(ctx, sleeper)
     finally:
         sleeper.kill()
         sleeper.wait(5)
