@@ -38,10 +38,13 @@ def test_json_reports_every_method(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(out["methods"]) == {"autopilot", "tpe", "random", "grid"}
     common = {"launches_mean", "gain_mean", "gain_worst", "within_2pct", "seeds"}
     for name, stats in out["methods"].items():
-        assert set(stats) == common | ({"at_end_mean"} if name == "autopilot" else set())
+        # the autopilot's also: its end stage, and how many campaigns proved their winner
+        ours_only = {"at_end_mean", "established"} if name == "autopilot" else set()
+        assert set(stats) == common | ours_only
         assert stats["seeds"] == 1
     ours = out["methods"]["autopilot"]
     assert 1 <= ours["at_end_mean"] < ours["launches_mean"]  # a re-validation, at least
+    assert ours["established"] in (0, 1)
     assert out["methods"]["tpe"]["launches_mean"] == out["methods"]["autopilot"]["launches_mean"]
     assert out["methods"]["grid"]["launches_mean"] == 72
 
