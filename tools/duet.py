@@ -24,7 +24,7 @@ from tools.bench.schema import ClientInfo, ServerRef, Workload
 from tools.bench.sweep import BenchError, SweepSpec
 from tools.benchmark_outcome import record
 from tools.domain import stats
-from tools.domain.objective import SLO_KINDS, objective_value
+from tools.domain.objective import SLO_KINDS, by_level, objective_value
 from tools.run_benchmark import (
     MAX_LEVEL,
     RunBenchmarkInput,
@@ -91,7 +91,7 @@ class Duet(Tool):
         def value(per_level: Mapping[int, float]) -> float:
             return objective_value(per_level, objective.kind, objective.level)
 
-        by_level = objective.kind == "geomean"  # then the blocks are the rounds' evidence
+        pooled = by_level(objective.kind)  # then the blocks are the rounds' evidence
 
         ids: list[str] = []
 
@@ -104,7 +104,7 @@ class Duet(Tool):
                 specs["b"],
                 inp.max_rounds,
                 seed,
-                None if by_level else value,
+                None if pooled else value,
                 seconds_left=seconds_left(ctx),
                 on_round=save,
             )

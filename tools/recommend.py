@@ -64,7 +64,7 @@ from tools.domain.config import Config
 from tools.domain.cost import CostConfig
 from tools.domain.decision import decide, decide_paired
 from tools.domain.engines import Parallelism
-from tools.domain.objective import describe_objective, objective_value
+from tools.domain.objective import by_level, describe_objective, objective_value
 from tools.domain.physics import headroom_of
 from tools.domain.space import SearchError, SearchSpace, render_flags
 from tools.servers.profiles import ProfileError, engine_for
@@ -350,12 +350,12 @@ def paired_evidence(
         return None
     same_levels = len({len(row) for row in blocks}) == 1
     if periods:
-        rows = stats.crossover_blocks(blocks) if objective.kind == "geomean" and same_levels else ()
+        rows = stats.crossover_blocks(blocks) if by_level(objective.kind) and same_levels else ()
         return stats.Paired(stats.crossovers(ratios), unit="crossover", blocks=rows)
     if rounds:
-        by_level = objective.kind == "geomean" and same_levels
+        pooled = by_level(objective.kind) and same_levels
         return stats.Paired(
-            tuple(ratios), looks=looks, unit="duet round", blocks=tuple(blocks) if by_level else ()
+            tuple(ratios), looks=looks, unit="duet round", blocks=tuple(blocks) if pooled else ()
         )
     return stats.Paired(tuple(ratios))
 

@@ -47,6 +47,13 @@ def objective_value(
     raise SearchError(f"objective.kind {kind!r} is not one of {', '.join(OBJECTIVES)}")
 
 
+def by_level(kind: str) -> bool:
+    """Whether the objective of a set of levels is the mean of the levels' own (the geometric
+    mean): then a duet round's or a crossover's level blocks are its evidence (stats.Paired's
+    blocks); the other objectives read one level or the best."""
+    return kind == "geomean"
+
+
 def describe_objective(
     kind: str,
     level: int | None = None,

@@ -29,6 +29,7 @@ from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
 from tools.bench.results import period_of
 from tools.domain import stats
 from tools.domain.decision import decide, decide_paired
+from tools.domain.objective import by_level
 from tools.domain.space import Flags
 
 MAX_VALIDATIONS = 3  # re-validation launches at most (a shuffle among near-ties must end)
@@ -125,7 +126,7 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
             rounds,
             looks=found.looks,
             unit="duet round",
-            blocks=blocks if o.kind == "geomean" else (),
+            blocks=blocks if by_level(o.kind) else (),
         )
     ratios = []
     for b, w in pair_runs(r, inc)[0]:
@@ -162,7 +163,7 @@ def crossovers(r: Reading, inc: Flags) -> stats.Paired:
         vb = o.value(b.per_level, b.slo_ok, s.levels)
         ratios.append(vb / va if va > 0 else 0.0)
         blocks.append(stats.level_blocks(a.per_level, b.per_level, s.levels))
-    rows = stats.crossover_blocks(blocks) if o.kind == "geomean" else ()
+    rows = stats.crossover_blocks(blocks) if by_level(o.kind) else ()
     return stats.Paired(stats.crossovers(ratios), unit="crossover", blocks=rows)
 
 

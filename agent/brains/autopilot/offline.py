@@ -26,6 +26,7 @@ from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
 from tools.bench.duet import DuetRound, paired_of, settled
 from tools.domain import stats
+from tools.domain.objective import by_level
 from tools.domain.space import Flags
 
 # config, levels -> per-level throughput, or the one-line reason it does not start
@@ -168,7 +169,7 @@ def _duet(
         b = {c: v * (1 + offsets[launch] + rng.gauss(0, noise.level)) for c, v in exact_b.items()}
         va, vb = o.value(a, None, step.levels), o.value(b, None, step.levels)
         rounds.append(DuetRound(a, b, {}, vb / va if va > 0 else 0.0))
-        if settled(paired_of(rounds, stats.MAX_PAIRS, by_level=o.kind == "geomean")):
+        if settled(paired_of(rounds, stats.MAX_PAIRS, by_level=by_level(o.kind))):
             break
     search.tell(step, Dueted(tuple((r.a, r.b) for r in rounds), stats.MAX_PAIRS))
 
