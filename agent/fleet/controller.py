@@ -48,6 +48,7 @@ from agent.interrupts import Interrupts, reason_now
 from agent.supervision import Supervision
 from state.fleet import first_name, try_name
 from state.run import Run
+from state.sweeps import per_level_of
 from tools.base import ToolBox, ToolContext
 from tools.bench.random_prompts import sweep_seed
 from tools.domain.config import Config
@@ -316,7 +317,7 @@ class FleetCampaign:
         slo = slo_of(self.config)
         sweeps = []
         for event in events:  # this trial's sweep, one event per group of levels
-            per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
+            per = per_level_of(event)
             ok_at = slo_ok_of(event, self.run.path, slo) if slo is not None else None
             sweeps.append(Sweep(per, ok_at, (str(event["id"]),)))
         label = str(events[0].get("label") or "") if events else ""

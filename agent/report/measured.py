@@ -94,7 +94,7 @@ class Configuration:
     @property
     def launches(self) -> int:
         """On how many launches of a server it was measured."""
-        return len({(s.server, s.launch) for s in self.sweeps})
+        return len({s.launch for s in self.sweeps})
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -250,7 +250,9 @@ def read_run(run_path: Path, events: list[Event], status: str | None = None) -> 
     sweep_of = {i: s for s in sweeps(events) for i in s.ids}
     for c in configs:
         for r in c.runs:
-            s = sweep_of.get(r.id) or Sweep(r.server.name or "", -1, r.label, [r.id])
+            s = sweep_of.get(r.id) or Sweep(
+                (r.server.name or "", -1), r.label, results.sweep_of(r), [r.id]
+            )
             if all(s is not known for known in c.sweeps):
                 c.sweeps.append(s)
     return Measured(

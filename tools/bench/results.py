@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from state.atomic import write_atomic, write_json_atomic
 from state.events import utc_now
+from state.sweeps import grouped
 from tools.bench.confighash import config_hash, normalize_command, workload_key
 from tools.bench.level_traffic import min_level_s, requests_for
 from tools.bench.schema import (
@@ -416,24 +417,24 @@ def _like_groups(measured: list[BenchResult]) -> list[list[TimedSweep]]:
 
 
 def _sweeps(ordered: list[BenchResult]) -> list[tuple[dict[int, float], Shape, list[BenchResult]]]:
-    """Each sweep with its shape and its results. One sweep per result, except that consecutive
-    results under the same label that measured other levels are one sweep split into calls by
-    groups of levels (as the autopilot measures). A result that measured a level again is a new
-    sweep."""
-    out: list[tuple[dict[int, float], Shape, list[BenchResult]]] = []
-    last_label = None
-    for r in ordered:
-        sweep = sweep_of(r)
+    """Each sweep with its shape and its results, merged by the one rule (state.sweeps.grouped).
+    Result files tell no launches apart: consecutive results under one label count as one launch
+    (so they are one sweep split into calls by groups of levels, as the autopilot measures, unless
+    one measured a level again), a result without a label as a launch of its own."""
+    each = [sweep_of(r) for r in ordered]
+    launch, keyed = 0, []
+    for i, r in enumerate(ordered):
+        if not r.label or i == 0 or r.label != ordered[i - 1].label:
+            launch += 1
+        keyed.append((launch, r.label, each[i], str(i)))  # its index in `ordered` for an id
+    out = []
+    for s in grouped(keyed):
+        at = [int(i) for i in s.ids]
         shape = tuple(
-            (p.max_concurrency, _sent(r, p)) for p in r.points if p.max_concurrency in sweep
-        )
-        if r.label and r.label == last_label and not set(sweep) & set(out[-1][0]):
-            merged = {**out[-1][0], **sweep}
-            shapes = tuple(sorted((*out[-1][1], *shape)))
-            out[-1] = (dict(sorted(merged.items())), shapes, [*out[-1][2], r])
-        else:
-            out.append((sweep, tuple(sorted(shape)), [r]))
-        last_label = r.label
+            sorted((p.max_concurrency, _sent(ordered[i], p))
+                   for i in at for p in ordered[i].points if p.max_concurrency in each[i])
+        )  # fmt: skip
+        out.append((s.per_level, shape, [ordered[i] for i in at]))
     return out
 
 

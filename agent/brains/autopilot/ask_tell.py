@@ -46,6 +46,7 @@ from agent.brains.autopilot.batch import plan_batch, reused_launch
 from agent.brains.autopilot.history import Duet, History
 from agent.brains.autopilot.launch_plan import recorded_step
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
+from state.sweeps import continued
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,13 @@ class AskTell:
             return launch
         launch = self._launch_of(step)
         label = step.purpose if outcome.label is None else outcome.label
-        for i, sweep in enumerate(outcome.sweeps):  # a sweep split by groups of levels is one
-            if i == 0:
+        for i, sweep in enumerate(outcome.sweeps):  # its calls by groups of levels, merged by
+            # the one rule (state.sweeps.continued); the first begins a sweep: a trial measures anew
+            index = continued(h.measurements, launch, label, sweep.per_level) if i else None
+            if index is None:
                 h.measured(step.config, launch, sweep.per_level, label, sweep.slo_ok, sweep.ids)
             else:
-                h.measured_more(sweep.per_level, sweep.slo_ok, sweep.ids)
+                h.measured_more(index, sweep.per_level, sweep.slo_ok, sweep.ids)
         return launch
 
     def _dueted(self, step: Experiment, outcome: Dueted) -> int:

@@ -156,14 +156,19 @@ class History:
         self.measurements.append(Measurement(config, launch, per_level, label, slo_ok, ids))
 
     def measured_more(
-        self, per_level: dict[int, float], slo_ok: dict[int, bool] | None, ids: tuple[str, ...]
+        self,
+        index: int,
+        per_level: dict[int, float],
+        slo_ok: dict[int, bool] | None,
+        ids: tuple[str, ...],
     ) -> None:
-        """More levels of the last measurement's sweep (a sweep split into calls by groups of
-        levels): its levels, SLO verdicts and result ids merged in."""
-        last = self.measurements[-1]
+        """More levels of measurement `index`'s sweep (a sweep split into calls by groups of
+        levels; state.sweeps.continued says which): its levels, SLO verdicts and result ids
+        merged in."""
+        last = self.measurements[index]
         both = dict(sorted({**last.per_level, **per_level}.items()))
         slo_both = {**(last.slo_ok or {}), **(slo_ok or {})} if slo_ok is not None else None
-        self.measurements[-1] = Measurement(
+        self.measurements[index] = Measurement(
             last.config, last.launch, both, last.label, slo_both, (*last.ids, *ids)
         )
 

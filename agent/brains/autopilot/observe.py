@@ -21,6 +21,7 @@ from agent.brains.autopilot.engine_limits import space_of
 from agent.brains.autopilot.history import Duet, History
 from state.fold import RunState
 from state.run import read_state
+from state.sweeps import continued, per_level_of
 from tools.bench.results import ResultError, load, of_event
 from tools.domain import stats
 from tools.domain.config import Config
@@ -111,7 +112,7 @@ def history_of_benchmarks(
     slo: stats.Slo | None = None,
 ) -> History:
     """A History from `benchmark` events alone: a launch per change of server or configuration,
-    and consecutive events of one launch and label merged into one sweep, as `observe` does."""
+    its events merged into sweeps as `observe` merges them (`_add`)."""
     h = History(space)
     last: tuple[str, str] | None = None
     for event in events:
@@ -213,7 +214,7 @@ def _duet(
     for e in events:
         part = e["duet"]
         side = str(part.get("side"))
-        per = {int(c): float(v or 0.0) for c, v in (e.get("summary") or {}).items()}
+        per = per_level_of(e)
         rounds.setdefault(int(part.get("round", 0)), {})[side] = per
         flags[side] = h.space.complete(e.get("flags") or {})
         launch = h.side.launch if side == "a" else h.running
@@ -234,18 +235,17 @@ def _add(
     run_path: Path | None,
     slo: stats.Slo | None,
 ) -> None:
-    """One benchmark of `launch`: a new measurement, or the rest of the sweep measured just before
-    on the same launch under the same label (a sweep split into calls by groups of levels; a
-    level measured again starts a new sweep, as tools.bench.results.repeats reads them)."""
-    per = {int(c): float(v or 0.0) for c, v in (event.get("summary") or {}).items()}
+    """One benchmark of `launch`: a new measurement, or more of a sweep already measured
+    (state.sweeps.continued, the one merge rule: the latest sweep of the launch, same label, none
+    of its levels - a sweep split into calls by groups of levels)."""
+    per = per_level_of(event)
     ok = slo_ok_of(event, run_path, slo) if slo is not None else None
-    result_id = str(event.get("id"))
-    last = h.measurements[-1] if h.measurements else None
-    fresh_levels = last is not None and not set(per) & set(last.per_level)
-    if last is not None and last.launch == launch and last.label == label and fresh_levels:
-        h.measured_more(per, ok, (result_id,))
+    ids = (str(event.get("id")),)
+    index = continued(h.measurements, launch, label, per)
+    if index is not None:
+        h.measured_more(index, per, ok, ids)
         return
-    h.measured(h.launches[launch].config, launch, per, label, ok, (result_id,))
+    h.measured(h.launches[launch].config, launch, per, label, ok, ids)
 
 
 def _event_for(
