@@ -35,11 +35,12 @@ def test_json_reports_every_method(capsys: pytest.CaptureFixture[str]) -> None:
     assert efficiency.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["space"] == "llamacpp-cpu"
-    assert set(out["methods"]) == {"autopilot", "tpe", "random", "grid"}
+    assert set(out["methods"]) == {"autopilot", "autopilot_without_floor", "tpe", "random", "grid"}
     common = {"launches_mean", "gain_mean", "gain_worst", "within_2pct", "seeds"}
     for name, stats in out["methods"].items():
         # the autopilot's also: its end stage, and how many campaigns proved their winner
-        ours_only = {"at_end_mean", "established"} if name == "autopilot" else set()
+        ours = name.startswith("autopilot")  # with and without the floor (the stop signal)
+        ours_only = {"at_end_mean", "established"} if ours else set()
         assert set(stats) == common | ours_only
         assert stats["seeds"] == 1
     ours = out["methods"]["autopilot"]

@@ -78,6 +78,9 @@ COMPACT = (
     "failed",
     "level_failed",
     "duration",  # what a level costs: the autopilot's wrap-up sizes what fits by it
+    # against physics (docs/physics.md): the autopilot's stop signal reads the floor per level
+    "floor_tok_s",
+    "floor_bound",
 )
 
 

@@ -414,7 +414,19 @@ def headroom_blocks(f: Figures) -> list[Block]:
         "floor at most (where well-built stacks stop), kernels up to the floor, speculation past "
         "it (docs/physics.md)."
     )
-    return [Para(words), Table(headers, rows, right={0}), Para(done_words(room))]
+    return [Para(words), Table(headers, rows, right={0}), Para(done_words(room)), *stop_blocks(f)]
+
+
+def stop_blocks(f: Figures) -> list[Block]:
+    """Where the autopilot stopped exploring flags against physics: the first launch it planned
+    with the stop signal on (its `planned` event's `physics`, agent/brains/autopilot/
+    physics_stop.py)."""
+    stops = [p for p in f.m.state.plans.values() if p.get("physics")]
+    if not stops:
+        return []
+    first = stops[0]
+    what = f"{first.get('purpose', 'a launch')} of {len(stops)} launch(es) planned under it"
+    return [Para(f"**The autopilot stopped exploring flags** ({what}): {first['physics']}.")]
 
 
 def gain_words(left: float | None) -> str:

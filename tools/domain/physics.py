@@ -576,6 +576,30 @@ class Headroom:
             return None
         return (most.flags or 0.0) < self.noise
 
+    @property
+    def flags_spent(self) -> bool:
+        """The autopilot's stop signal: flags could add less than the noise floor at every level
+        of the headroom, each one memory-bound. Stricter than `flags_done`, which reads the
+        memory-bound levels only: a level of another bound has no ceiling to stop at, and an
+        unknown noise floor says nothing."""
+        if not self.levels or self.noise is None:
+            return False
+        return all(h.flags is not None and h.flags < self.noise for h in self.levels)
+
+    def spent_line(self) -> str:
+        """Why flags are spent, in one line (the planner's narration and its `planned` event)."""
+        most = self.most
+        left = 0.0 if most is None else most.flags or 0.0
+        where = "" if most is None else f" (C={most.level})"
+        shares = ", ".join(f"C={h.level} {h.best_share:.0%}" for h in self.levels)
+        return (
+            f"against physics, flags are spent: with the best shares of the floor at {shares}, "
+            f"flags could still add at most {left:.1%}{where} (their ceiling: "
+            f"{CEILINGS['flags']:.0%} of the floor), under the least gain the campaign resolves "
+            f"({self.noise or 0:.1%});"
+            " only kernels or speculation can gain more"
+        )
+
 
 def headroom_of(best: Mapping[int, tuple[float, str]], noise: float | None) -> Headroom:
     """The headroom of each level from {level: (the best share measured, its bound)}."""

@@ -39,7 +39,7 @@ event the brain recorded with its start_server call); the fleet controller and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.brains.autopilot.batch import plan_batch, reused_launch
@@ -70,11 +70,13 @@ class Broken:
 
 @dataclass(frozen=True)
 class Sweep:
-    """One group of levels benchmarked: throughput per level, SLO met per level, result ids."""
+    """One group of levels benchmarked: throughput per level, SLO met per level, result ids,
+    and the floor per level its results carry ((tok/s, bound): tools/domain/physics.py)."""
 
     per_level: dict[int, float]
     slo_ok: dict[int, bool] | None = None
     ids: tuple[str, ...] = ()
+    floors: dict[int, tuple[float, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,9 @@ class AskTell:
             h.broke(launch, outcome.reason)
             return launch
         launch = self._launch_of(step)
+        for sweep in outcome.sweeps:
+            h.floored(step.config, sweep.floors)
+
         label = step.purpose if outcome.label is None else outcome.label
         for i, sweep in enumerate(outcome.sweeps):  # its calls by groups of levels, merged by
             # the one rule (state.sweeps.continued); the first begins a sweep: a trial measures anew

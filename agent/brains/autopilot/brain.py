@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.brains.autopilot import directives, narrate, pipeline, pipeline_verdict
+from agent.brains.autopilot import directives, narrate, physics_stop, pipeline, pipeline_verdict
 from agent.brains.autopilot.ask_tell import AskTell
 from agent.brains.autopilot.conclude import DUET_ROUNDS
 from agent.brains.autopilot.history import History
@@ -184,6 +184,11 @@ class Campaign:
                 start["port"] = port + busy
             call = self.call("start_server", start)
             self.plans[call] = plan_record(step, self.planner.settings)  # why, in the record
+            stop = physics_stop.spent(self.planner.read(h))  # and the stop signal, when on
+            if stop is not None:
+                self.plans[call]["physics"] = stop
+                if not any(p.get("physics") for p in self.state.plans.values()):
+                    self.say(f"Exploring stops but for speculation: {stop}.")
             return
         if step.purpose == "duet":
             self.duet(step)

@@ -21,8 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.brains.autopilot.purposes import Purpose as Purpose
-from agent.brains.autopilot.purposes import purpose_of
+from agent.brains.autopilot.purposes import Purpose, purpose_of
 from tools.domain import stats
 from tools.domain.objective import objective_value
 from tools.domain.space import Flags, SearchSpace
@@ -115,6 +114,9 @@ class History:
     in_flight: list[Experiment] = field(default_factory=list)  # started, no outcome yet, in order
     duets: list[Duet] = field(default_factory=list)
     side: Side = field(default_factory=Side)
+    # per configuration (its key), the floor of each level its results carry, the latest:
+    # (tok/s, bound) as tools/domain/physics.py computed it; none where no box was described
+    floors: dict[str, dict[int, tuple[float, str]]] = field(default_factory=dict)
 
     # --- recording: the only writers ------------------------------------------------------------
     def launched(
@@ -172,6 +174,13 @@ class History:
             last.config, last.launch, both, last.label, slo_both, (*last.ids, *ids)
         )
 
+    def floored(
+        self, config: Mapping[str, object], floors: Mapping[int, tuple[float, str]]
+    ) -> None:
+        """A benchmark of `config` carried these floors per level (the latest win)."""
+        if floors:
+            self.floors.setdefault(self.key(config), {}).update(floors)
+
     def broke(self, launch: int, reason: str) -> None:
         """`launch` started but its server could not be measured (the first reason is kept)."""
         self.broken.setdefault(launch, reason)
@@ -209,6 +218,7 @@ class History:
             dict(self.broken),
             duets=list(self.duets),
             side=Side(None, self.side.failed, self.side.failed_launches),
+            floors={k: dict(v) for k, v in self.floors.items()},
         )
 
     # --- identity -------------------------------------------------------------------------------

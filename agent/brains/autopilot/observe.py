@@ -124,6 +124,7 @@ def history_of_benchmarks(
             h.launched(flags)
             last = server
         _add(h, len(h.launches) - 1, str(event.get("label") or ""), event, run_path, slo)
+        h.floored(flags, floors_of(event))
     return h
 
 
@@ -180,6 +181,7 @@ def observe(
                 continue
             label = str(inp.get("label") or event.get("label") or "")
             _add(h, h.running, label, event, run_path, slo)
+            h.floored(h.launches[h.running].config, floors_of(event))
     if server not in state.servers:  # it died, or was killed outside our calls
         h.serving_nothing()
     return h
@@ -246,6 +248,17 @@ def _add(
         h.measured_more(index, per, ok, ids)
         return
     h.measured(h.launches[launch].config, launch, per, label, ok, ids)
+
+
+def floors_of(event: dict[str, Any]) -> dict[int, tuple[float, str]]:
+    """Per level the floor a `benchmark` event's points carry (tools.benchmark_outcome.COMPACT):
+    (tok/s, bound); none in events written before they carried it."""
+    out: dict[int, tuple[float, str]] = {}
+    for level, point in (event.get("points") or {}).items():
+        tok_s = point.get("floor_tok_s") if isinstance(point, dict) else None
+        if isinstance(tok_s, int | float) and tok_s > 0 and str(level).isdigit():
+            out[int(level)] = (float(tok_s), str(point.get("floor_bound") or "memory"))
+    return out
 
 
 def _event_for(

@@ -33,6 +33,8 @@ from tools.domain.space import Flags
 Truth = Callable[[Flags, Sequence[int]], "dict[int, float] | str"]
 # config, levels -> whether each level met the SLO (for the objectives that read it)
 Slo = Callable[[Flags, Sequence[int]], dict[int, bool]]
+# config, levels -> the floor per level, (tok/s, bound), as run_benchmark's results carry it
+Floors = Callable[[Flags, Sequence[int]], dict[int, tuple[float, str]]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,35 @@ def sim_truth(
         return throughput_of(model, list(levels), input_len, max_tokens)
 
     return truth
+
+
+def sim_floors(
+    max_tokens: int = 512, input_len: int = 512, base: Sequence[str] | None = None
+) -> Floors:
+    """The floor of each level as the agent computes it from the simulator's /server_info
+    physics (tools/domain/physics.py floor_of): what the results of a sweep of it carry; {}
+    where the profile states no physics or the flags are refused."""
+    from sim.flags import FlagError
+    from sim.space import DEFAULT_BASE_FLAGS
+    from sim.truth import model_of
+    from tools.domain.physics import floor_of, physics_from_json
+
+    argv = list(DEFAULT_BASE_FLAGS if base is None else base)
+
+    def floors(config: Flags, levels: Sequence[int]) -> dict[int, tuple[float, str]]:
+        try:
+            physics = physics_from_json(model_of(config, argv).physics)
+        except FlagError:
+            return {}
+        if physics is None:
+            return {}
+        out = {}
+        for c in levels:
+            floor = floor_of(physics, c, input_len, max_tokens)
+            out[c] = (floor.batch_tok_s, str(floor.bound))
+        return out
+
+    return floors
 
 
 def sim_slo(
@@ -107,9 +138,11 @@ def simulate(
     max_steps: int = 1000,
     slo: Slo | None = None,
     drift: Callable[[int], float] | None = None,
+    floors: Floors | None = None,
 ) -> tuple[History, Finish]:
     """Run the planner to its conclusion on one box, asked and told through AskTell; the History
-    says what it cost."""
+    says what it cost. With `floors`, each sweep carries the floor of its levels (the stop signal
+    against physics reads them: physics_stop.py)."""
     rng = random.Random(seed)
     search = planner if isinstance(planner, AskTell) else AskTell(planner)
     levels = search.planner.settings.levels
@@ -135,7 +168,8 @@ def simulate(
         speed = 1.0 if drift is None else drift(len(search.history.measurements))
         per = {c: v * speed * (1 + offsets[launch] + rng.gauss(0, sigma)) for c, v in exact.items()}
         ok = slo(step.config, step.levels) if slo is not None else None
-        search.tell(step, Measured((Sweep(per, ok),)))
+        floor = floors(step.config, step.levels) if floors is not None else {}
+        search.tell(step, Measured((Sweep(per, ok, floors=floor),)))
     raise RuntimeError(f"the planner did not finish within {max_steps} steps")
 
 

@@ -36,6 +36,11 @@ plain function of what was measured (a Reading of the History), in a file cut by
    again; a full sweep inside the comparison's noise above the best is swept again; a start
    failure is put down to the flags that explain it (reading.crash_reason), and identical launch
    failures no flag explains end the campaign (conclude.same_failures);
+3h. against physics (physics_stop.py, issue 48): once flags could add less than the noise floor
+   at every level the objective reads (the best configuration without speculation is within the
+   noise of the ceiling flags reach, about 80 % of the bandwidth floor), exploring stops but for
+   speculation, the one lever past the floor; never where a level has no floor, another bound
+   than memory, or the noise floor is not measured;
 4. the challenger (families.tune): a family (speculation) that beats the best at some levels, or
    comes close, has its own parameters tuned on those levels, for a concurrency policy;
 5. the winner (and the challenger) re-validated on a fresh launch (conclude.validate); then the
@@ -54,6 +59,7 @@ from agent.brains.autopilot import (
     conclude,
     contrary,
     families,
+    physics_stop,
     precision,
     remaining,
     retry,
@@ -119,7 +125,11 @@ class Planner:
             # 3b. else pairs of changes that did well, then 4., then the surrogate's proposal
             # 3g. a contrary bundle once a third of the budget is spent, ahead of the one-factor
             # stage, and again when every other stage is spent
-            if step is None and left > conclude.reserved(s.max_launches):
+            # 3h. flags spent against physics: only speculation is explored
+            stop = physics_stop.spent(r) if step is None else None
+            if stop is not None and left > conclude.reserved(s.max_launches):
+                step = physics_stop.speculation_move(r, inc, stop)
+            elif step is None and left > conclude.reserved(s.max_launches):
                 step = (
                     contrary.early(r, inc)
                     or screening.explore(r, inc)

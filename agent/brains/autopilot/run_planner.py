@@ -55,6 +55,7 @@ def run_planner(state: RunState, config: Config) -> RunPlanner:
         levels=levels,
         objective=objective,
         excluded=said.skip,
+        speculative=speculative,
         wrap_up=said.wrap_up or state.warned_budget,
         launches_fit=launches_that_fit(state, levels),
         target_noise=obj.precision,

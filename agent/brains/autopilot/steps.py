@@ -20,6 +20,9 @@ class Settings:
     screen_levels: tuple[int, ...] = ()  # () = lowest, middle and highest level
     max_launches: int = 40
     excluded: tuple[str, ...] = ()  # flags held at their baseline value ("skip speculation")
+    # the space's flags of speculation (tools.servers.speculation.speculative_flags): the one
+    # lever past the floor, which the stop signal against physics leaves open (physics_stop.py)
+    speculative: tuple[str, ...] = ()
     wrap_up: bool = False  # no new candidates: validate and conclude
     # launches the minutes left can still pay for (a wrap-up on the minutes budget: brain.py's
     # launches_that_fit); None: only max_launches counts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.brains.autopilot import conclude, families, screening
+from agent.brains.autopilot import conclude, families, physics_stop, screening
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner, Step
 from agent.brains.autopilot.purposes import KINDS, Purpose, of_todo
@@ -75,6 +75,7 @@ def todos(
     screened = any(m.purpose in SCREENS for m in h.measurements)
     used |= {"explore"} if screened else set()
     at = len(ORDER) if done or current is None else ORDER.index(current)
+    spent = physics_stop.spent(planner.read(h)) is not None
     out = []
     for i, key in enumerate(ORDER):
         content, priority = items[key]
@@ -89,7 +90,9 @@ def todos(
             content += " - " + why_skipped(key, planner)
         else:
             status = "pending"
-        if key == "explore" and status != "cancelled" and i >= at:
+        if key == "explore" and spent:  # the stop signal: the why is in the narration
+            content += " - stopped against physics: flags could add less than the noise"
+        elif key == "explore" and status != "cancelled" and i >= at:
             content += explore_left(planner, h)
         if key == "family" and status != "cancelled" and i >= at:
             content += family_left(planner, h)
