@@ -89,10 +89,29 @@ class DuetOutcome:
         return paired_of(self.rounds, self.max_rounds, self.by_level)
 
 
-def paired_of(rounds: Sequence[DuetRound], looks: int, by_level: bool = True) -> stats.Paired:
-    """B against A from a duet's rounds, valid over `looks`; `by_level`: each round's ratio is
-    the geometric mean of its levels', whose blocks are then its evidence (stats.Paired.blocks)."""
-    blocks = tuple(stats.level_blocks(r.a, r.b, r.a) for r in rounds)
+def round_of(
+    a: dict[int, float],
+    b: dict[int, float],
+    value: Callable[[Mapping[int, float]], float],
+    first: dict[int, Side] | None = None,
+    rows: dict[Side, list[dict[str, Any]]] | None = None,
+) -> DuetRound:
+    """A round from each side's figures per level: B's objective (`value`) over A's."""
+    va, vb = value(a), value(b)
+    return DuetRound(a, b, first or {}, vb / va if va > 0 else 0.0, rows or {})
+
+
+def paired_of(
+    rounds: Sequence[DuetRound],
+    looks: int,
+    by_level: bool = True,
+    levels: Sequence[int] | None = None,
+) -> stats.Paired:
+    """B against A from a duet's rounds, valid over `looks` - the duet's own reading, and the
+    autopilot's of a duet it recorded; `by_level`: each round's ratio is the geometric mean of
+    its levels' (`levels`, else the round's own), whose blocks are then its evidence
+    (stats.Paired.blocks)."""
+    blocks = tuple(stats.level_blocks(r.a, r.b, r.a if levels is None else levels) for r in rounds)
     return stats.Paired(
         tuple(r.ratio for r in rounds),
         looks=looks,
@@ -186,8 +205,7 @@ async def _round(
             point = await sweep_level(state, level, state.outcome.processes)
             got[side][level] = _throughput(point)
             rows[side].append(state.outcome.points[-1])  # the row the level just recorded
-    va, vb = value(got["a"]), value(got["b"])
-    return DuetRound(got["a"], got["b"], first, vb / va if va > 0 else 0.0, rows)
+    return round_of(got["a"], got["b"], value, first, rows)
 
 
 def decision_text(outcome: DuetOutcome) -> str:

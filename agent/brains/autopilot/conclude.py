@@ -22,10 +22,12 @@ exploring goes on, boxes nothing else needs begin the current leader's crossover
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from agent.brains.autopilot.history import Measurement
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment, Finish, PolicyRange
+from tools.bench.duet import paired_of, round_of
 from tools.bench.results import period_of
 from tools.domain import stats
 from tools.domain.decision import decide, decide_paired
@@ -118,16 +120,9 @@ def paired(r: Reading, inc: Flags) -> stats.Paired:
         return crossed
     found = r.h.duet_of(r.space.baseline, inc)
     if found is not None:
-        o = s.objective
-        values = [(o.value(a, None, s.levels), o.value(b, None, s.levels)) for a, b in found.rounds]
-        rounds = tuple(vb / va if va > 0 else 0.0 for va, vb in values)
-        blocks = tuple(stats.level_blocks(a, b, s.levels) for a, b in found.rounds)
-        return stats.Paired(
-            rounds,
-            looks=found.looks,
-            unit="duet round",
-            blocks=blocks if by_level(o.kind) else (),
-        )
+        value = partial(s.objective.value, levels=s.levels)
+        rounds = [round_of(a, b, value) for a, b in found.rounds]
+        return paired_of(rounds, found.looks, by_level(s.objective.kind), s.levels)
     ratios = []
     for b, w in pair_runs(r, inc)[0]:
         bv = s.objective.value(b.per_level, b.slo_ok, s.levels)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from agent.brains.autopilot.ask_tell import (
@@ -24,7 +25,7 @@ from agent.brains.autopilot.ask_tell import (
 )
 from agent.brains.autopilot.history import History
 from agent.brains.autopilot.planner import Experiment, Finish, Planner
-from tools.bench.duet import DuetRound, paired_of, settled
+from tools.bench.duet import DuetRound, paired_of, round_of, settled
 from tools.domain import stats
 from tools.domain.objective import by_level
 from tools.domain.space import Flags
@@ -201,8 +202,7 @@ def _duet(
     while len(rounds) < stats.MAX_PAIRS:
         a = {c: v * (1 + offsets[side] + rng.gauss(0, noise.level)) for c, v in exact_a.items()}
         b = {c: v * (1 + offsets[launch] + rng.gauss(0, noise.level)) for c, v in exact_b.items()}
-        va, vb = o.value(a, None, step.levels), o.value(b, None, step.levels)
-        rounds.append(DuetRound(a, b, {}, vb / va if va > 0 else 0.0))
+        rounds.append(round_of(a, b, partial(o.value, levels=step.levels)))
         if settled(paired_of(rounds, stats.MAX_PAIRS, by_level=by_level(o.kind))):
             break
     search.tell(step, Dueted(tuple((r.a, r.b) for r in rounds), stats.MAX_PAIRS))
