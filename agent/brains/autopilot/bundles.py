@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from agent.brains.autopilot.combine import changes
-from agent.brains.autopilot.history import Purpose
+from agent.brains.autopilot.purposes import Purpose
 from agent.brains.autopilot.reading import Reading
 from agent.brains.autopilot.steps import Experiment
 from tools.domain.space import Flags, same
