@@ -119,3 +119,14 @@ def test_on_a_fleet_every_comparison_is_across_boxes() -> None:
 
 def test_the_planner_tool_is_introduced() -> None:
     assert "`plan` gives the autopilot's next experiment" in words(system_prompt())
+
+
+def test_physics_stops_flag_tuning_as_the_autopilot_does() -> None:
+    """Issue 48: the reading of the floor the autopilot's stop signal uses (physics_stop.py) -
+    flags reach about 80 % of a memory-bound floor, so at a share near it only speculation is
+    left; far below, flags can still pay; another bound has no ceiling."""
+    text = words(system_prompt())
+    assert "physics says flags are spent" in text
+    assert "0.80 / share - 1" in text and "under the noise floor at every level" in text
+    assert "try speculation only" in text and "can pass 100 %" in text
+    assert "bound by compute or the interconnect has no such ceiling" in text
