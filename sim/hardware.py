@@ -49,6 +49,15 @@ class Hardware:
     expert_weights_gb: float = 0.0  # the routed experts' part of weights_gb (0: a dense model)
     experts: int = 0  # routed experts per layer
     active_experts: int = 0  # routed experts each token uses
+    # the bounds at high batch (docs/physics.md): 0 where not modelled. The compute bound counts
+    # 2 FLOPs per active parameter, the parameters being the active bytes over 2 (a 16-bit
+    # statement: for 8- or 4-bit weights the tensor cores' peak doubles or quadruples as the
+    # parameters per byte do, so the bound is the same); the interconnect's, two ring all-reduces
+    # of hidden x 2 bytes per token a layer over the tensor-parallel GPUs
+    peak_tflops: float = 0.0  # dense 16-bit TFLOPS per GPU
+    link_gb_s: float = 0.0  # interconnect per GPU, one direction, GB/s
+    hidden: int = 0  # the model's hidden size: an all-reduce's message per token
+    layers: int = 0
 
 
 REFERENCE = Hardware(
@@ -85,6 +94,10 @@ REFERENCE = Hardware(
     expert_weights_gb=496.0,
     experts=384,
     active_experts=8,
+    peak_tflops=835.0,  # NVIDIA H100 NVL datasheet, dense BF16
+    link_gb_s=64.0,  # PCIe Gen5 x16 one direction: the NVLink bridge joins pairs only
+    hidden=7168,  # Kimi K2's config.json
+    layers=61,
 )
 
 NVLINK = Hardware(
@@ -119,6 +132,10 @@ NVLINK = Hardware(
     expert_weights_gb=496.0,
     experts=384,
     active_experts=8,
+    peak_tflops=989.0,  # NVIDIA H100 SXM datasheet, dense BF16
+    link_gb_s=450.0,  # NVLink 4, 900 GB/s both directions
+    hidden=7168,
+    layers=61,
 )
 
 PROFILES: dict[str, Hardware] = {h.name: h for h in (REFERENCE, NVLINK)}

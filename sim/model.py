@@ -237,21 +237,49 @@ class Model:
             "kv_split": 1,
             "source": "the simulator's box",
             "model_source": "the simulator's profile",
+            # the bounds at high batch, where modelled (hardware.py): 16-bit parameters
+            "weights_dtype": "bfloat16",
+            "peak_tflops": hw.peak_tflops,
+            "link_gb_s": hw.link_gb_s,
+            "hidden": hw.hidden,
+            "layers": hw.layers,
         }
 
     def floor_ms(self, batch: int, context: float) -> float:
-        """The shortest decode step the modelled bandwidth allows over `batch` sequences of
-        `context` tokens: the bytes one GPU reads (its share of the dense weights and of the
-        experts `batch` tokens touch, and its KV cache) over its bandwidth. No speculation."""
-        hw = self.hw
+        """The shortest decode step the modelled box allows over `batch` sequences of `context`
+        tokens, no speculation: the longest of its three bounds (floor_bounds_ms)."""
+        return max(self.floor_bounds_ms(batch, context).values())
+
+    def floor_bound(self, batch: int, context: float) -> str:
+        """Which bound the floor is: memory, compute or interconnect (the first on a tie)."""
+        bounds = self.floor_bounds_ms(batch, context)
+        return max(bounds, key=lambda k: bounds[k])
+
+    def floor_bounds_ms(self, batch: int, context: float) -> dict[str, float]:
+        """Each bound on a decode step, ms (0: not modelled). Memory: the bytes one GPU reads
+        (its share of the dense weights and of the experts `batch` tokens touch, and its KV
+        cache) over its bandwidth. Compute: 2 FLOPs per active parameter per token over the
+        GPUs' peak. Interconnect: two ring all-reduces a layer, each sending 2 (n - 1) / n of
+        batch x hidden x 2 bytes from every GPU over its link (latency left out)."""
+        hw, tp = self.hw, self.args.tp
         if hw.mem_bw_gb_s <= 0:
-            return 0.0
+            return {"memory": 0.0, "compute": 0.0, "interconnect": 0.0}
         touched = 0.0
         if hw.experts > 0:
             touched = 1 - (1 - hw.active_experts / hw.experts) ** batch
-        weights = (hw.weights_gb - hw.expert_weights_gb * (1 - touched)) * 1e9 / self.args.tp
+        weights = (hw.weights_gb - hw.expert_weights_gb * (1 - touched)) * 1e9 / tp
         kv = batch * context * hw.kv_kb_per_token * 1000 * self.factor("kv")
-        return (weights + kv) / (hw.mem_bw_gb_s * 1e9) * 1000
+        memory = (weights + kv) / (hw.mem_bw_gb_s * 1e9) * 1000
+        compute = 0.0
+        if hw.peak_tflops > 0:
+            share = hw.active_experts / hw.experts if hw.experts > 0 else 1.0
+            active = (hw.weights_gb - hw.expert_weights_gb * (1 - share)) * 1e9 / 2
+            compute = 2 * active * batch / (hw.peak_tflops * 1e12 * tp) * 1000
+        link = 0.0
+        if tp > 1 and hw.link_gb_s > 0 and hw.hidden > 0 and hw.layers > 0:
+            sent = hw.layers * 2 * 2 * (tp - 1) / tp * batch * hw.hidden * 2
+            link = sent / (hw.link_gb_s * 1e9) * 1000
+        return {"memory": memory, "compute": compute, "interconnect": link}
 
     def prefill_ms(self, tokens: int) -> float:
         draft = 1.05 if self.args.spec else 1.0

@@ -197,10 +197,13 @@ def parse(raw: Mapping[str, Any], source: str = "<profile>") -> Profile:
 
 
 # the physics a profile inherits from its base box only while it keeps what they describe: a
-# profile that changes the box (or the model) and states no bandwidth (or experts) of its own
-# models none - /server_info then says nothing of a floor rather than the base box's figures
-_BOX, _BOX_PHYSICS = ("gpus", "gpu_mem_gb", "sm"), ("device", "mem_bw_gb_s")
-_MODEL, _MODEL_PHYSICS = ("model", "weights_gb"), ("expert_weights_gb", "experts", "active_experts")
+# profile that changes the box (or the model) keeps none of the base's figures of it that it
+# does not state again (no bandwidth: /server_info says nothing of a floor; no peak or link:
+# no compute or interconnect bound) rather than the base box's figures
+_BOX = ("gpus", "gpu_mem_gb", "sm")
+_BOX_PHYSICS = ("device", "mem_bw_gb_s", "peak_tflops", "link_gb_s")
+_MODEL = ("model", "weights_gb")
+_MODEL_PHYSICS = ("expert_weights_gb", "experts", "active_experts", "hidden", "layers")
 
 
 def _unstated_physics(base: Hardware, over: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,8 +211,8 @@ def _unstated_physics(base: Hardware, over: Mapping[str, Any]) -> dict[str, Any]
     out: dict[str, Any] = {}
     for changes, physics in ((_BOX, _BOX_PHYSICS), (_MODEL, _MODEL_PHYSICS)):
         changed = any(k in over and over[k] != getattr(base, k) for k in changes)
-        if changed and not any(k in over for k in physics):
-            out |= {k: type(getattr(base, k))() for k in physics}
+        if changed:  # each figure of the other box (model) it does not state again
+            out |= {k: type(getattr(base, k))() for k in physics if k not in over}
     return out
 
 
