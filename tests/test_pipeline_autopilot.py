@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from agent.brains.autopilot import pipeline
 from state.fold import RunState, fold
+from tools import jobs
 from tools.domain.config import Config, ConfigError, load_config
 from tools.servers.pipeline_lab import setup
 
@@ -36,7 +38,9 @@ class Events:
         call_id = f"t{len(self.events)}"
         use = {"type": "tool_use", "id": call_id, "name": "job_status", "input": {"name": name}}
         self.add("message", role="assistant", content=[use])
-        self.add("tool_result", id=call_id, name="job_status", text=log or f"job {name}: ...")
+        tail = [line for line in log.splitlines() if line.strip()]  # typed, as job_status gives it
+        text = log or f"job {name}: ..."
+        self.add("tool_result", id=call_id, name="job_status", text=text, data={"tail": tail})
         if ended:
             self.add("job_ended", name=name, exit_code=exit_code)
 
@@ -104,14 +108,30 @@ def test_a_killed_job_is_started_once_more_an_oom_is_not(config: Config) -> None
 
 
 def test_polls_are_spaced_by_the_jobs_own_eta() -> None:
-    line = "progress: Training: 40%| 3000/7500 [1:02:00<1:33:00, 0.80 it/s] | 40% | ETA {}"
     # the log's ETA is in the stage's clock: 1 h 33 min at 2000x is 2.8 s real; half of it
-    assert pipeline.wait_s(line.format("1:33:00"), 2000) == pytest.approx(1.4)
-    assert pipeline.wait_s(line.format("1:33:00"), 1) == pipeline.MAX_WAIT_S  # a real box
-    assert pipeline.wait_s(line.format("00:01"), 1) == pipeline.MIN_WAIT_S
-    estimated = "ETA ~2m00s (estimated from the elapsed time)"  # job_status's own: real time
+    own = {"eta_s": 5580.0, "eta_clock": "job"}
+    assert pipeline.wait_s(own, 2000) == pytest.approx(1.4)
+    assert pipeline.wait_s(own, 1) == pipeline.MAX_WAIT_S  # a real box
+    assert pipeline.wait_s({"eta_s": 1.0, "eta_clock": "job"}, 1) == pipeline.MIN_WAIT_S
+    estimated = {"eta_s": 120.0, "eta_clock": "real"}  # job_status's own: real time
     assert pipeline.wait_s(estimated, 2000) == 60
-    assert pipeline.wait_s("job x: running, log empty", 2000) == pipeline.FIRST_WAIT_S
+    assert pipeline.wait_s({"running": True}, 2000) == pipeline.FIRST_WAIT_S
+
+
+def test_job_status_gives_the_time_left_typed(tmp_path: Path) -> None:
+    """job_status's result carries what the poller reads (its `eta_s` and whose clock, the log's
+    last lines): the autopilot never parses the text written for the model."""
+    began = (datetime.now(UTC) - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    started = {"name": "train", "ts": began, "host": "local", "pid": 1, "log": "train.log"}
+    tqdm = "Training: 40%| 3000/7500 [1:02:00<1:33:00, 0.80 it/s]"
+    result = jobs.status_result(started, None, f"loading\n{tqdm}\n")
+    assert result.data["eta_s"] == 5580.0 and result.data["eta_clock"] == "job"
+    assert result.data["tail"] == ["loading", tqdm] and "ETA 1:33:00" in result.text
+    bare = jobs.status_result(
+        started, None, "step 40/100\n"
+    )  # no ETA: estimated from the elapsed time
+    assert bare.data["eta_clock"] == "real" and bare.data["eta_s"] > 0
+    assert "(estimated from the elapsed time)" in bare.text
 
 
 def test_the_lab_config_names_the_drafter_ngram_and_the_fix(config: Config) -> None:

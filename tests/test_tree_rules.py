@@ -3,7 +3,9 @@
 - no module imports a private `_name` from another package;
 - no module but the decision (tools/domain/decision.py) reads the statistics' verdict rules
   (tools/domain/stats.py: beats, within_noise, Versus.wins, Versus.verdict, Paired.wins,
-  Paired.no_gain, Paired.verdict, Drift.explains): the others read `decide()`'s typed decision.
+  Paired.no_gain, Paired.verdict, Drift.explains): the others read `decide()`'s typed decision;
+- the autopilot applies no regular expression to the text a tool wrote for the model (a
+  tool_result's `content` or `text`): what it reads of a result is the result's typed `data`.
 
 The scan reads names, not types: an attribute is a verdict rule when its name is one of the
 rules' (`wins`, `no_gain`, `explains` read as a property) or when `.verdict` is read from a
@@ -15,7 +17,7 @@ rules) and tests are not scanned for verdicts.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,142 @@ def test_the_verdict_scan_lets_the_typed_decision_be_read() -> None:
         "levels = self.wins(config, ref, common)\n"
     )
     assert verdict_rules("agent/x.py", ast.parse(source)) == []
+
+
+# --- no regex over tool_result text in the autopilot ------------------------------------------
+AUTOPILOT = ("agent/brains/autopilot",)
+TEXT_KEYS = {"content", "text"}  # where a tool_result's text for the model lives
+REGEX_CALLS = {"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+# functions that read text which is not a tool's result, and why
+NOT_RESULTS = {
+    ("agent/brains/autopilot/directives.py", "acknowledged"): "its own words (assistant text)",
+}
+
+
+def compiled_names(tree: ast.AST) -> set[str]:
+    """Names bound to a compiled pattern (`NAME = re.compile(...)`)."""
+    return {
+        t.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr == "compile"
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+
+def reads_text(node: ast.AST, tainted: Set[str], text_functions: Set[str]) -> bool:
+    """The expression reads a tool_result's text: `x["content"]`, `x.get("text")`, `x.text`, a
+    name bound to such a read, or a call of a function of the module that returns one."""
+    for n in ast.walk(node):
+        key = n.slice if isinstance(n, ast.Subscript) else None
+        if isinstance(key, ast.Constant) and key.value in TEXT_KEYS:
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+            first = n.args[0]
+            if (
+                n.func.attr == "get"
+                and isinstance(first, ast.Constant)
+                and first.value in TEXT_KEYS
+            ):
+                return True
+        if isinstance(n, ast.Attribute) and n.attr in TEXT_KEYS and isinstance(n.ctx, ast.Load):
+            return True
+        if isinstance(n, ast.Name) and n.id in tainted:
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in text_functions:
+            return True
+    return False
+
+
+def text_regexes(rel: str, tree: ast.Module, text_functions: Set[str] = frozenset()) -> list[str]:
+    """Each regular expression applied to a tool_result's text in the module, as `rel:line
+    function call`; `text_functions`: functions (of any autopilot module) that return such
+    text."""
+    patterns = compiled_names(tree)
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    scopes: list[ast.AST] = [tree, *functions]
+    innermost = {id(n): f.name for f in functions for n in ast.walk(f)}  # the last one wins
+    found = []
+    for scope in scopes:
+        tainted: set[str] = set()
+        for _ in range(3):  # names bound to text, and to what was made of it
+            for n in ast.walk(scope):
+                if not isinstance(n, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+                    continue
+                if n.value is not None and reads_text(n.value, tainted, text_functions):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    tainted |= {t.id for t in targets if isinstance(t, ast.Name)}
+        for n in ast.walk(scope):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            on = n.func.value
+            if n.func.attr not in REGEX_CALLS or not isinstance(on, ast.Name):
+                continue
+            if on.id == "re":
+                subjects = n.args[1:]  # re.search(pattern, string, ...)
+            elif on.id in patterns:
+                subjects = n.args[:1]  # PATTERN.search(string, ...)
+            else:
+                continue
+            if any(reads_text(a, tainted, text_functions) for a in subjects):
+                where = innermost.get(id(n), "<module>")
+                found.append(f"{rel}:{n.lineno} {where} {ast.unparse(n)[:80]}")
+    return sorted(set(found))
+
+
+def text_functions_of(trees: list[ast.Module]) -> set[str]:
+    """Functions that return a tool_result's text (observe.first_line, say)."""
+    names: set[str] = set()
+    for _ in range(3):
+        for tree in trees:
+            for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+                tainted: set[str] = set()
+                for n in ast.walk(fn):
+                    if isinstance(n, ast.Assign) and reads_text(n.value, tainted, names):
+                        tainted |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+                returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
+                if any(reads_text(r, tainted, names) for r in returns):
+                    names.add(fn.name)
+    return names
+
+
+def test_the_autopilot_parses_no_tool_result_text() -> None:
+    trees = [(rel, tree) for rel, _, tree in modules(AUTOPILOT)]
+    text_functions = text_functions_of([tree for _, tree in trees])
+    assert "first_line" in text_functions  # the scan follows text through a function
+    found = []
+    for rel, tree in trees:
+        found += [
+            f
+            for f in text_regexes(rel, tree, text_functions)
+            if (rel, f.split()[1]) not in NOT_RESULTS
+        ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import re\nm = re.search(r"x (\\d+)", block["content"])\n',
+        'import re\nP = re.compile("x")\nm = P.search(str(block.get("content") or ""))\n',
+        'import re\nP = re.compile("x")\ntext = str(last.get("text") or "")\nm = P.search(text)\n',
+        'import re\nP = re.compile("x")\ndef f(r):\n    return P.findall(r.text)\n',
+        'import re\ndef f(b):\n    return b["content"]\nm = re.search("x", f(b))\n',
+    ],
+)
+def test_the_text_scan_finds_a_regex_over_a_results_text(source: str) -> None:
+    tree = ast.parse(source)
+    assert text_regexes("agent/x.py", tree, text_functions_of([tree])) != []
+
+
+def test_the_text_scan_lets_typed_data_be_read() -> None:
+    source = (
+        'import re\nP = re.compile("x")\ntail = block["data"].get("tail")\n'
+        'm = P.search("\\n".join(tail))\nok = re.match(r"^noise-", m.label)\n'
+        'line = P.sub("", stage.name)\n'
+    )
+    tree = ast.parse(source)
+    assert text_regexes("agent/x.py", tree, text_functions_of([tree])) == []

@@ -18,7 +18,7 @@ from tools.hosts import Host, HostError
 from tools.hosts.output import clean
 from tools.launched import job_record
 from tools.log_paths import check_name, log_path
-from tools.servers.log_progress import last_progress
+from tools.servers.log_progress import last_progress, seconds
 
 STOP_GRACE_S = 10.0
 TAIL_BYTES = 65536
@@ -97,7 +97,7 @@ class JobStatus(Tool):
             tail = await _tail(host, started["log"])  # after the check: an ended job's last words
         except HostError as err:
             raise ToolError(str(err)) from None
-        return _report(started, ended, tail)
+        return status_result(started, ended, tail)
 
 
 class StopJob(Tool):
@@ -155,7 +155,8 @@ async def _exit_code(host: Host, exit_file: str) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def _report(started: dict[str, Any], ended: dict[str, Any] | None, tail: str) -> ToolResult:
+def status_result(started: dict[str, Any], ended: dict[str, Any] | None, tail: str) -> ToolResult:
+    """job_status's result: how the job stands for the model, and typed for code (`data`)."""
     name = started["name"]
     began = datetime.fromisoformat(started["ts"].replace("Z", "+00:00"))
     until = (
@@ -188,6 +189,7 @@ def _report(started: dict[str, Any], ended: dict[str, Any] | None, tail: str) ->
         "elapsed_s": round(elapsed, 1),
         "exit_code": ended.get("exit_code") if ended else None,
         "log": started["log"],
+        "tail": lines[-15:],  # the log's last lines, as shown: what a stage's fix is read from
     }
     if progress is not None:
         bits = [f"progress: {progress.line}"]
@@ -196,13 +198,15 @@ def _report(started: dict[str, Any], ended: dict[str, Any] | None, tail: str) ->
             data["fraction"] = progress.fraction
         if progress.rate:
             bits.append(f"rate {progress.rate}")
+        # the time left, typed for the poller: the log's own ETA (in the job's clock, which a
+        # simulated stage speeds up) or estimated from the elapsed time (real seconds)
         if progress.eta:
             bits.append(f"ETA {progress.eta}")
+            data["eta_s"], data["eta_clock"] = seconds(progress.eta), "job"
         elif ended is None and progress.fraction and 0 < progress.fraction < 1:
-            bits.append(
-                f"ETA ~{_dur(elapsed * (1 - progress.fraction) / progress.fraction)} "
-                "(estimated from the elapsed time)"
-            )
+            left = elapsed * (1 - progress.fraction) / progress.fraction
+            bits.append(f"ETA ~{_dur(left)} (estimated from the elapsed time)")
+            data["eta_s"], data["eta_clock"] = round(left, 1), "real"
         out.append(" | ".join(bits))
     out.append(f"log {started['log']}, last lines:")
     out.extend(lines[-15:] or ["(empty)"])

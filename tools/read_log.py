@@ -69,6 +69,10 @@ class ReadLog(Tool):
         shown, was_cut = cut(body, OUTPUT_LIMIT)
         head = f"{path} on {host.name} ({size} bytes): {what}"
         data_out: dict[str, object] = {"path": path, "host": host.name, "size": size}
+        if inp.mode == "grep":  # the matching lines themselves, typed, for code that reads them
+            data_out["matches"] = [
+                line.partition(":")[2] for line in body.splitlines() if _is_match(line)
+            ]
         if was_cut:
             data_out["output_path"] = save_full(ctx, "read_log", body)
             head += f"; cut, full text: {data_out['output_path']}"

@@ -50,3 +50,14 @@ def last_progress(text: str) -> Progress | None:
         if found is not None:
             return found
     return None
+
+
+def seconds(eta: str) -> float:
+    """An ETA as a log writes it, in seconds: '1:13:09', '15:51', '1m05s', '2h10m'."""
+    if ":" in eta:
+        total = 0.0
+        for part in eta.split(":"):
+            total = total * 60 + float(part or 0)
+        return total
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", eta))

@@ -238,7 +238,7 @@ class Campaign:
         probe = pipeline_verdict.acceptance_probe(self.state, self.config)
         if probe is not None:  # first the trained drafter's acceptance, from its server's log
             self.say("Reading the acceptance length the server measured for the trained drafter.")
-            self.call("bash", probe)
+            self.call("read_log", probe)
             return
         self.say(narrate.conclusion(self.space, step, self.h, self.planner))
         for name, inp in conclusion_calls(self.planned, self.h, step, self.state):

@@ -11,6 +11,7 @@ it run again). Polls are spaced by the job's own ETA: half the time it says is l
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +24,6 @@ from tools.domain.pipeline import PipelineConfig, StageConfig
 TOOLS = ("start_job", "job_status", "put_file", "bash")  # the pipeline's calls, not the campaign's
 FIRST_WAIT_S, MIN_WAIT_S, MAX_WAIT_S = 1.0, 1.0, 300.0
 RETRIES = 1  # a killed job (no exit status, or 137) is started once more; a fix is tried once
-ETA = re.compile(r"ETA (~?)([\d:hms]+)( \(estimated)?")
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,10 @@ def where(state: RunState, p: PipelineConfig) -> Where:
 
 
 def log_of(state: RunState, attempt: Attempt) -> str:
-    """The last job_status text of a job (its log's last lines)."""
+    """A job's log's last lines, as its last job_status read them (its typed `tail`)."""
     for name, inp, block in reversed(list(tool_exchanges(state))):
         if name == "job_status" and inp.get("name") == attempt.name:
-            content = block.get("content")
-            return content if isinstance(content, str) else str(content)
+            return "\n".join(map(str, block["data"].get("tail") or []))
     return ""
 
 
@@ -127,9 +126,9 @@ def turn(state: RunState, config: Config) -> Turn | None:
         assert at.attempt is not None
         last = [r for r in state.last_results if r.get("name") == "job_status"]
         if last and not last[-1].get("is_error"):  # looked just now: wait by its ETA
-            text = str(last[-1].get("text") or "")
-            wait = wait_s(text, p.time_scale)
-            why = "half its ETA" if ETA.search(text) else "no ETA in its log yet"
+            status = last[-1].get("data") or {}
+            wait = wait_s(status, p.time_scale)
+            why = "half its ETA" if "eta_s" in status else "no ETA in its log yet"
             t.say(f"{at.attempt.name} is running; next look in {wait:g} s ({why}).")
             t.call("bash", {"command": f"sleep {wait:g}", "timeout_s": wait + 30})
         else:
@@ -176,26 +175,15 @@ def job(stage: StageConfig, name: str, p: PipelineConfig) -> dict[str, Any]:
     return inp
 
 
-def wait_s(status_text: str, time_scale: float) -> float:
-    """Half the time the job says is left (its log's ETA is in its own clock), within bounds."""
-    m = ETA.search(status_text)
-    if m is None:
+def wait_s(status: Mapping[str, Any], time_scale: float) -> float:
+    """Half the time a job_status says is left (its typed `eta_s`: the log's own ETA is in the
+    job's clock, which the stage's time scale speeds up), within bounds."""
+    left = status.get("eta_s")
+    if not isinstance(left, int | float):
         return FIRST_WAIT_S
-    left = seconds(m.group(2))
-    if not m.group(1) and not m.group(3):  # the log's own ETA: the stage's clock
+    if status.get("eta_clock") == "job":
         left /= time_scale
     return round(min(MAX_WAIT_S, max(MIN_WAIT_S, left / 2)), 1)
-
-
-def seconds(text: str) -> float:
-    """'1:13:09', '15:51', '1m05s', '2h10m' in seconds."""
-    if ":" in text:
-        total = 0.0
-        for part in text.split(":"):
-            total = total * 60 + float(part or 0)
-        return total
-    units = {"h": 3600, "m": 60, "s": 1}
-    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", text))
 
 
 def todo_list(state: RunState, p: PipelineConfig, at: Where) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ baseline by more than the noise floor (tools/domain/stats.py)."""
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from agent.brains.autopilot.history import History
@@ -22,21 +21,22 @@ MEASURED = re.compile(rf"{PROBE}: (\d+(?:\.\d+)?)")
 
 
 def acceptance_probe(state: RunState, config: Config) -> dict[str, Any] | None:
-    """Before the recommendation: read the acceptance length the engine measured from the log of
-    the last launch that served the drafter (SGLang's decode lines say `accept len: X`) - once."""
+    """Before the recommendation: the read_log call that finds the acceptance length the engine
+    measured in the log of the last launch that served the drafter (SGLang's decode lines say
+    `accept len: X`) - once."""
     p = config.pipeline
     if p is None or not p.drafter:
         return None
     logs = []
     for name, inp, block in tool_exchanges(state):
-        if name == "bash" and PROBE in str(inp.get("command")):
+        if name == "read_log" and PROBE in str(inp.get("pattern")):
             return None
         log = block["data"].get("log") if name == "start_server" else None
         if log and p.drafter in map(str, (inp.get("flags") or {}).values()):
             logs.append(str(log))
     if not logs:
         return None
-    return {"command": f"grep -ho '{PROBE}: [0-9.]*' {shlex.quote(logs[-1])} | tail -1"}
+    return {"path": logs[-1], "mode": "grep", "pattern": f"{PROBE}: [0-9.]+", "context": 0}
 
 
 def with_drafter(
@@ -54,17 +54,22 @@ def drafter_note(state: RunState, config: Config, h: History, level_floor: float
     p = config.pipeline
     if p is None:
         return ""
-    length = None
+    length = None  # the conversion's, in the last lines of its job's log (job_status's `tail`)
     for name, _, block in reversed(list(tool_exchanges(state))):
-        m = ACCEPT.search(str(block.get("content") or "")) if name == "job_status" else None
+        tail = block["data"].get("tail") if name == "job_status" else None
+        m = ACCEPT.search("\n".join(map(str, tail or [])))
         if m:
             length = m.group(1)
             break
-    measured = None
+    measured = None  # the server's, in the lines of its log the probe found (read_log's `matches`)
     for name, inp, block in tool_exchanges(state):
-        m = MEASURED.search(str(block.get("content") or "")) if name == "bash" else None
-        if m and PROBE in str(inp.get("command")):
-            measured = m.group(1)
+        if name == "read_log" and PROBE in str(inp.get("pattern")):
+            found = [
+                m.group(1)
+                for line in block["data"].get("matches") or []
+                if (m := MEASURED.search(str(line)))
+            ]
+            measured = found[-1] if found else measured
     text = f" Trained drafter: acceptance length {length or 'unknown'} (its conversion)"
     if measured:
         at = length or "unknown"
