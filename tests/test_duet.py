@@ -269,6 +269,41 @@ def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
     assert conclude.launches_left(side.read(h2), x, 8) >= 4  # the pairs' launches, counted
 
 
+def test_side_by_side_the_wrap_up_goes_to_the_duet_first_and_ends_it_with_both_up() -> None:
+    """Real vLLM, 30 minutes (docs/engines.md, stop 54): the wrap-up re-validated the winner on two
+    fresh launches, then launched it again for the duet and the baseline beside it, then counted no
+    launch left and concluded with both servers up and no round measured. Side by side, the duet's
+    fresh launch is the winner's re-validation: it comes first; and with both servers up the duet
+    is run whatever the launch count says (the tool stops its rounds on the minutes left)."""
+    from dataclasses import replace
+
+    from agent.brains.autopilot.history import History
+    from agent.brains.autopilot.planner import Experiment, Finish
+    from tests.test_paired import BASE as SIM_BASE
+    from tests.test_paired import SPACE, planner, sweep
+
+    x = SPACE.repair({**SIM_BASE, "--attention-backend": "fa3"})
+    h = History(SPACE, [])
+    sweep(h, SIM_BASE, 1.0, "baseline")
+    sweep(h, SIM_BASE, 1.01, "noise")
+    sweep(h, x, 1.3, "confirm")  # one launch: not re-validated
+    plain = planner(max_launches=8)
+    pairs = replace(plain, settings=replace(plain.settings, wrap_up=True))
+    assert isinstance(step := pairs.next_step(h), Experiment) and step.purpose == "validate"
+    wrap = replace(plain.settings, wrap_up=True, side_by_side=True)
+    side = replace(plain, settings=wrap)
+    step = side.next_step(h)
+    assert isinstance(step, Experiment) and step.purpose == "duet" and step.fresh
+    # no launch left by the minutes: with only the winner up, conclude; with both up, the duet
+    spent = replace(plain, settings=replace(wrap, launches_fit=0))
+    h.launched(x, serving=True)
+    assert isinstance(spent.next_step(h), Finish)
+    h.side_launched(SIM_BASE, ok=True)
+    step = spent.next_step(h)
+    assert isinstance(step, Experiment) and step.purpose == "duet"
+    assert h.key(step.config) == h.key(x)
+
+
 def test_a_duet_a_crash_cut_short_is_not_read_as_the_next_one() -> None:
     """Its rounds are saved as they end, so a duet a crash cut short leaves rounds in the log;
     agent resume answers its call as interrupted. The autopilot reads the next duet call's

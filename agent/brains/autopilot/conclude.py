@@ -235,7 +235,10 @@ def duet(r: Reading, inc: Flags, left: int) -> Experiment | None:
     if r.h.duet_of(r.space.baseline, inc) is not None:
         return None
     running_fresh = r.h.running_key() == r.h.key(inc) and r.h.running_fresh()
-    if left < (1 if running_fresh else 2):  # the baseline beside it, and the winner if not up
+    both_up = running_fresh and r.h.side.launch is not None
+    # both up: the duet needs no launch, and the tool stops its rounds on the minutes left (a
+    # real-vLLM campaign counted 0 launches left with both servers up and concluded unmeasured)
+    if not both_up and left < (1 if running_fresh else 2):
         return None
     why = (
         "a duet: the winner on a fresh launch and the baseline beside it, both up, blocks "
@@ -296,8 +299,10 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     if found is not None and not validated(r, found[0]):
         fresh.append(found[0])
     fresh = fresh[: max(0, MAX_VALIDATIONS - validations_done(r))]
-    if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in
-        return min(left, len(fresh) + (0 if r.h.duet_of(r.space.baseline, inc) else 2))
+    if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in,
+        # then the challenger's (the duet's launch re-validates the winner)
+        others = [c for c in fresh if r.h.key(c) != r.h.key(inc)]
+        return min(left, len(others) + (0 if r.h.duet_of(r.space.baseline, inc) else 2))
     if r.settings.crossover:  # two launches a period, two periods a crossover
         done = crossovers(r, inc)
         want = MIN_PAIRS if done.n < MIN_PAIRS else pairs_wanted(done, (left - len(fresh)) // 2)

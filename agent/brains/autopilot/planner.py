@@ -143,9 +143,11 @@ class Planner:
                 )
             if step is not None:
                 return step
-        # 5. re-validate the winner and the challenger on fresh launches, then the winner
-        # against the baseline in a duet where the host fits both side by side, else in launch
-        # pairs (ABBA: the verdict reads them), then conclude;
+        # 5. where the host fits two servers side by side, the winner on a fresh launch against
+        # the baseline in a duet first (a wrap-up that re-validated first left a real-vLLM
+        # campaign no minutes for the duet), then the challenger re-validated; else re-validate
+        # the winner and the challenger on fresh launches, then launch pairs (ABBA: the verdict
+        # reads them), then conclude;
         # once a pair of the winner is measured, the pairs go on with it unless another leads
         # and the budget can still test that one (conclude.pairs_go_on)
         if s.crossover:  # a fleet: the challenger re-validated beside the crossovers
@@ -153,6 +155,12 @@ class Planner:
             return (
                 conclude.validate(r, crossed, left, winner=False)
                 or conclude.cross(r, crossed, left)
+                or conclude.finish(r)
+            )
+        if conclude.duets(r):  # the duet launches the winner afresh: its re-validation too
+            return (
+                conclude.duet(r, inc, left)
+                or conclude.validate(r, inc, left, winner=False)
                 or conclude.finish(r)
             )
         subject = conclude.pairs_go_on(r)
