@@ -10,17 +10,21 @@ import re
 import socket
 import stat
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from agent.report.deploy import Plan, Server, readme
+from tools.base import ToolContext
 from tools.bench.confighash import normalize_command
 from tools.bench.server_metrics import MetricsError, Sampler, read
 from tools.domain.config import BUILTIN_ENGINES, ConfigError, HostConfig, load_config
 from tools.domain.gpus import gpus_of
 from tools.domain.space import Flags
-from tools.guard import decide
-from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_NAMES
+from tools.guard import Context, decide
+from tools.guard.context import BUILTIN
+from tools.guarded import engine_programs
 from tools.hosts.local import LocalHost
 from tools.servers.command import build_command, public_bind
 from tools.servers.diagnose import diagnose
@@ -322,8 +326,8 @@ def test_trtllm_launch_command_is_built_and_judged_from_its_profile() -> None:
         "--port 8000"
     )
     assert public_bind(command) is None
-    assert "trtllm-serve" in ENGINE_EXECUTABLES  # from its [processes], no code tuple
-    assert {"trtllm-serve", "mpi4py.futures.server"} <= set(ENGINE_NAMES)
+    assert "trtllm-serve" in BUILTIN.executables  # from its [processes], no code tuple
+    assert {"trtllm-serve", "mpi4py.futures.server"} <= set(BUILTIN.names)
     d = decide(command)
     assert d.action == "sandbox" and "start_server" in (d.reason or ""), d
     # its launcher tells the guard a bash line starts a server: a public address is refused
@@ -353,6 +357,21 @@ def test_a_users_profile_brings_its_own_parallelism_and_metrics(tmp_path: Path) 
     assert gpus_of({"--num-shard": 4}, engine.profile.parallelism) == 4
     reading = read("tgi_batch_current_size 3\ntgi_queue_size 1\n", engine.profile.metrics)
     assert (reading.source, reading.running, reading.waiting) == ("tgi", 3.0, 1.0)
+    # the guard knows a user's engine's launcher and workers as it knows a built-in one's:
+    # tools/guarded.py adds the run's profile to every decision's context
+    shard = write(
+        tmp_path / "shard.toml",
+        'name = "shard"\ninherits = "openai"\nworkers = ["shard-worker"]\n'
+        '[processes]\nlaunchers = ["shard-serve"]\n',
+    )
+    server = SimpleNamespace(profile=str(shard), engine="openai", ready_line=None, health_path=None)
+    run = cast(ToolContext, SimpleNamespace(config=SimpleNamespace(server=server)))
+    ours = Context(engines=engine_programs(run))
+    assert decide("pkill -f shard-worker", context=ours).action == "allow"
+    assert decide("pkill -f shard-worker").action == "sandbox"  # the built-ins' only
+    launch = decide("shard-serve --model m --port 8000", context=ours)
+    assert "an engine started from bash" in (launch.reason or ""), launch
+    assert "not a command the rules know" in (decide("shard-serve --model m").reason or "")
     bad = write(tmp_path / "bad.toml", 'name = "x"\n[parallelism]\ntensor = ["tp"]\n')
     with pytest.raises(ProfileError, match=r"parallelism\.tensor"):
         load(bad)

@@ -16,13 +16,14 @@ from typing import Any
 from state.inbox import key_dir
 from tools.base import ToolContext, ToolError
 from tools.guard import Context, Decision, RuleError, Rules, boundary, decide, paths
-from tools.guard.context import RUN_WRITABLE
+from tools.guard.context import BUILTIN, RUN_WRITABLE, Programs
 from tools.guard.network import needs_network
 from tools.guard.prepare import prepare
 from tools.guard.unwrap import name_of, unwrap
 from tools.guard.walk import simple_commands
 from tools.hosts import Host
 from tools.hosts.sandbox import Sandbox
+from tools.servers.profiles import ProfileError, engine_for
 
 
 def rules_of(ctx: ToolContext) -> Rules:
@@ -54,6 +55,7 @@ async def guarded(ctx: ToolContext, host: Host, command: str) -> tuple[Decision,
         public_bind=ctx.config.server.allow_public_bind,
         search_path=_search_path() if host.is_local else None,
         busy=bool(ctx.run.state.jobs),
+        engines=engine_programs(ctx),
     )
     decision = decide(command, rules_of(ctx), sandbox is not None, context, why)
     if decision.action == "allow" and decision.writes and not decision.rule:
@@ -155,6 +157,16 @@ def refusal(ctx: ToolContext, decision: Decision) -> str:
         else ""
     )
     return f"refused by the destructive-command guard: {decision.reason}{allow}"
+
+
+def engine_programs(ctx: ToolContext) -> Programs:
+    """The engines' programs the guard knows: every built-in profile's, and the run's engine's
+    where it is a user's profile file (its launchers, programs, kill names and workers)."""
+    try:
+        profile = engine_for(ctx.config).profile
+    except ProfileError:
+        return BUILTIN  # start_server says why in one line; the guard knows the built-ins
+    return BUILTIN.joined(Programs.of(profile.processes, profile.workers))
 
 
 def _recorded(ctx: ToolContext, key: str) -> set[int]:

@@ -5,19 +5,38 @@ port is the run's."""
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass
 from fnmatch import fnmatchcase
 
 from tools.domain import engines
 from tools.guard import paths
 
-# the programs the engine profiles launch and run, and the words a pkill -f pattern may name
-# (the engines' kill names and worker processes): each profile's [processes] and `workers`
-# (tools/servers/profiles/*.toml, read by tools/domain/engines.py)
-ENGINE_MODULES = engines.launch_modules()  # python -m X (sim.pipeline: start_job's stages)
-ENGINE_EXECUTABLES = engines.launch_executables()  # `vllm serve|bench`, llama-server ...
-ENGINE_NAMES = engines.process_names()
+
+@dataclass(frozen=True)
+class Programs:
+    """The programs engine profiles launch and run, and the words a pkill -f pattern may name
+    (their kill names and worker processes): each profile's [processes] and `workers`."""
+
+    modules: tuple[str, ...] = ()  # python -m X (sim.pipeline: start_job's stages)
+    executables: tuple[str, ...] = ()  # `vllm serve|bench`, llama-server ...
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, processes: engines.Processes, workers: Sequence[str]) -> Programs:
+        """One profile's."""
+        names = (*processes.kill_names, *workers)
+        return cls(tuple(processes.modules()), tuple(processes.executables()), names)
+
+    def joined(self, other: Programs) -> Programs:
+        """These and `other`'s, each once."""
+        both = zip(astuple(self), astuple(other), strict=True)
+        return Programs(*(tuple(dict.fromkeys((*a, *b))) for a, b in both))
+
+
+# every built-in profile's (tools/servers/profiles/*.toml, read by tools/domain/engines.py); a run
+# whose engine is a user's profile file adds its own (Context.engines, tools/guarded.py)
+BUILTIN = Programs(engines.launch_modules(), engines.launch_executables(), engines.process_names())
 
 
 # the run folder's parts a command may write: what it saves (outputs/) and fetched logs (logs/)
@@ -41,6 +60,7 @@ class Context:
     # a job of the run is running (start_job): confined or not, it may be changing the workdir
     # under a command - a folder swapped for a link, a script's text - between the check and the run
     busy: bool = False
+    engines: Programs = BUILTIN  # the engines' programs: the built-ins', and the run's own
 
     def roots(self) -> list[str]:
         """Where a command may write: the workdir, and inside the run folder only its outputs/

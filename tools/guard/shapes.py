@@ -22,7 +22,7 @@ from typing import Literal
 
 from tools.guard import paths
 from tools.guard.command import Simple
-from tools.guard.context import ENGINE_EXECUTABLES, ENGINE_MODULES, ENGINE_NAMES, Context
+from tools.guard.context import Context
 from tools.guard.launches import OTHER_SERVERS, PYTHONS, is_loopback, public_bind
 from tools.guard.options import Opts, Parsed, opts, parse
 from tools.guard.reading import holds_secrets, reads
@@ -252,7 +252,7 @@ def shape(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         return rule(argv, cmd, ctx)
     if PYTHONS.fullmatch(head):
         return _python(argv, cmd, ctx)
-    if head in ENGINE_EXECUTABLES or head in OTHER_SERVERS:
+    if head in ctx.engines.executables or head in OTHER_SERVERS:
         return _engine_program(argv, cmd, ctx)
     return f"`{head}` is not a command the rules know", "run"
 
@@ -676,8 +676,9 @@ def _pkill(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
             args.append(a)
     if not args:
         return f"{head} without a name", "signal"
+    names = ctx.engines.names
     for pattern in args:
-        if not ENGINE_PATTERN.fullmatch(pattern) or not any(n in pattern for n in ENGINE_NAMES):
+        if not ENGINE_PATTERN.fullmatch(pattern) or not any(n in pattern for n in names):
             return f"{head} {pattern!r} does not name an engine's processes", "signal"
     return None, "signal"
 
@@ -1000,7 +1001,7 @@ def _python(argv: list[str], cmd: Simple, ctx: Context) -> Fit:
         return _pip(["pip", *args[2:]], cmd, ctx)
     if module == "sim.pipeline":
         return _pipeline(args[2:], cmd, ctx) or _shadowed(module, cmd, ctx), "run"
-    if module in ENGINE_MODULES:
+    if module in ctx.engines.modules:
         return _engine(argv), "run"
     return f"python -m {module} is not a module the rules know", "run"
 
