@@ -8,9 +8,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agent.brains.autopilot.ask_tell import AskTell, Measured, Sweep
 from agent.brains.autopilot.observe import history_of_run
+from agent.brains.autopilot.planner import Experiment, Planner, Settings
 from state.events import read_events
 from state.sweeps import continued, grouped, sweeps
+from tests.test_ask_tell import FA3, LEVELS, SPACE
 from tools.bench import results
 from tools.bench.schema import BenchResult
 
@@ -81,3 +84,15 @@ def test_the_autopilot_reads_the_sweeps_the_report_counts(tmp_path: Path) -> Non
     theirs = [s.ids for s in sweeps(events) if not set(s.ids) & duet]
     assert len(ours) > 10 and any(len(ids) > 1 for ids in ours)
     assert ours == theirs
+
+
+def test_a_trial_told_measures_its_calls_by_the_same_rule() -> None:
+    """A fleet trial's calls by groups of levels are one sweep; a level measured again is a
+    repeat (it was merged into the first before the rule was one)."""
+    s = AskTell(Planner(SPACE, Settings(levels=LEVELS)))
+    screen = Experiment(FA3, (1, 8), "screen", "a neighbour", fresh=True)
+    s.tell(screen, Measured((Sweep({1: 90.0}, None, ("r1",)), Sweep({8: 400.0}, None, ("r2",)))))
+    s.tell(screen, Measured((Sweep({1: 91.0}, None, ("r3",)), Sweep({1: 92.0}, None, ("r4",)))))
+    found = [(m.launch, m.ids, m.per_level) for m in s.history.measurements]
+    assert found == [(0, ("r1", "r2"), {1: 90.0, 8: 400.0}), (1, ("r3",), {1: 91.0}),
+                     (1, ("r4",), {1: 92.0})]  # fmt: skip
