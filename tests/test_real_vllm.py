@@ -210,6 +210,48 @@ async def test_an_eagle3_drafter_in_the_converted_layout_is_served_and_drafts(
     assert not is_error, text
 
 
+async def test_ngram_speculation_s_counters_are_read_per_level(ctx: ToolContext) -> None:
+    """Issue 48, speculation against the floor: with ngram speculation, the level's acceptance
+    length, the share of its tokens from accepted drafts and the acceptance rate come from the
+    counters vLLM 0.32 serves (vllm:spec_decode_num_drafts/_draft_tokens/_accepted_tokens_total,
+    the names the vllm profile gives), stored in the point's server_metrics and shown in the
+    table. The tiny random model repeats itself, so its prompt lookup finds drafts."""
+    spec = {
+        "method": "ngram",
+        "num_speculative_tokens": 2,
+        "prompt_lookup_max": 4,
+        "prompt_lookup_min": 2,
+    }
+    flags = {"--max-num-seqs": 8, "--speculative-config": orjson.dumps(spec).decode()}
+    text, is_error, _ = await call(ctx, "start_server", flags=flags)
+    assert not is_error, text
+    text, is_error, _ = await call(
+        ctx,
+        "run_benchmark",
+        concurrency=[1],
+        input_len=32,
+        max_tokens=128,
+        requests_per_level=8,
+        label="ngram",
+    )
+    assert not is_error, text
+    (bench,) = events(ctx, "benchmark")
+    (point,) = orjson.loads(Path(bench["path"]).read_bytes())["points"]
+    assert point["failed"] == 0, point["errors"]
+    series = point["server_metrics"]
+    assert series["source"] == "vllm", series
+    found = series["speculation"]
+    assert found["drafts"] > 0 and found["draft_tokens"] >= found["drafts"], found
+    assert found["accept_length"] == pytest.approx(1 + found["accepted"] / found["drafts"])
+    assert found["token_share"] == pytest.approx(
+        found["accepted"] / (found["drafts"] + found["accepted"]), abs=1e-3
+    )
+    assert 0 <= found["accept_rate"] <= 1
+    assert "accept len" in text and "spec tokens" in text, text
+    text, is_error, _ = await call(ctx, "kill_server")
+    assert not is_error, text
+
+
 # --- a campaign on real vLLM, SIGKILLed mid-way and resumed (issue 28) ------------------------
 
 REPO = Path(__file__).resolve().parents[1]

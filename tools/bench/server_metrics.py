@@ -77,6 +77,7 @@ class Reading:
     kv_cache: float | None = None
     accept_gauge: float | None = None
     spec: tuple[float, float] | None = None
+    draft_tokens: float | None = None  # the draft tokens proposed, a counter (vLLM's)
     power_w: float | None = None  # the simulator's modelled power (sim:power_watts)
 
 
@@ -112,6 +113,7 @@ def read(text: str, names: Metrics | None = None) -> Reading:
         if drafts in values and accepted in values:
             spec = (sum(values[drafts]), sum(values[accepted]))
             break
+    drafted = first(known.spec_draft_tokens, "sum")
     power = first([MODELLED], "sum")
     named = [x[0] for x in (running, waiting, kv, gauge) if x is not None]
     if not named:
@@ -124,6 +126,7 @@ def read(text: str, names: Metrics | None = None) -> Reading:
         kv_cache=None if kv is None else kv[1],
         accept_gauge=None if gauge is None else gauge[1],
         spec=spec,
+        draft_tokens=None if drafted is None else drafted[1],
         power_w=None if power is None else power[1],
     )
 
@@ -147,9 +150,15 @@ class Series:
     t: list[float] = field(default_factory=list)
     columns: dict[str, list[float | None]] = field(default_factory=lambda: {k: [] for k in FIELDS})
     missed: int = 0  # scrapes that got no answer in time
+    # the level's first and latest reading of the spec-decode counters (speculation_of)
+    spec_first: Reading | None = None
+    spec_last: Reading | None = None
 
     def add(self, t: float, reading: Reading, accept: float | None) -> None:
         self.source = self.source or reading.source
+        if reading.spec is not None:
+            self.spec_first = self.spec_first or reading
+            self.spec_last = reading
         self.t.append(round(t, 3))
         row = (reading.running, reading.waiting, reading.kv_cache, accept)
         for key, value in zip(FIELDS, row, strict=True):
@@ -164,7 +173,40 @@ class Series:
         out |= {k: v for k, v in self.columns.items() if any(x is not None for x in v)}
         if self.missed:
             out["missed"] = self.missed
+        spec = speculation_of(self)
+        if spec is not None:
+            out["speculation"] = spec
         return out
+
+
+def speculation_of(series: Series) -> dict[str, Any] | None:
+    """The level's speculation as a whole (docs/physics.md, "Speculation against the floor"):
+    from the spec-decode counters' growth between its first and latest scrape, the drafts
+    (verification steps), the accepted draft tokens and, where the engine counts them, the draft
+    tokens proposed; the acceptance length 1 + accepted / drafts; the share of the tokens that
+    came from accepted drafts, accepted / (drafts + accepted) (a step yields its accepted drafts
+    and one token of the target); the acceptance rate, accepted / proposed. Without counters, the
+    mean of the engine's acceptance-length gauge (SGLang's), and the share it implies. None where
+    nothing was drafted in the level or the engine serves neither."""
+    first, last = series.spec_first, series.spec_last
+    if first is not None and last is not None and first.spec is not None and last.spec is not None:
+        drafts, accepted = last.spec[0] - first.spec[0], last.spec[1] - first.spec[1]
+        if drafts <= 0 or accepted < 0:
+            return None
+        out: dict[str, Any] = {"drafts": drafts, "accepted": accepted}
+        out["accept_length"] = round(1 + accepted / drafts, 4)
+        out["token_share"] = round(accepted / (drafts + accepted), 4)
+        if first.draft_tokens is not None and last.draft_tokens is not None:
+            proposed = last.draft_tokens - first.draft_tokens
+            if proposed > 0:
+                out["draft_tokens"] = proposed
+                out["accept_rate"] = round(accepted / proposed, 4)
+        return out
+    gauge = [x for x in series.columns["spec_acceptance"] if x is not None]
+    length = sum(gauge) / len(gauge) if gauge else 0.0
+    if length <= 1:  # no gauge, or a server that does not speculate
+        return None
+    return {"accept_length": round(length, 4), "token_share": round(1 - 1 / length, 4)}
 
 
 class Sampler:

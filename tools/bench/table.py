@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tools.bench.schema import BenchResult
+from tools.bench.schema import BenchResult, Point
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -70,6 +70,14 @@ def point_row(p: dict[str, Any]) -> list[Any]:
     ]
 
 
+def speculation(point: Point) -> dict[str, Any] | None:
+    """The level's speculation as its server's /metrics showed it (server_metrics.speculation_of,
+    stored in the point's `server_metrics`), or None."""
+    series = (point.model_extra or {}).get("server_metrics")
+    spec = series.get("speculation") if isinstance(series, dict) else None
+    return spec if isinstance(spec, dict) else None
+
+
 def sweep_table(result: BenchResult) -> str:
     wl = result.workload
     headers, rows = list(SWEEP_HEADERS), [point_row(p.model_dump()) for p in result.points]
@@ -92,6 +100,21 @@ def sweep_table(result: BenchResult) -> str:
             headers[at + 2 : at + 2] = ["bound"]  # where compute or the all-reduce binds
             for row, p in zip(rows, result.points, strict=True):
                 row[at + 2 : at + 2] = [p.floor_bound]
+    specs = [speculation(p) for p in result.points]
+    if any(specs):  # speculation against the floor (docs/physics.md)
+        at = headers.index("notes")
+        columns = ["accept len", "spec tokens"]
+        floored = any(p.floor_share is not None for p in result.points)
+        columns += ["of floor a step"] if floored else []
+        headers[at:at] = columns
+        for row, p, sp in zip(rows, result.points, specs, strict=True):
+            length = sp.get("accept_length") if sp else None
+            share = sp.get("token_share") if sp else None
+            cells = [length, None if share is None else f"{share:.0%}"]
+            if floored:
+                per_step = p.floor_share / length if p.floor_share and length else None
+                cells.append(None if per_step is None else f"{per_step:.0%}")
+            row[at:at] = cells
     if wl.slo_ms:
         headers[-1:-1] = ["goodput", "SLO met"]
         for row, p in zip(rows, result.points, strict=True):

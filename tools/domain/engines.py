@@ -107,6 +107,8 @@ class Metrics(Strict):
     accept_length: list[str] = []  # a gauge: tokens per verification step (the bonus counted)
     # (drafts, accepted tokens) counters: 1 + accepted / drafts over an interval
     spec_counters: list[tuple[str, str]] = []
+    # the draft tokens proposed, a counter: accepted / drafted is the acceptance rate
+    spec_draft_tokens: list[str] = []
 
     def named(self) -> bool:
         return bool(self.running or self.waiting or self.kv_cache or self.accept_length)
@@ -114,7 +116,14 @@ class Metrics(Strict):
     @classmethod
     def union(cls, many: Iterable[Metrics]) -> Metrics:
         many = list(many)
-        kinds = ("running", "waiting", "kv_cache", "accept_length", "spec_counters")
+        kinds = (
+            "running",
+            "waiting",
+            "kv_cache",
+            "accept_length",
+            "spec_counters",
+            "spec_draft_tokens",
+        )
         return cls.model_validate({k: _merged(getattr(m, k) for m in many) for k in kinds})
 
 
