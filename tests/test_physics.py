@@ -223,6 +223,16 @@ def _argv(config: dict[str, Any]) -> list[str]:
     ]
 
 
+def sim_server_info(tmp_path: Path, *flags: str, name: str = "sim") -> dict[str, Any]:
+    """The /server_info of the simulator started with `flags` (loaded at once), then stopped."""
+    sim = launch(tmp_path, *flags, "--load-seconds", "0", name=name)
+    try:
+        sim.wait_ready()
+        return _server_info(sim.url)
+    finally:
+        sim.kill_group()
+
+
 def test_the_share_from_the_simulator_s_server_info_agrees_with_its_own_physics(
     tmp_path: Path,
 ) -> None:
@@ -234,13 +244,7 @@ def test_the_share_from_the_simulator_s_server_info_agrees_with_its_own_physics(
     wl = Workload(input_len=512, max_tokens=512)
     assert set(optimum) == set(flags_of(space))
     for name, config in (("baseline", baseline_of(space)), ("optimum", optimum)):
-        sim = launch(tmp_path, *_argv(config), "--load-seconds", "0", name=name)
-        try:
-            sim.wait_ready()
-            info = _server_info(sim.url)
-        finally:
-            sim.kill_group()
-        physics = engine_physics(info)
+        physics = engine_physics(sim_server_info(tmp_path, *_argv(config), name=name))
         assert physics is not None and physics.device == "H100 NVL" and physics.devices == 8
         model = model_of(config)
         for c in DEFAULT_LEVELS:

@@ -78,6 +78,26 @@ def events(ctx: ToolContext, kind: str) -> list[dict[str, Any]]:
     return [e for e in read_events(ctx.run.events_path).events if e["type"] == kind]
 
 
+async def bench(
+    ctx: ToolContext, levels: list[int], max_tokens: int, label: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """run_benchmark (32 tokens in, 8 requests a level), which must succeed: its text, and the
+    points of the result file its benchmark event names (the run's only one)."""
+    text, is_error, _ = await call(
+        ctx,
+        "run_benchmark",
+        concurrency=levels,
+        input_len=32,
+        max_tokens=max_tokens,
+        requests_per_level=8,
+        label=label,
+    )
+    assert not is_error, text
+    (event,) = events(ctx, "benchmark")
+    points: list[dict[str, Any]] = orjson.loads(Path(event["path"]).read_bytes())["points"]
+    return text, points
+
+
 async def wait_gone(host: Any, pgid: int, port: int, deadline_s: float) -> bool:
     """True once nothing of the group is alive and the port is free, within deadline_s."""
     loop = asyncio.get_running_loop()
@@ -108,18 +128,7 @@ async def test_serve_bench_metrics_then_sigkill_of_the_parent_leaves_nothing(
     assert data["engine_version"] == started["engine_version"]
     assert "Application startup complete" in ready["ready_line"]
 
-    text, is_error, _ = await call(
-        ctx,
-        "run_benchmark",
-        concurrency=[1, 4],
-        input_len=32,
-        max_tokens=32,
-        requests_per_level=8,
-        label="real-vllm",
-    )
-    assert not is_error, text
-    (bench,) = events(ctx, "benchmark")
-    points = orjson.loads(Path(bench["path"]).read_bytes())["points"]
+    text, points = await bench(ctx, [1, 4], max_tokens=32, label="real-vllm")
     assert [p["failed"] for p in points] == [0, 0], [p["errors"] for p in points]
     assert all(p["output_throughput"] > 0 for p in points)
 
@@ -225,18 +234,7 @@ async def test_ngram_speculation_s_counters_are_read_per_level(ctx: ToolContext)
     flags = {"--max-num-seqs": 8, "--speculative-config": orjson.dumps(spec).decode()}
     text, is_error, _ = await call(ctx, "start_server", flags=flags)
     assert not is_error, text
-    text, is_error, _ = await call(
-        ctx,
-        "run_benchmark",
-        concurrency=[1],
-        input_len=32,
-        max_tokens=128,
-        requests_per_level=8,
-        label="ngram",
-    )
-    assert not is_error, text
-    (bench,) = events(ctx, "benchmark")
-    (point,) = orjson.loads(Path(bench["path"]).read_bytes())["points"]
+    text, (point,) = await bench(ctx, [1], max_tokens=128, label="ngram")
     assert point["failed"] == 0, point["errors"]
     series = point["server_metrics"]
     assert series["source"] == "vllm", series

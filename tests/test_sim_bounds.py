@@ -13,8 +13,7 @@ import pytest
 from sim import profile
 from sim.space import DEFAULT_BASE_FLAGS, DEFAULT_LEVELS, default_space
 from sim.truth import baseline_of, floor_share, level_throughput, model_of
-from tests.test_physics import _argv, _server_info
-from tests.test_sim_server import launch
+from tests.test_physics import _argv, sim_server_info
 from tools.bench.floor import engine_physics, with_floor
 from tools.bench.schema import Point, Workload
 
@@ -50,13 +49,7 @@ def test_the_agent_s_share_agrees_with_the_simulator_bound_by_bound(
     if text:
         (tmp_path / "box.toml").write_text(text)
         extra = ["--profile", str(tmp_path / "box.toml")]
-    sim = launch(tmp_path, *_argv(config), *extra, "--load-seconds", "0")
-    try:
-        sim.wait_ready()
-        info = _server_info(sim.url)
-    finally:
-        sim.kill_group()
-    physics = engine_physics(info)
+    physics = engine_physics(sim_server_info(tmp_path, *_argv(config), *extra))
     assert physics is not None
     model = model_of(config, [*DEFAULT_BASE_FLAGS, *extra])
     wl = Workload(input_len=512, max_tokens=512)
