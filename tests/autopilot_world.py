@@ -5,8 +5,10 @@ numbers - the real loop, the real todo and recommend tools, no processes."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
+from agent.brains.autopilot.offline import sim_floors
 from sim.flags import FlagError
 from sim.truth import model_of, throughput_of
 from tools.base import Tool, ToolBox, ToolContext, ToolError, ToolResult
@@ -21,12 +23,18 @@ from tools.start_server import StartServer
 from tools.todo import TodoRead, TodoWrite
 
 
+def model(flags: dict[str, Any], base: Sequence[str]) -> Any:
+    """The simulator's model of `flags` on `base` (its base flags; none: the lab's)."""
+    return model_of(flags, base) if base else model_of(flags)
+
+
 class FakeStart(Tool):
     name = StartServer.name
     Input = StartServer.Input
 
-    def __init__(self, busy: tuple[int, ...] = ()) -> None:
+    def __init__(self, busy: tuple[int, ...] = (), base: Sequence[str] = ()) -> None:
         self.busy = busy  # ports a stranger holds
+        self.base = base
 
     async def run(self, ctx: ToolContext, inp: Any) -> ToolResult:
         cfg = ctx.config.server
@@ -52,11 +60,11 @@ class FakeStart(Tool):
             log="x.log",
         )
         try:
-            model = model_of(inp.flags)
+            found = model(inp.flags, self.base)
         except FlagError as err:
             reason = str(err)
         else:
-            reason = model.failure.message if model.failure is not None else ""
+            reason = found.failure.message if found.failure is not None else ""
         if reason:
             ctx.run.append("server_failed", name=inp.name, diagnosis=reason, log_excerpt="")
             return ToolResult(
@@ -83,8 +91,11 @@ class FakeBench(Tool):
     name = RunBenchmark.name
     Input = RunBenchmark.Input
 
-    def __init__(self, seed: int = 0, noise: float = 0.01, fail_first: int = 0) -> None:
+    def __init__(
+        self, seed: int = 0, noise: float = 0.01, fail_first: int = 0, base: Sequence[str] = ()
+    ) -> None:
         self.seed, self.noise, self.fail_first = seed, noise, fail_first
+        self.base = base
 
     async def run(self, ctx: ToolContext, inp: Any) -> ToolResult:
         servers = ctx.run.state.servers
@@ -97,7 +108,7 @@ class FakeBench(Tool):
             raise ToolError("every request of level 1 failed: connection reset by peer")
         bench = ctx.config.bench
         levels = inp.concurrency or list(bench.concurrency)
-        per = throughput_of(model_of(flags), levels, bench.input_len, bench.max_tokens)
+        per = throughput_of(model(flags, self.base), levels, bench.input_len, bench.max_tokens)
         rng = random.Random(self.seed * 100_003 + len(ctx.run.state.results))  # same on resume
         summary = {str(c): round(v * (1 + rng.gauss(0, self.noise)), 2) for c, v in per.items()}
         result_id = f"b{len(ctx.run.state.results) + 1:03d}-{inp.label or name}"
@@ -110,6 +121,16 @@ class FakeBench(Tool):
             "dataset": "random",
             "requests_per_level": inp.requests_per_level,
         }
+        floors = sim_floors(bench.max_tokens, bench.input_len, self.base or None)(flags, levels)
+        points = {
+            str(c): {
+                "output_throughput": summary[str(c)],
+                "floor_tok_s": tok_s,
+                "floor_share": summary[str(c)] / tok_s,
+                "floor_bound": b,
+            }
+            for c, (tok_s, b) in floors.items()
+        }
         ctx.run.append(
             "benchmark",
             id=result_id,
@@ -121,6 +142,7 @@ class FakeBench(Tool):
             label=inp.label or name,
             workload=workload,
             summary=summary,
+            points=points,  # with the floor of each level, as run_benchmark's events carry it
         )
         return ToolResult(
             text=f"{summary}\nsaved results/{result_id}.json (id {result_id}, config h)",
@@ -141,15 +163,20 @@ class FakeCompare(Tool):
 
 
 def world(
-    seed: int = 0, noise: float = 0.01, busy: tuple[int, ...] = (), fail_first: int = 0
+    seed: int = 0,
+    noise: float = 0.01,
+    busy: tuple[int, ...] = (),
+    fail_first: int = 0,
+    base: Sequence[str] = (),
 ) -> ToolBox:
+    """The stand-in tools; `base`: the simulator's base flags (a profile's; none: the lab's)."""
     return ToolBox(
         [
             TodoWrite(),
             TodoRead(),
-            FakeStart(busy),
+            FakeStart(busy, base),
             FakeKill(),
-            FakeBench(seed, noise, fail_first),
+            FakeBench(seed, noise, fail_first, base),
             FakeCompare(),
             Recommend(),
         ]

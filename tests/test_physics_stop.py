@@ -8,18 +8,27 @@ and whole campaigns on the simulator: the space whose optimum sits at that ceili
 from __future__ import annotations
 
 import shlex
+import sys
+from pathlib import Path
 
 import pytest
 
-from agent.brains.autopilot import physics_stop
+from agent.brains.autopilot import AutopilotBrain, physics_stop
 from agent.brains.autopilot.engine_limits import engine_check
 from agent.brains.autopilot.history import History, Objective
 from agent.brains.autopilot.offline import Noise, sim_floors, sim_truth, simulate
 from agent.brains.autopilot.planner import Experiment, Planner, Settings
 from agent.brains.autopilot.steps import PARTIAL
+from agent.report import write_report
+from agent.session import Limits, make_agent, start
 from sim.space import load_lab
+from state.events import read_events
+from tests.autopilot_world import lab, world
+from tools.domain.config import Config
 from tools.domain.physics import headroom_of
 from tools.domain.space import Flags, SearchSpace
+from tools.servers.profiles import SIM
+from tools.servers.speculation import speculative_flags
 
 SPEC = ("--speculative-algorithm", "--speculative-num-steps")
 
@@ -142,9 +151,6 @@ def test_a_speculative_configuration_past_the_floor_does_not_spend_the_flags() -
 
 
 def run(name: str, seed: int, floors: bool) -> tuple[History, Flags | None, Settings]:
-    from tools.servers.profiles import SIM
-    from tools.servers.speculation import speculative_flags
-
     lab = load_lab(name, None)
     command = shlex.join(["python", "-m", "sim", *lab.base])
     space = SearchSpace.parse(lab.space, check=engine_check("sim", command))
@@ -187,3 +193,56 @@ def test_the_reference_lab_never_fires_the_same_campaign() -> None:
     assert [x.config for x in with_floor.launches] == [x.config for x in blind.launches]
     assert best == blind_best
     assert with_floor.floors and not blind.floors
+
+
+async def test_the_autopilot_says_where_flags_stopped_and_the_report_shows_it(
+    tmp_path: Path,
+) -> None:
+    """Through the real loop and the real todo and recommend tools, on at-the-floor (the fast
+    stand-in of tests/autopilot_world.py, its benchmark events carrying each level's floor):
+    the narration says once why exploring stops, the launches planned under the signal carry
+    it in their `planned` event and change speculation alone when they explore, the todo list
+    says so, and the report shows where it stopped."""
+    found = load_lab("at-the-floor", None)
+    base = lab()
+    command = shlex.join([sys.executable, "-m", "sim", *found.base])
+    config = Config.model_validate(
+        {
+            **base.model_dump(),
+            "server": {**base.server.model_dump(), "command": command},
+            "bench": {**base.bench.model_dump(), "concurrency": found.levels},
+            "search": found.space,
+            "objective": {"kind": "level", "level": 1},
+        }
+    )
+    run = start("beat baseline", config, "autopilot", tmp_path, None, Limits(max_steps=400))
+    agent = make_agent(run, AutopilotBrain(config), config, tools=world(0, base=found.base))
+    try:
+        assert await agent.run_loop() == 0
+    finally:
+        if agent.ctx.hosts is not None:
+            await agent.ctx.hosts.close()
+    plans = list(run.state.plans.values())
+    stopped = [p for p in plans if p.get("physics")]
+    assert stopped and stopped[0]["physics"].startswith("against physics, flags are spent")
+    assert stopped == plans[len(plans) - len(stopped) :]  # once on, it stays on
+    space = SearchSpace.parse(config.search)
+    spec = set(speculative_flags(SIM, space.flags, space.requires))
+    for p in stopped:
+        if p["purpose"] in PARTIAL:
+            assert set(space.diff(p["base"], p["flags"])) <= spec, p
+    said = [
+        b["text"]
+        for m in run.state.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "text" and "Exploring stops but for speculation" in b["text"]
+    ]
+    assert len(said) == 1
+    todos = [
+        e["todos"] for e in read_events(run.path / "events.jsonl").events if e["type"] == "todo"
+    ]
+    assert any("stopped against physics" in t["content"] for ts in todos for t in ts)
+    write_report(run)
+    assert "The autopilot stopped exploring flags" in (run.path / "report.md").read_text()
+    run.close()

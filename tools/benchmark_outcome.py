@@ -78,8 +78,10 @@ COMPACT = (
     "failed",
     "level_failed",
     "duration",  # what a level costs: the autopilot's wrap-up sizes what fits by it
-    # against physics (docs/physics.md): the autopilot's stop signal reads the floor per level
+    # against physics (docs/physics.md): the autopilot's stop signal reads the floor per level,
+    # and a report from the events alone shows the share
     "floor_tok_s",
+    "floor_share",
     "floor_bound",
 )
 

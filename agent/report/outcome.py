@@ -424,8 +424,9 @@ def stop_blocks(f: Figures) -> list[Block]:
     stops = [p for p in f.m.state.plans.values() if p.get("physics")]
     if not stops:
         return []
-    first = stops[0]
-    what = f"{first.get('purpose', 'a launch')} of {len(stops)} launch(es) planned under it"
+    first, n = stops[0], len(stops)
+    after = f"{n} launch{'es' if n > 1 else ''} planned after that, the first a"
+    what = f"{after} {first.get('purpose', 'launch')}"
     return [Para(f"**The autopilot stopped exploring flags** ({what}): {first['physics']}.")]
 
 
