@@ -87,3 +87,26 @@ def test_a_bundle_that_failed_to_start_is_tried_without_each_part() -> None:
     after = bundles.bundle(Reading(SPACE, SETTINGS, h), inc)
     assert after is not None and after.purpose == "bundle" and "failed to start" in after.why
     assert len(SPACE.diff(inc, after.config)) == len(SPACE.diff(inc, step.config)) - 1
+
+
+def test_once_the_stages_are_spent_another_value_of_a_flag_goes_in_a_fresh_bundle() -> None:
+    """Which value of a flag is a part is a draw where its values screen within the noise: after
+    the bundle of the values that lost the most read flat, the late stage launches one of the
+    values no contrary bundle held yet (a switch keeps its one value), and stops when none is
+    left."""
+    h = measured(
+        ({**BASE, "--part-a": "mid"}, 97.0),
+        ({**BASE, "--part-a": "high"}, 95.0),
+        ({**BASE, "--part-b": True}, 95.0),
+    )
+    first = {**BASE, "--part-a": "high", "--part-b": True}
+    h.launched(first)  # together as the additive model expects: no interaction among them
+    h.measured(first, len(h.launches) - 1, dict.fromkeys(LEVELS, 90.25), "contrary")
+    r = Reading(SPACE, SETTINGS, h)
+    assert contrary.contrary(r, BASE) is None
+    step = contrary.late(r, BASE)
+    assert step is not None and step.purpose == "contrary" and step.base == BASE
+    assert SPACE.diff(BASE, step.config) == {"--part-a": "mid", "--part-b": True}
+    h.launched(step.config)
+    h.measured(step.config, len(h.launches) - 1, dict.fromkeys(LEVELS, 92.15), "contrary")
+    assert contrary.late(Reading(SPACE, SETTINGS, h), BASE) is None

@@ -26,8 +26,10 @@ plain function of what was measured (a Reading of the History), in a file cut by
    baseline, not on the best (a small win adopted first may be what spoils them), read against
    the additive model; then without each part that loses alone while the model expects the
    rest to beat the best. Once a third of the budget is spent, ahead of the one-factor stage,
-   and again when the other stages are spent (at most 3 launches): the only stage that does
-   not build on what won alone;
+   and again when the other stages are spent (at most 3 launches), then up to 3 bundles of the
+   values no contrary bundle held yet (contrary.late: which value of a flag is a part is a draw
+   where its values screen within the noise): the only stage that does not build on what won
+   alone;
 3f. a small space searched whole (remaining.rest): when every configuration never launched fits
    in the launches left for exploring, the next of them, instead of concluding with launches to
    spare (a combination whose parts lose alone is launched by no stage above);
@@ -124,7 +126,7 @@ class Planner:
             # 4. else the family that comes close is tuned (one launch is kept to re-validate)
             # 3b. else pairs of changes that did well, then 4., then the surrogate's proposal
             # 3g. a contrary bundle once a third of the budget is spent, ahead of the one-factor
-            # stage, and again when every other stage is spent
+            # stage, and again when every other stage is spent, then values it did not hold yet
             # 3h. flags spent against physics: only speculation is explored
             stop = physics_stop.spent(r) if step is None else None
             if stop is not None and left > conclude.reserved(s.max_launches):
@@ -138,7 +140,7 @@ class Planner:
                     or families.tune(r, inc)
                     or combine.surrogate(r, inc)
                     or bundles.bundle(r, inc)
-                    or contrary.contrary(r, inc)
+                    or contrary.late(r, inc)
                     or remaining.rest(r, inc)
                 )
             if step is not None:
