@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from state.event_types import KNOWN, event_problem
 from state.events import Event, epoch
 from state.fleet import FleetState
+from state.launches import Launches
 
 STUB = "[output pruned by compaction; full text: {path}]"
 
@@ -105,6 +106,8 @@ class RunState:
     # what the autopilot made a call for (a `planned` event: a launch's experiment), by call id
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: FleetState | None = None  # a fleet run's boxes and trials (state/fleet.py)
+    # every launch: its flags, purpose, outcome, host or box, sweeps (state/launches.py)
+    launches: Launches = field(default_factory=Launches)
     # events of a type no writer writes (seq, type), skipped: the readers say so (skipped_note)
     skipped: list[tuple[int, str]] = field(default_factory=list)
 
@@ -121,6 +124,7 @@ class RunState:
             self.fleet = FleetState()
         if self.fleet is not None:
             self.fleet.apply(event)
+        self.launches.apply(event)
         handler = getattr(self, "_on_" + event["type"], None)
         if handler is not None:
             handler(event)
