@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent.report.measured import failures
 from agent.view.console import server_words
+from state.launches import launches
 from state.server_events import ServerFailed, ServerStarted, server_event
 
 SESSIONS = Path(__file__).parent / "sessions"
@@ -52,7 +53,7 @@ def test_an_older_event_parses_and_a_hand_edited_one_is_skipped() -> None:
         {"seq": 7, "type": "server_failed", "name": "c", "flags": {"--tp": 8}, "diagnosis": "no"},
         {"seq": 8, "type": "server_failed", "name": "base", "diagnosis": "again"},
     ]
-    said = [(f.name, f.flags, f.diagnosis, f.excerpt) for f in failures(events)]
+    said = [(f.name, f.flags, f.diagnosis, f.excerpt) for f in failures(launches(events))]
     assert said == [
         ("base", {"--tp": 2}, "failed", ""),
         ("r", {}, "refused", ""),

@@ -230,10 +230,10 @@ def cost(m: Measured) -> dict[str, float]:
         for e in events
         if e["type"] == "tool_result" and e.get("name") == "run_benchmark"
     )
-    sp = state.spend
+    sp, launched = state.spend, state.launches.record()
     return {
-        "launches": sum(e["type"] == "server_started" for e in events),
-        "failed_launches": sum(e["type"] == "server_failed" for e in events),
+        "launches": sum(x.started is not None for x in launched.launches),
+        "failed_launches": sum(x.failed is not None for x in launched.failed),
         "sweeps": m.sweep_count,
         "benchmark_calls": sum(e["type"] == "benchmark" for e in events),
         "benchmark_minutes": bench_s / 60,

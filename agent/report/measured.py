@@ -18,7 +18,7 @@ from typing import Any
 from agent.brains.autopilot.purposes import KINDS, Purpose, purpose_of
 from state.events import Event
 from state.fold import RunState, fold
-from state.server_events import ServerFailed, ServerStarted, server_event
+from state.launches import LaunchRecord
 from state.sweeps import Sweep, sweeps
 from tools.bench import results
 from tools.bench.confighash import workload_key
@@ -244,6 +244,7 @@ class Measured:
 
 def read_run(run_path: Path, events: list[Event], status: str | None = None) -> Measured:
     state = fold(events)
+    record = state.launches.record()
     bench = [e for e in events if e["type"] == "benchmark"]
     loaded = [results.of_event(e, run_path) for e in bench]
     configs = group(loaded, [results.REBUILT not in r.notes for r in loaded])
@@ -262,12 +263,8 @@ def read_run(run_path: Path, events: list[Event], status: str | None = None) -> 
         status=status or (state.finished or {}).get("status") or "running",
         configs=configs,
         recommendation=load_recommendation(run_path, events),
-        failures=failures(events),
-        launches={
-            s.name: s.command or ""
-            for s in map(server_event, events)
-            if isinstance(s, ServerStarted)
-        },
+        failures=failures(record),
+        launches={x.name: x.started.command or "" for x in record.launches if x.started},
     )
 
 
@@ -316,22 +313,16 @@ def load_recommendation(run_path: Path, events: list[Event]) -> Recommendation |
     return None
 
 
-def failures(events: list[Event]) -> list[Failure]:
-    started: dict[str, ServerStarted] = {}
-    out = []
-    for s in map(server_event, events):
-        if isinstance(s, ServerStarted):
-            started[s.name] = s
-        elif isinstance(s, ServerFailed):
-            # a launch refused before it started says its own flags; a launch that failed to
-            # start has them in its server_started (once: a later refusal of the name is not it)
-            launch = started.pop(s.name, None)
-            out.append(
-                Failure(
-                    name=s.name,
-                    flags=s.flags if s.flags is not None else launch.flags if launch else None,
-                    diagnosis=s.diagnosis or "failed",
-                    excerpt=s.log_excerpt or "",
-                )
-            )
-    return out
+def failures(record: LaunchRecord) -> list[Failure]:
+    """The servers that did not start, in the order they failed (a fleet's trials are the
+    fleet's section)."""
+    return [
+        Failure(
+            name=x.name,
+            flags=x.flags,
+            diagnosis=x.diagnosis,
+            excerpt=x.failed.log_excerpt or "",
+        )
+        for x in record.failed
+        if x.failed is not None
+    ]

@@ -20,9 +20,8 @@ def setup(f: Figures) -> list[Block]:
     hosts = ", ".join(f"{h.get('name')} ({h.get('address')})" for h in cfg.get("hosts") or [])
     search = [k for k in cfg.get("search") or {} if k not in ("requires", "baseline")]
     engine, host = server.get("engine", "?"), server.get("host", "?")
-    versions = sorted(
-        {str(e["engine_version"]) for e in f.m.events if e.get("engine_version")}
-    )  # each launch read the version of the binary it ran (server_started)
+    launched = f.m.state.launches.record().launches  # each read the version of its binary
+    versions = sorted({v for x in launched if x.started and (v := x.started.engine_version)})
     version = f" (version {', '.join(versions)})" if versions else " (version not read)"
     items = [
         f"engine: {engine}{version} on host {host}; hosts: {hosts or '-'}",

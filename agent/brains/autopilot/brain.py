@@ -83,16 +83,11 @@ class Campaign:
         self.calls = 0
 
     def launch_plan(self) -> dict[str, Any] | None:
-        """The `planned` event of the start_server call that launched the run's server last
-        (None: not recorded - a log from before those events, or a start made by hand)."""
-        ids = [
-            str(block["tool_use_id"])
-            for name, inp, block in tool_exchanges(self.state)
-            if name == "start_server"
-            and inp.get("name", "server") == self.server
-            and not busy_port(block)
-        ]
-        return self.state.plans.get(ids[-1]) if ids else None
+        """The `planned` event of the start_server call that launched the run's server last, as
+        the run's launches record it (None: not recorded - a log from before those events, or a
+        start made by hand)."""
+        mine = self.state.launches.record().of(self.server)
+        return mine[-1].plan if mine else None
 
     # --- building the turn ---------------------------------------------------------------------
     def say(self, text: str) -> None:
