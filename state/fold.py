@@ -80,7 +80,6 @@ class RunState:
     # the latest launch of each name, running or ended: its log stays worth reading
     launched: dict[str, dict[str, Any]] = field(default_factory=dict)
     job_runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> started, ended
-    failures: list[dict[str, Any]] = field(default_factory=list)  # server_failed, in order
     results: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     last_text: str = ""
@@ -271,9 +270,7 @@ class RunState:
 
     _on_server_killed = _on_server_stopped
 
-    def _on_server_failed(self, e: Event) -> None:
-        self.failures.append({k: v for k, v in e.items() if k not in ("seq", "type")})
-        self._on_server_stopped(e)
+    _on_server_failed = _on_server_stopped  # why it failed: the run's launches (self.launches)
 
     def _on_job_started(self, e: Event) -> None:
         self.jobs[e["name"]] = {k: v for k, v in e.items() if k not in ("seq", "type")}

@@ -162,5 +162,5 @@ def test_fold_remembers_ended_servers_failures_and_jobs() -> None:
         ]
     )
     assert state.servers == {} and state.launched["s"]["log"] == "/l2"
-    assert [f["diagnosis"] for f in state.failures] == ["CUDA out of memory"]
+    assert [f.diagnosis for f in state.launches.record().failed] == ["CUDA out of memory"]
     assert state.jobs == {} and state.job_runs["gen"]["ended"]["exit_code"] == 0
