@@ -387,11 +387,13 @@ def finish(r: Reading) -> Finish:
             f"floor, {floor or 0:.1%}, and as much as the gain) and the budget left no launch "
             "pairs to cancel it"
         )
-    elif d.verdict == "not established" and d.paired is not None:
+    elif d.verdict != "win" and d.paired is not None:  # the pairs decide, and did not establish
+        what = d.paired.unestablished()
+        if not d.paired.no_gain:
+            what = f"a gain under {stats.MIN_GAIN:.0%} not excluded ({what})"
         why = (
             f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
-            f"{d.paired.stated()}, a gain under {stats.MIN_GAIN:.0%} not excluded "
-            f"({d.paired.unestablished()})"
+            f"{d.paired.stated()}, {what}"
         )
     elif d.verdict != "win" and floor is None:
         why = f"the best beats the baseline by {gain:+.1%} (noise floor unknown)"
@@ -410,8 +412,10 @@ def finish(r: Reading) -> Finish:
             + ("noise floor unknown)" if floor is None else f"noise floor {floor:.1%})")
         )
     done = Finish(inc, why + precision_note(r, inc), value, base_value, policy, crossover)
-    claimed = d.paired if d.verdict in ("win", "not established") else None  # the pairs decided
-    return replace(done, paired=claimed, established=d.verdict != "not established")
+    # what is deployed is the decision: `best` only on a win (recommend deploys the same); the
+    # pairs, where any, are the evidence either way (a duet that left the means within the noise
+    # had the autopilot say "deploy" where recommend kept the baseline)
+    return replace(done, paired=d.paired, established=d.verdict in ("win", "baseline"))
 
 
 def precision_note(r: Reading, inc: Flags) -> str:

@@ -102,7 +102,7 @@ class Finish:
     crossover: tuple[int, ...] = ()
     failed: bool = False
     paired: stats.Paired | None = None  # the winner against the baseline in launch pairs
-    established: bool = True  # False: the pairs, or a drift no pair cancels, leave `best` unproven
+    established: bool = True  # False: the decision deploys the baseline, `best` is not proven
 
 
 Step = Experiment | Finish
