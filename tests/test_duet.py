@@ -340,6 +340,20 @@ def test_a_duet_that_leaves_the_gain_open_deploys_the_baseline_in_words_too() ->
     assert "keep the baseline" in said and "deploy" not in said.split(":")[1]
 
 
+def test_a_claim_left_open_names_the_comparisons_it_was_left_open_by() -> None:
+    """recommend's and `agent watch`'s words for "not established" name what was measured: a
+    duet's rounds said "by its launch pairs" on real vLLM (stop 54)."""
+    from types import SimpleNamespace
+
+    from tools.recommend import verdict_words
+
+    for unit in ("duet round", "launch pair", "crossover"):
+        rec = SimpleNamespace(verdict="not established", paired=SimpleNamespace(unit=unit))
+        assert verdict_words(rec) == f"not established by its {unit}s"  # type: ignore[arg-type]
+    within = SimpleNamespace(verdict="within noise", paired=SimpleNamespace(unit="duet round"))
+    assert verdict_words(within) == "within the noise floor: not a win"  # type: ignore[arg-type]
+
+
 def test_a_duet_a_crash_cut_short_is_not_read_as_the_next_one() -> None:
     """Its rounds are saved as they end, so a duet a crash cut short leaves rounds in the log;
     agent resume answers its call as interrupted. The autopilot reads the next duet call's

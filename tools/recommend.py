@@ -539,7 +539,7 @@ VERDICT = {
     "noise floor unknown": "the noise floor is unknown (no configuration measured twice): "
     "sweep the baseline again (A/A), then recommend again",
     "below the baseline": "below the baseline",
-    "not established": "not established by its launch pairs",
+    "not established": "not established by its {unit}s",
     "not established, unpaired": "not established: the baseline's own sweeps moved beyond the "
     "noise floor, by as much as this gain, and no launch pair measured this configuration "
     "against it - launch pairs (the baseline and it alternately) would decide",
@@ -563,6 +563,12 @@ def _verdict_key(rec: Recommendation) -> str:
     """Which VERDICT text: "not established" by the pairs, or for want of them under drift."""
     unpaired = rec.verdict == "not established" and rec.paired is None
     return "not established, unpaired" if unpaired else str(rec.verdict)
+
+
+def verdict_words(rec: Recommendation) -> str:
+    """The VERDICT text, naming what the paired comparisons were (a duet's rounds, crossovers)."""
+    unit = rec.paired.unit if rec.paired is not None else "launch pair"
+    return VERDICT.get(_verdict_key(rec), str(rec.verdict)).format(unit=unit)
 
 
 def _text(rec: Recommendation, objective: Any) -> str:
@@ -602,7 +608,7 @@ def _text(rec: Recommendation, objective: Any) -> str:
         return "\n".join(
             [
                 f"Keep the baseline ({what}): the configuration asked for is "
-                f"{VERDICT.get(_verdict_key(rec), verdict)}.",
+                f"{verdict_words(rec)}.",
                 f"  asked: {asked}",
                 f"  {measured}",
                 f"  deploy: {rec.command}",

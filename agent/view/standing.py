@@ -35,7 +35,8 @@ def standing(f: Figures) -> str:
         means = f.by_means
         verdict: str = "win" if f.winner is f.candidate or means is None else means.verdict
         if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
-            verdict = "not established by its launch pairs"
+            unit = rec.paired.unit if rec.paired is not None else "launch pair"
+            verdict = f"not established by its {unit}s"  # a duet's rounds, a fleet's crossovers
             if rec.paired is None:  # none made, and the baseline drifted: the means cannot say
                 verdict = "not established: the baseline drifted, no launch pairs"
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
