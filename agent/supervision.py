@@ -19,9 +19,13 @@ from tools.domain.permission_rules import RuleError, parse_rule
 
 WARN_AT = BUDGET_WARN_AT  # share of a budget at which the run is told to wrap up
 # the proof of a winner, as this box measured its launches and sweeps: a duet's two launches and
-# this many rounds (both servers sweep once a round; the lab's and the simulator's duets decided
-# in 4), else this many launch pairs (the least that gives an interval); and what follows it
-PROOF_ROUNDS = 4
+# this many rounds (both servers sweep once a round), else this many launch pairs (the least that
+# gives an interval); and what follows it. The rounds: those that establish a gain one noise
+# floor beyond stats.MIN_GAIN when the rounds spread half the floor (stats.pairs_to_win) - the
+# same 7 at any floor from 2 to 30 %, the gain and the spread scaling together
+# (tests/test_proof_reserve.py). Real vLLM's rounds spread 0.087 and 0.11 in log where its floors
+# were 18.0 and 23.9 %; 4 rounds, the lab's, left both duets open (docs/engines.md, stop 54)
+PROOF_ROUNDS = 7
 PROOF_PAIRS = 2
 PROOF_AFTER_S = 20.0
 RESERVE_AT_MOST = 0.5  # never more of the minutes budget than this: exploring needs the rest

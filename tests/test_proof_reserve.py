@@ -33,7 +33,7 @@ def supervised(run: Run, minutes: float) -> Supervision:
 
 @pytest.mark.parametrize(
     ("side", "reserve"),
-    [(True, (2 * 45 + 4 * 2 * 45 + 20) / 60), (False, (2 * 2 * (45 + 45) + 20) / 60)],
+    [(True, (2 * 45 + 7 * 2 * 45 + 20) / 60), (False, (2 * 2 * (45 + 45) + 20) / 60)],
 )
 def test_the_reserve_is_a_proof_as_this_box_measured_it(
     make_run: Any, side: bool, reserve: float
@@ -49,7 +49,7 @@ def test_the_reserve_is_a_proof_as_this_box_measured_it(
 
 
 def test_the_wrap_up_comes_when_the_minutes_left_hold_just_the_proof(make_run: Any) -> None:
-    """A duet here takes 7.8 minutes: with 30 minutes the warning comes at 22.2 (80 %, at 24
+    """A duet here takes 12.3 minutes: with 30 minutes the warning comes at 17.7 (80 %, at 24
     minutes, would leave 6); a budget of 8 minutes keeps half for exploring."""
     config = plain_config()
     config = config.model_copy(
@@ -69,3 +69,19 @@ def test_the_wrap_up_comes_when_the_minutes_left_hold_just_the_proof(make_run: A
     measured(short)
     assert supervised(short, 3.9).check() is None  # the reserve is at most half the budget
     assert supervised(short, 4.1).check() is not None
+
+
+@pytest.mark.parametrize("floor", [0.02, 0.05, 0.10, 0.18, 0.24, 0.30])
+def test_the_duet_is_planned_for_the_rounds_a_gain_one_floor_up_needs(floor: float) -> None:
+    """PROOF_ROUNDS is what the statistics ask, at any floor: a gain one noise floor beyond
+    MIN_GAIN, rounds spread half the floor (as real vLLM's did: 0.087 and 0.11 in log at floors
+    of 18 and 24 %), the interval valid over the duet's looks. 4 rounds, the reserve before,
+    establish it at none of these floors."""
+    import math
+
+    from agent.supervision import PROOF_ROUNDS
+    from tools.domain import stats
+
+    gain = math.log((1 + floor) * (1 + stats.MIN_GAIN))
+    assert stats.pairs_to_win(gain, floor / 2, 2, stats.MAX_PAIRS) == PROOF_ROUNDS
+    assert stats.paired_interval(gain, floor / 2, 4, stats.MAX_PAIRS - 1)[0] < 1 + stats.MIN_GAIN
