@@ -607,8 +607,7 @@ def _text(rec: Recommendation, objective: Any) -> str:
         asked = rec.candidate.command if rec.candidate is not None else ""
         return "\n".join(
             [
-                f"Keep the baseline ({what}): the configuration asked for is "
-                f"{verdict_words(rec)}.",
+                f"Keep the baseline ({what}): the configuration asked for is {verdict_words(rec)}.",
                 f"  asked: {asked}",
                 f"  {measured}",
                 f"  deploy: {rec.command}",
