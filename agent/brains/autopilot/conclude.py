@@ -389,7 +389,7 @@ def finish(r: Reading) -> Finish:
         )
     elif d.verdict != "win" and d.paired is not None:  # the pairs decide, and did not establish
         what = d.paired.unestablished()
-        if not d.paired.no_gain:
+        if decide_paired(d.paired) != "no gain":
             what = f"a gain under {stats.MIN_GAIN:.0%} not excluded ({what})"
         why = (
             f"not established: the best measured {gain:+.1%} over the baseline's sweeps, "
