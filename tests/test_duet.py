@@ -218,6 +218,20 @@ async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolCon
 # --- the autopilot proves its winner in a duet where the host fits both ---------------------------
 
 
+def dueted(h: Any, base: Any, x: Any, ratios: list[float]) -> tuple[Any, ...]:
+    """x launched and dueted against `base`, one round a ratio (the same at every level), both
+    sides measured each round as the autopilot records them; the rounds."""
+    from agent.brains.autopilot.history import Duet
+    from tests.test_paired import LEVELS
+
+    rounds = tuple((dict.fromkeys(LEVELS, 100.0), dict.fromkeys(LEVELS, 100.0 * f)) for f in ratios)
+    h.launched(x, serving=True)
+    h.dueted(Duet(base, x, rounds, 12))
+    for _, b in rounds:
+        h.measured(x, h.running or 0, b, "duet-d01")
+    return rounds
+
+
 def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
     """[server] side_by_side: after re-validation the planner asks for a duet (the winner on a
     fresh launch, the baseline beside it); once its rounds are in, it concludes on them - the
@@ -225,10 +239,10 @@ def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
     from dataclasses import replace
 
     from agent.brains.autopilot import conclude
-    from agent.brains.autopilot.history import Duet, History
+    from agent.brains.autopilot.history import History
     from agent.brains.autopilot.planner import Experiment, Finish
     from tests.test_paired import BASE as SIM_BASE
-    from tests.test_paired import LEVELS, SPACE, planner, sweep
+    from tests.test_paired import SPACE, planner, sweep
 
     x = SPACE.repair({**SIM_BASE, "--attention-backend": "fa3"})
     h = History(SPACE, [])
@@ -243,14 +257,7 @@ def test_side_by_side_the_autopilot_ends_with_a_duet_not_launch_pairs() -> None:
     assert isinstance(step, Experiment) and step.purpose == "duet" and step.fresh
     assert h.key(step.config) == h.key(x)
     # the duet's rounds: x 1.30x the baseline each round, a little noise
-    rounds = tuple(
-        (dict.fromkeys(LEVELS, 100.0), dict.fromkeys(LEVELS, 130.0 * f))
-        for f in (1.0, 1.01, 0.99, 1.0)
-    )
-    h.launched(x, serving=True)
-    h.dueted(Duet(SIM_BASE, x, rounds, 12))
-    for _, b in rounds:
-        h.measured(x, h.running or 0, b, "duet-d01")
+    dueted(h, SIM_BASE, x, [1.3 * f for f in (1.0, 1.01, 0.99, 1.0)])
     done = side.next_step(h)
     assert isinstance(done, Finish), done
     assert done.paired is not None and done.paired.unit == "duet round" and done.paired.wins
@@ -312,24 +319,17 @@ def test_a_duet_that_leaves_the_gain_open_deploys_the_baseline_in_words_too() ->
     from dataclasses import replace
 
     from agent.brains.autopilot import narrate
-    from agent.brains.autopilot.history import Duet, History
+    from agent.brains.autopilot.history import History
     from agent.brains.autopilot.planner import Finish
     from tests.test_paired import BASE as SIM_BASE
-    from tests.test_paired import LEVELS, SPACE, planner, sweep
+    from tests.test_paired import SPACE, planner, sweep
 
     x = SPACE.repair({**SIM_BASE, "--attention-backend": "fa3"})
     h = History(SPACE, [])
     sweep(h, SIM_BASE, 1.0, "baseline")
     sweep(h, SIM_BASE, 1.25, "noise")  # a floor of about 25 %
     sweep(h, x, 1.24, "confirm")
-    rounds = tuple(
-        (dict.fromkeys(LEVELS, 100.0), dict.fromkeys(LEVELS, 100.0 * f))
-        for f in (0.927, 1.203, 0.971, 1.096)
-    )
-    h.launched(x, serving=True)
-    h.dueted(Duet(SIM_BASE, x, rounds, 12))
-    for _, b in rounds:
-        h.measured(x, h.running or 0, b, "duet-d01")
+    dueted(h, SIM_BASE, x, [0.927, 1.203, 0.971, 1.096])
     plain = planner(max_launches=8)
     side = replace(plain, settings=replace(plain.settings, side_by_side=True, wrap_up=True))
     done = side.next_step(h)
