@@ -14,6 +14,7 @@ from agent.report.trust import drift_text
 from agent.view.words import named
 from state.events import Event
 from tools.domain import stats
+from tools.recommend import verdict_words
 
 
 def figures_of(run_path: Path, events: list[Event]) -> Figures | None:
@@ -35,10 +36,10 @@ def standing(f: Figures) -> str:
         means = f.by_means
         verdict: str = "win" if f.winner is f.candidate or means is None else means.verdict
         if rec is not None and rec.verdict == "not established":  # the pairs decide (issue 29)
-            unit = rec.paired.unit if rec.paired is not None else "launch pair"
-            verdict = f"not established by its {unit}s"  # a duet's rounds, a fleet's crossovers
             if rec.paired is None:  # none made, and the baseline drifted: the means cannot say
                 verdict = "not established: the baseline drifted, no launch pairs"
+            else:  # recommend's words, naming what was paired (a duet's rounds, crossovers)
+                verdict = verdict_words(rec)
         parts.append(f"best {f.candidate.name} {ratio} geomean ratio ({verdict})")
         if rec is not None and rec.paired is not None and rec.paired.stated:
             parts.append(rec.paired.stated)
