@@ -299,15 +299,14 @@ def launches_left(r: Reading, inc: Flags, left: int) -> int:
     if found is not None and not validated(r, found[0]):
         fresh.append(found[0])
     fresh = fresh[: max(0, MAX_VALIDATIONS - validations_done(r))]
-    if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in,
-        # then the challenger's (the duet's launch re-validates the winner)
-        others = [c for c in fresh if r.h.key(c) != r.h.key(inc)]
+    # a duet's or a crossover's own launches of the winner re-validate it: only the challenger's
+    others = [c for c in fresh if r.h.key(c) != r.h.key(inc)]
+    if duets(r):  # the winner's fresh launch and the baseline beside it, until the duet is in
         return min(left, len(others) + (0 if r.h.duet_of(r.space.baseline, inc) else 2))
     if r.settings.crossover:  # two launches a period, two periods a crossover
         done = crossovers(r, inc)
         want = MIN_PAIRS if done.n < MIN_PAIRS else pairs_wanted(done, (left - len(fresh)) // 2)
         periods = len(cross_periods(r, inc))
-        others = [c for c in fresh if r.h.key(c) != r.h.key(inc)]  # the winner is crossed
         return min(left, len(others) + max(0, 4 * want - 2 * periods))
     pairs, waiting = pair_runs(r, inc)
     if len(pairs) < MIN_PAIRS:
