@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from state.events import Event, epoch
+from state.launches import failure_line
 
 
 def first_name(trial: str) -> str:
@@ -66,10 +67,7 @@ class Ended:
     @property
     def verdict(self) -> str:
         """ "ok", or the reason's first line."""
-        if self.ok:
-            return "ok"
-        first = (self.reason or "failed").strip().splitlines()
-        return first[0] if first else "failed"
+        return "ok" if self.ok else failure_line(self.reason or "")
 
 
 @dataclass

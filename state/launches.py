@@ -56,10 +56,13 @@ class Launch:
         """ "ok", "starting", or the diagnosis's first line."""
         if self.ok is None:
             return "starting"
-        if self.ok:
-            return "ok"
-        lines = self.diagnosis.strip().splitlines()
-        return lines[0] if lines else "failed"
+        return "ok" if self.ok else failure_line(self.diagnosis)
+
+
+def failure_line(reason: str) -> str:
+    """What a failed launch or trial says in one line: its reason's first, else "failed"."""
+    lines = reason.strip().splitlines()
+    return lines[0] if lines else "failed"
 
 
 @dataclass
