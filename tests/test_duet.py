@@ -215,6 +215,33 @@ async def test_a_duet_of_one_server_or_an_slo_objective_is_one_line(ctx: ToolCon
     assert few.is_error and "max_rounds" in few.text and "\n" not in few.text.strip()
 
 
+def test_a_duet_declares_the_rounds_the_minutes_left_hold() -> None:
+    """The looks a duet's interval is valid over are fixed before its first block, from the
+    run's pace (a round: both servers' blocks at each level, each the median seconds its sweeps
+    took there) and the minutes left - one round more than they hold, at least 2, at most what
+    was asked; what was asked where the run has no budget or has not swept every level. Fewer
+    looks, a narrower interval over the same rounds."""
+    from state.fold import RunState
+    from tools.duet import declared_rounds
+
+    state = RunState()
+    state.results = [
+        {"points": {"1": {"duration": 10.0}, "8": {"duration": 20.0}}},
+        {"points": {"1": {"duration": 12.0}, "8": {"duration": 30.0}}},
+    ]
+    # a round: 2 x (11 + 25) = 72 s; 600 s less the 20 kept for what follows hold 8 rounds
+    assert declared_rounds(state, [1, 8], 600.0, 12) == 9
+    assert declared_rounds(state, [1, 8], 600.0, 6) == 6
+    assert declared_rounds(state, [1, 8], 30.0, 12) == 2
+    assert declared_rounds(state, [1, 8], None, 12) == 12
+    assert declared_rounds(state, [1, 4, 8], 600.0, 12) == 12  # level 4 never swept: no pace
+    ratios = (1.17, 1.10, 1.25, 1.14, 1.21, 1.08, 1.19)
+    declared = stats.Paired(ratios, looks=8).interval()
+    asked = stats.Paired(ratios, looks=12).interval()
+    assert declared is not None and asked is not None
+    assert asked[0] < declared[0] and declared[1] < asked[1]
+
+
 # --- the autopilot proves its winner in a duet where the host fits both ---------------------------
 
 
