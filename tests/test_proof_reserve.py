@@ -33,7 +33,7 @@ def supervised(run: Run, minutes: float) -> Supervision:
 
 @pytest.mark.parametrize(
     ("side", "reserve"),
-    [(True, (2 * 45 + 7 * 2 * 45 + 20) / 60), (False, (2 * 2 * (45 + 45) + 20) / 60)],
+    [(True, (2 * 45 + (6 + 1.25) * 2 * 45 + 20) / 60), (False, (2 * 2 * (45 + 45) + 20) / 60)],
 )
 def test_the_reserve_is_a_proof_as_this_box_measured_it(
     make_run: Any, side: bool, reserve: float
@@ -49,7 +49,7 @@ def test_the_reserve_is_a_proof_as_this_box_measured_it(
 
 
 def test_the_wrap_up_comes_when_the_minutes_left_hold_just_the_proof(make_run: Any) -> None:
-    """A duet here takes 12.3 minutes: with 30 minutes the warning comes at 17.7 (80 %, at 24
+    """A duet here takes 12.7 minutes: with 30 minutes the warning comes at 17.3 (80 %, at 24
     minutes, would leave 6); a budget of 8 minutes keeps half for exploring."""
     config = plain_config()
     config = config.model_copy(
