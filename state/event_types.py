@@ -161,7 +161,7 @@ KNOWN: dict[str, tuple[Fields, Fields]] = {
     "tool_call_cut": ({"id": _text, "name": _text}, {}),
     "tool_result": (
         {"id": _text, "text": _text},
-        {"name": _text, "is_error": _flag, "data": _table},
+        {"name": _text, "is_error": _flag, "data": _table, "duration_s": _SECONDS},
     ),
     "planned": ({"call": _text}, {}),
     "api_exchange": ({}, {"request_hash": _text}),

@@ -48,6 +48,36 @@ def test_the_reserve_is_a_proof_as_this_box_measured_it(
     assert proof_reserve_minutes(run.state) == pytest.approx(reserve)
 
 
+def test_the_reserve_counts_what_a_benchmark_costs_beyond_its_levels(make_run: Any) -> None:
+    """A sweep as the wall clock has it: each run_benchmark call's seconds over its levels'
+    measured seconds (the client's start, warm-up requests, the cache reset) scale the sweeps -
+    real vLLM's calls took 1.10 times their levels' durations, and the reserve held 5 rounds of
+    7 (stop 55). A call the fold cannot match to its result, or an error, counts nothing."""
+    from state.fold import benchmark_overhead
+
+    config = plain_config()
+    config = config.model_copy(
+        update={"server": config.server.model_copy(update={"side_by_side": True})}
+    )
+    run, _ = make_run(config, limits=Limits(max_minutes=30))
+    points = {c: {"output_throughput": 100.0, "duration": d} for c, d in LEVELS.items()}
+    for i, wall in enumerate((54.0, 63.0)):  # each sweep took 45 s by its levels
+        run.append("server_ready", name="server", seconds=45.0)
+        run.append("benchmark", id=f"b{i:03d}", server="server", summary={}, points=points)
+        done = {"name": "run_benchmark", "text": "...", "data": {"id": f"b{i:03d}"}}
+        run.append("tool_result", id=f"t{i}", duration_s=wall, **done)
+    stale = {"name": "run_benchmark", "text": "x", "data": {"id": "b000"}}
+    run.append("tool_result", id="t8", duration_s=500.0, **stale)  # not the latest result
+    run.append("tool_result", id="t9", duration_s=500.0, **stale | {"is_error": True})
+    assert benchmark_overhead(run.state) == pytest.approx((54 + 63) / 90)
+    reserve = (2 * 45 + 7.25 * 2 * 45 * 1.3 + 20) / 60
+    assert proof_reserve_minutes(run.state) == pytest.approx(reserve)
+    plain, _ = make_run(config, limits=Limits(max_minutes=30))
+    measured(plain)  # no call's wall time known: the levels' seconds
+    assert benchmark_overhead(plain.state) == 1.0
+    assert proof_reserve_minutes(plain.state) < reserve
+
+
 def test_the_wrap_up_comes_when_the_minutes_left_hold_just_the_proof(make_run: Any) -> None:
     """A duet here takes 12.7 minutes: with 30 minutes the warning comes at 17.3 (80 %, at 24
     minutes, would leave 6); a budget of 8 minutes keeps half for exploring."""

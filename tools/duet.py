@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from state.fold import RunState, measured_pace
+from state.fold import RunState, benchmark_overhead, measured_pace
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
 from tools.bench.duet import AFTER_S, DuetOutcome, Side, decision_text, round_lines, run_duet
@@ -207,7 +207,8 @@ class Duet(Tool):
 def declared_rounds(state: RunState, levels: list[int], seconds: float | None, most: int) -> int:
     """The rounds a duet declares, the looks its interval is valid over: `most`, or fewer where
     the `seconds` of budget left hold fewer at the run's measured pace - a round is both servers'
-    blocks at each level, each the median seconds the run's sweeps took there. Fixed before the
+    blocks at each level, each the median seconds the run's sweeps took there, on the wall clock
+    (state.fold.benchmark_overhead). Fixed before the
     first block from no duet figure, so the interval stays valid; and fewer looks give a tighter
     one (at 7 rounds, t spent over 6 looks is 3.86 against 4.40 over the 11 of 12 rounds, a
     seventh narrower in log). One round more than the pace holds: a look left unused widens the
@@ -216,7 +217,7 @@ def declared_rounds(state: RunState, levels: list[int], seconds: float | None, m
     _, durations = measured_pace(state)
     if seconds is None or any(level not in durations for level in levels):
         return most
-    round_s = 2 * sum(median(durations[level]) for level in levels)
+    round_s = 2 * sum(median(durations[level]) for level in levels) * benchmark_overhead(state)
     return max(2, min(most, int((seconds - AFTER_S) // round_s) + 1))
 
 
