@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from agent.ends import BudgetExhausted, Stopped
-from state.fold import RunState, benchmark_overhead, measured_pace
+from state.fold import RunState, measured_pace, sweep_seconds
 from state.inbox import drain
 from state.run import Run
 from tools.bench.duet import ROUND_MARGIN
@@ -39,13 +39,11 @@ def proof_reserve_minutes(state: RunState) -> float:
     before the run has measured a launch and a sweep. Reserved from the minutes budget: the
     wrap-up warning comes when the minutes left are down to it, if before WARN_AT - a
     real-vLLM campaign whose wrap-up came at 80 % of 30 minutes had time for one duet round."""
-    starts, durations = measured_pace(state)
-    if not starts or not durations:
+    starts, _ = measured_pace(state)
+    sweep = sweep_seconds(state)  # on the wall clock: q6 (stop 55) held 5 of 7 rounds without
+    if not starts or sweep is None:
         return 0.0
-    # a sweep as the wall clock has it: its levels' durations leave out the client's start, the
-    # warm-up requests and the cache reset (q6, stop 55: the reserve held 5 of 7 rounds)
     start = median(starts)
-    sweep = sum(median(d) for d in durations.values()) * benchmark_overhead(state)
     side = bool((state.config.get("server") or {}).get("side_by_side"))
     # a duet starts its last round only with ROUND_MARGIN of a round left and what follows
     # (tools/bench/duet.py): a real-vLLM campaign reserved 7 rounds and measured 6 (stop 55)

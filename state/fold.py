@@ -6,7 +6,9 @@ it writes (so its view is always the log's view), `resume` on start-up, `watch` 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any, NamedTuple
 
 from state.event_types import KNOWN, event_problem
@@ -69,7 +71,19 @@ def benchmark_overhead(state: RunState) -> float:
     measured = sum(m for _, m in state.benchmark_walls)
     if measured <= 0:
         return 1.0
-    return max(1.0, sum(w for w, m in state.benchmark_walls if m > 0) / measured)
+    return max(1.0, sum(w for w, _ in state.benchmark_walls) / measured)
+
+
+def sweep_seconds(state: RunState, levels: Iterable[int] | None = None) -> float | None:
+    """One sweep of `levels` (None: every level the run measured) on the wall clock, at the
+    run's pace: the median seconds each level took, times benchmark_overhead. None where a
+    level was never measured (or none was) - what the proof reserve and a duet's declared
+    rounds are sized by."""
+    _, durations = measured_pace(state)
+    wanted = list(durations) if levels is None else list(levels)
+    if not wanted or any(level not in durations for level in wanted):
+        return None
+    return sum(median(durations[level]) for level in wanted) * benchmark_overhead(state)
 
 
 @dataclass
@@ -240,7 +254,8 @@ class RunState:
             if done.get("id") == (e.get("data") or {}).get("id"):
                 points = (done.get("points") or {}).values()
                 measured = sum(float(p.get("duration") or 0.0) for p in points)
-                self.benchmark_walls.append((float(e["duration_s"]), measured))
+                if measured > 0:  # a recording made before points carried durations: nothing
+                    self.benchmark_walls.append((float(e["duration_s"]), measured))
 
     def _on_planned(self, e: Event) -> None:
         self.plans[str(e["call"])] = {k: v for k, v in e.items() if k not in ("seq", "ts", "type")}

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from statistics import median
 from typing import Any
 
 from pydantic import Field
 
-from state.fold import RunState, benchmark_overhead, measured_pace
+from state.fold import RunState, sweep_seconds
 from tools.base import Tool, ToolContext, ToolError, ToolInput, ToolResult
 from tools.bench import results
 from tools.bench.duet import AFTER_S, DuetOutcome, Side, decision_text, round_lines, run_duet
@@ -206,19 +205,18 @@ class Duet(Tool):
 
 def declared_rounds(state: RunState, levels: list[int], seconds: float | None, most: int) -> int:
     """The rounds a duet declares, the looks its interval is valid over: `most`, or fewer where
-    the `seconds` of budget left hold fewer at the run's measured pace - a round is both servers'
-    blocks at each level, each the median seconds the run's sweeps took there, on the wall clock
-    (state.fold.benchmark_overhead). Fixed before the
-    first block from no duet figure, so the interval stays valid; and fewer looks give a tighter
-    one (at 7 rounds, t spent over 6 looks is 3.86 against 4.40 over the 11 of 12 rounds, a
-    seventh narrower in log). One round more than the pace holds: a look left unused widens the
-    interval by about 3 %, a round the budget had room for and the declaration did not, about
-    10 % (7 rounds against 8). At least 2; `most` where the run has no budget or no pace."""
-    _, durations = measured_pace(state)
-    if seconds is None or any(level not in durations for level in levels):
+    the `seconds` of budget left hold fewer at the run's pace - a round is both servers' blocks
+    at each level, a sweep of them each on the wall clock (state.fold.sweep_seconds). Fixed
+    before the first block from no duet figure, so the interval stays valid; and fewer looks
+    give a tighter one (at 7 rounds, t spent over 6 looks is 3.86 against 4.40 over the 11 of
+    12 rounds, a seventh narrower in log). One round more than the pace holds: a look left
+    unused widens the interval by about 3.5 %, a round the budget had room for and the
+    declaration did not, about 10 % (7 rounds against 8). At least 2; `most` where the run has
+    no budget or no pace."""
+    sweep = sweep_seconds(state, levels)
+    if seconds is None or sweep is None:
         return most
-    round_s = 2 * sum(median(durations[level]) for level in levels) * benchmark_overhead(state)
-    return max(2, min(most, int((seconds - AFTER_S) // round_s) + 1))
+    return max(2, min(most, int((seconds - AFTER_S) // (2 * sweep)) + 1))
 
 
 def seconds_left(ctx: ToolContext) -> Callable[[], float | None]:
